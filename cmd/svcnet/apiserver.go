@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/apiserver"
+)
+
+func newAPIServerCommand() *cobra.Command {
+	o := apiserver.Defaults()
+	cmd := &cobra.Command{
+		Use:   "apiserver",
+		Short: "Serve the Kubernetes API, stored in etcd",
+		Long: `Serve the Kubernetes REST API for the kinds svcnet uses (core/v1 pods,
+services, endpoints, nodes, namespaces …, apps/v1, discovery.k8s.io/v1,
+networking.k8s.io/v1, coordination.k8s.io/v1) over TLS, with an embedded
+etcd (or --etcd-servers). kubectl and client-go work against it as against
+kube-apiserver.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := apiserver.New(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "svcnet API server at %s\nadmin kubeconfig: %s\n", s.URL, s.AdminKubeconfig)
+			return s.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory of the embedded etcd, certificates and kubeconfigs")
+	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address to serve on (0.0.0.0 for all)")
+	f.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port (0 picks a free one)")
+	f.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "address published in the default/kubernetes endpoints")
+	f.StringVar(&o.WriteKubeconfig, "write-kubeconfig", o.WriteKubeconfig, "also write the admin kubeconfig to this file")
+	f.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "external etcd client URLs (default: embedded etcd in --data-dir)")
+	f.StringVar(&o.ServiceCIDR, "service-cluster-ip-range", o.ServiceCIDR, "CIDR of service cluster IPs")
+	f.StringVar(&o.NodePortRange, "service-node-port-range", o.NodePortRange, "port range of NodePort services, MIN-MAX")
+	f.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "bearer tokens, CSV: token,user,uid,\"group1,group2\" (default: generated in --data-dir)")
+	f.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs of the serving certificate")
+	return cmd
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"flag"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+)
+
+func newRootCommand() *cobra.Command {
+	var verbosity int
+	root := &cobra.Command{
+		Use:           "svcnet",
+		Short:         "Kubernetes service discovery and load balancing, built for real",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			setupLogging(verbosity)
+		},
+	}
+	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (0: events only; 4+: library debug logs)")
+	root.AddCommand(newAPIServerCommand())
+	return root
+}
+
+// setupLogging sends svcnet's and the Kubernetes libraries' logs to stderr
+// as structured text.
+func setupLogging(verbosity int) {
+	level := slog.LevelInfo
+	if verbosity >= 4 {
+		level = slog.LevelDebug
+	}
+	handler := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	slog.SetDefault(slog.New(handler))
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("v", itoa(verbosity))
+	klog.SetSlogLogger(slog.New(handler))
+}
+
+func itoa(i int) string {
+	return string(rune('0' + min(max(i, 0), 9)))
+}

@@ -1,0 +1,112 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// bootstrapNamespaces exist from the start, as in every Kubernetes cluster.
+var bootstrapNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+// bootstrap creates what a new cluster has: its namespaces and the
+// default/kubernetes Service that points at the API server.
+type bootstrap struct {
+	serviceIP netip.Addr // first address of the service range
+	advertise string     // address in the kubernetes endpoints ("" = none)
+	port      int
+}
+
+func (b *bootstrap) run(hookCtx genericapiserver.PostStartHookContext) error {
+	client, err := kubernetes.NewForConfig(hookCtx.LoopbackClientConfig)
+	if err != nil {
+		return err
+	}
+	// The server may still be warming up; retry until it takes the writes.
+	return wait.PollUntilContextTimeout(hookCtx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := b.ensure(ctx, client); err != nil {
+			return false, nil
+		}
+		return true, nil
+	})
+}
+
+func (b *bootstrap) ensure(ctx context.Context, client kubernetes.Interface) error {
+	for _, name := range bootstrapNamespaces {
+		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: b.serviceIP.String(),
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromInt(b.port)}},
+			SessionAffinity: corev1.ServiceAffinityNone,
+			Type:            corev1.ServiceTypeClusterIP,
+		},
+	}
+	_, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create service default/kubernetes: %w", err)
+	}
+	if b.advertise == "" {
+		return nil
+	}
+	return b.ensureEndpoints(ctx, client)
+}
+
+// ensureEndpoints points default/kubernetes at the advertised address,
+// both as Endpoints and as an EndpointSlice, as kube-apiserver does.
+func (b *bootstrap) ensureEndpoints(ctx context.Context, client kubernetes.Interface) error {
+	ep := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: b.advertise}},
+			Ports:     []corev1.EndpointPort{{Name: "https", Port: int32(b.port), Protocol: corev1.ProtocolTCP}},
+		}},
+	}
+	if cur, err := client.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err == nil {
+		ep.ResourceVersion = cur.ResourceVersion
+		_, err = client.CoreV1().Endpoints("default").Update(ctx, ep, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+	} else if _, err := client.CoreV1().Endpoints("default").Create(ctx, ep, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	addrType := discoveryv1.AddressTypeIPv4
+	if a, err := netip.ParseAddr(b.advertise); err == nil && a.Is6() {
+		addrType = discoveryv1.AddressTypeIPv6
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "kube-apiserver"}},
+		AddressType: addrType,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{b.advertise},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(b.port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	if cur, err := client.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err == nil {
+		slice.ResourceVersion = cur.ResourceVersion
+		_, err = client.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{})
+		return err
+	}
+	_, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{})
+	return err
+}

@@ -1,0 +1,125 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/svcnet/svcnet/internal/apis"
+	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/apps"
+	"github.com/svcnet/svcnet/internal/registry/coordination"
+	"github.com/svcnet/svcnet/internal/registry/core"
+	"github.com/svcnet/svcnet/internal/registry/discovery"
+	"github.com/svcnet/svcnet/internal/registry/networking"
+	"github.com/svcnet/svcnet/internal/registry/service"
+)
+
+// plainKinds are the served kinds whose endpoints need nothing beyond
+// their Kind description (and a status subresource when they have one).
+var plainKinds = []*registry.Kind{
+	core.Node, core.Endpoints, core.Secret, core.ConfigMap, core.ServiceAccount, core.Event,
+	discovery.EndpointSlice,
+	networking.Ingress, networking.IngressClass,
+	coordination.Lease,
+}
+
+// resources builds every served endpoint, keyed by group then by
+// resource path ("pods", "pods/status" …).
+type resources struct {
+	byGroup map[string]map[string]rest.Storage
+	// podNode finds the node of a pod, for the node authorizer.
+	podNode PodNodeFunc
+}
+
+func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators) (*resources, error) {
+	r := &resources{byGroup: map[string]map[string]rest.Storage{}}
+	add := func(k *registry.Kind, sub string, s rest.Storage) {
+		g := k.Resource.Group
+		if r.byGroup[g] == nil {
+			r.byGroup[g] = map[string]rest.Storage{}
+		}
+		path := k.Resource.Resource
+		if sub != "" {
+			path += "/" + sub
+		}
+		r.byGroup[g][path] = s
+	}
+	for _, k := range plainKinds {
+		store, err := registry.NewStore(k, optsGetter)
+		if err != nil {
+			return nil, err
+		}
+		add(k, "", registry.NewREST(k, store))
+		if k.Status {
+			add(k, "status", registry.NewStatusREST(k, store))
+		}
+	}
+
+	pods, err := registry.NewStore(core.Pod, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	add(core.Pod, "", registry.NewREST(core.Pod, pods))
+	add(core.Pod, "status", registry.NewStatusREST(core.Pod, pods))
+	add(core.Pod, "binding", &core.BindingREST{Store: pods})
+	r.podNode = func(ctx context.Context, ns, name string) (string, error) {
+		obj, err := pods.Get(request.WithNamespace(ctx, ns), name, &metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return obj.(*corev1.Pod).Spec.NodeName, nil
+	}
+
+	nss, err := registry.NewStore(core.Namespace, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	add(core.Namespace, "", &core.NamespaceREST{REST: registry.NewREST(core.Namespace, nss)})
+	add(core.Namespace, "status", registry.NewStatusREST(core.Namespace, nss))
+	add(core.Namespace, "finalize", &core.FinalizeREST{Store: nss})
+
+	svcs, svcStatus, err := service.NewREST(optsGetter, alloc)
+	if err != nil {
+		return nil, err
+	}
+	add(service.Kind, "", registry.NewREST(service.Kind, svcs))
+	add(service.Kind, "status", svcStatus)
+
+	for _, k := range []*registry.Kind{apps.Deployment, apps.ReplicaSet} {
+		store, err := registry.NewStore(k, optsGetter)
+		if err != nil {
+			return nil, err
+		}
+		add(k, "", registry.NewREST(k, store))
+		add(k, "status", registry.NewStatusREST(k, store))
+		add(k, "scale", &apps.ScaleREST{Store: store})
+	}
+	return r, nil
+}
+
+// install serves the resources on s: the core group under /api, the
+// others under /apis.
+func (r *resources) install(s *genericapiserver.GenericAPIServer) error {
+	legacy := genericapiserver.NewDefaultAPIGroupInfo("", apis.Scheme, apis.ParameterCodec, apis.Codecs)
+	legacy.VersionedResourcesStorageMap["v1"] = r.byGroup[""]
+	if err := s.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacy); err != nil {
+		return fmt.Errorf("install core API: %w", err)
+	}
+	var groups []*genericapiserver.APIGroupInfo
+	for _, g := range []string{"apps", "coordination.k8s.io", "discovery.k8s.io", "networking.k8s.io"} {
+		info := genericapiserver.NewDefaultAPIGroupInfo(g, apis.Scheme, apis.ParameterCodec, apis.Codecs)
+		info.VersionedResourcesStorageMap["v1"] = r.byGroup[g]
+		groups = append(groups, &info)
+	}
+	if err := s.InstallAPIGroups(groups...); err != nil {
+		return fmt.Errorf("install API groups: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,279 @@
+// Package apiserver assembles svcnet's Kubernetes API server: the generic
+// server machinery of k8s.io/apiserver (REST verbs, watch, content types,
+// discovery, OpenAPI, the watch cache) over svcnet's registry of kinds,
+// with etcd as storage and svcnet's own authentication and authorization.
+package apiserver
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	basecompatibility "k8s.io/component-base/compatibility"
+
+	"github.com/svcnet/svcnet/internal/apis"
+	"github.com/svcnet/svcnet/internal/apiserver/openapi"
+	"github.com/svcnet/svcnet/internal/etcd"
+	"github.com/svcnet/svcnet/internal/pki"
+	"github.com/svcnet/svcnet/internal/registry/service"
+)
+
+// KubernetesVersion is the Kubernetes API level svcnet serves.
+const KubernetesVersion = "1.37.2"
+
+// Options configure the API server. Flag names follow kube-apiserver.
+type Options struct {
+	DataDir          string   // etcd data, PKI, kubeconfigs
+	BindAddress      string   // --bind-address
+	SecurePort       int      // --secure-port
+	AdvertiseAddress string   // --advertise-address: address of default/kubernetes endpoints
+	WriteKubeconfig  string   // admin kubeconfig path
+	EtcdServers      []string // --etcd-servers; empty = embedded etcd
+	ServiceCIDR      string   // --service-cluster-ip-range
+	NodePortRange    string   // --service-node-port-range
+	TokenAuthFile    string   // --token-auth-file; default: generated in DataDir
+	TLSSANs          []string // extra names and addresses of the serving certificate
+}
+
+// Defaults returns Options with kube-apiserver's defaults.
+func Defaults() Options {
+	home, _ := os.UserHomeDir()
+	return Options{
+		DataDir:       filepath.Join(home, ".svcnet", "apiserver"),
+		BindAddress:   "127.0.0.1",
+		SecurePort:    6443,
+		ServiceCIDR:   "10.96.0.0/12",
+		NodePortRange: "30000-32767",
+	}
+}
+
+// Server is a prepared API server.
+type Server struct {
+	opts    Options
+	generic *genericapiserver.GenericAPIServer
+	etcd    *etcd.Embedded
+	// URL is the server's address, e.g. https://127.0.0.1:6443.
+	URL string
+	// AdminKubeconfig is the path of the admin kubeconfig.
+	AdminKubeconfig string
+	// PKIDir holds the CA, which can sign more client credentials.
+	PKIDir string
+}
+
+// New validates opts, starts storage and builds the server; Run serves it.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("--data-dir is required")
+	}
+	alloc, err := service.NewAllocators(opts.ServiceCIDR, opts.NodePortRange)
+	if err != nil {
+		return nil, err
+	}
+	if opts.AdvertiseAddress != "" && net.ParseIP(opts.AdvertiseAddress) == nil {
+		return nil, fmt.Errorf("--advertise-address %q is not an IP address", opts.AdvertiseAddress)
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	s := &Server{opts: opts, PKIDir: filepath.Join(opts.DataDir, "pki")}
+
+	// Listen first, so that an occupied port fails fast and clearly.
+	bind := net.ParseIP(opts.BindAddress)
+	if bind == nil {
+		return nil, fmt.Errorf("--bind-address %q is not an IP address", opts.BindAddress)
+	}
+	listener, port, err := genericoptions.CreateListener("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.SecurePort)), net.ListenConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("cannot serve on %s:%d: %w", opts.BindAddress, opts.SecurePort, err)
+	}
+	host := opts.BindAddress
+	if bind.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	s.URL = "https://" + net.JoinHostPort(host, strconv.Itoa(port))
+
+	ca, err := pki.EnsureCA(s.PKIDir)
+	if err != nil {
+		listener.Close()
+		return nil, fmt.Errorf("certificate authority: %w", err)
+	}
+	hosts := append([]string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		"kubernetes.default.svc.cluster.local", alloc.IPs.Nth(0).String()}, opts.TLSSANs...)
+	if !bind.IsUnspecified() {
+		hosts = append(hosts, opts.BindAddress)
+	}
+	if opts.AdvertiseAddress != "" {
+		hosts = append(hosts, opts.AdvertiseAddress)
+	}
+	certFile, keyFile, err := ca.EnsureServingCert(s.PKIDir, hosts)
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	tokenFile := opts.TokenAuthFile
+	if tokenFile == "" {
+		tokenFile = filepath.Join(s.PKIDir, "tokens.csv")
+		if _, err := ensureTokenFile(tokenFile); err != nil {
+			listener.Close()
+			return nil, err
+		}
+	}
+
+	endpoints := opts.EtcdServers
+	if len(endpoints) == 0 {
+		s.etcd, err = etcd.Start(ctx, filepath.Join(opts.DataDir, "etcd"))
+		if err != nil {
+			listener.Close()
+			return nil, err
+		}
+		endpoints = s.etcd.Endpoints
+	}
+
+	config := genericapiserver.NewConfig(apis.Codecs)
+	version := basecompatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
+	config.EffectiveVersion = version
+
+	serving := genericoptions.NewSecureServingOptions().WithLoopback()
+	serving.Listener = listener
+	serving.BindAddress = bind
+	serving.BindPort = port
+	serving.ServerCert.CertKey.CertFile = certFile
+	serving.ServerCert.CertKey.KeyFile = keyFile
+	if err := serving.ApplyTo(&config.SecureServing, &config.LoopbackClientConfig); err != nil {
+		s.close()
+		return nil, fmt.Errorf("serving: %w", err)
+	}
+	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", ca.CertPEM)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	if err := config.Authentication.ApplyClientCert(clientCA, config.SecureServing); err != nil {
+		s.close()
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	config.Authentication.Authenticator, err = newAuthenticator(pool, tokenFile)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	authz := &Authorizer{}
+	config.Authorization.Authorizer = authz
+	genericapiserver.AuthorizeClientBearerToken(config.LoopbackClientConfig, &config.Authentication, &config.Authorization)
+
+	namer := openapinamer.NewDefinitionNamer(apis.Scheme)
+	config.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	config.OpenAPIConfig.Info.Title = "Kubernetes"
+	config.OpenAPIConfig.Info.Version = "v" + KubernetesVersion
+	config.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	config.OpenAPIV3Config.Info.Title = "Kubernetes"
+	config.OpenAPIV3Config.Info.Version = "v" + KubernetesVersion
+	config.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		return withVersion(genericapiserver.DefaultBuildHandlerChain(h, c))
+	}
+	if opts.AdvertiseAddress != "" {
+		config.PublicAddress = net.ParseIP(opts.AdvertiseAddress)
+	}
+
+	storageConfig := storagebackend.NewDefaultConfig("/registry", nil)
+	storageConfig.Transport.ServerList = endpoints
+	etcdOpts := genericoptions.NewEtcdOptions(storageConfig)
+	etcdOpts.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
+	resourceConfig := serverstorage.NewResourceConfig()
+	resourceConfig.EnableVersions(apis.Scheme.PrioritizedVersionsAllGroups()...)
+	factory := serverstorage.NewDefaultStorageFactory(*storageConfig, etcdOpts.DefaultStorageMediaType, apis.Codecs,
+		serverstorage.NewDefaultResourceEncodingConfigForEffectiveVersion(apis.Scheme, version), resourceConfig, nil)
+	if err := etcdOpts.ApplyWithStorageFactoryTo(factory, config); err != nil {
+		s.close()
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+
+	client, err := kubernetes.NewForConfig(config.LoopbackClientConfig)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	informerFactory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	nsLifecycle, err := lifecycle.NewLifecycle(sets.New("default", "kube-system", "kube-public"))
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	nsLifecycle.SetExternalKubeInformerFactory(informerFactory)
+	nsLifecycle.SetExternalKubeClientSet(client)
+	if err := nsLifecycle.ValidateInitialization(); err != nil {
+		s.close()
+		return nil, err
+	}
+	config.AdmissionControl = nsLifecycle
+
+	res, err := buildResources(config.RESTOptionsGetter, alloc)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	authz.PodNode = res.podNode
+
+	s.generic, err = config.Complete(informerFactory).New("svcnet-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	if err := res.install(s.generic); err != nil {
+		s.close()
+		return nil, err
+	}
+	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), advertise: opts.AdvertiseAddress, port: port}
+	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
+	s.generic.AddPostStartHookOrDie("svcnet-allocator-repair", func(ctx genericapiserver.PostStartHookContext) error {
+		return alloc.Repair(ctx)
+	})
+
+	if err := s.writeKubeconfigs(ca, tokenFile); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.close()
+	errCh := make(chan error, 1)
+	if s.etcd != nil {
+		go func() {
+			if err := <-s.etcd.Err(); err != nil {
+				errCh <- fmt.Errorf("embedded etcd: %w", err)
+			}
+		}()
+	}
+	go func() { errCh <- s.generic.PrepareRun().RunWithContext(ctx) }()
+	slog.Info("API server serving", "url", s.URL, "kubeconfig", s.AdminKubeconfig)
+	return <-errCh
+}
+
+func (s *Server) close() {
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+}

@@ -1,0 +1,121 @@
+// Package etcd runs the embedded single-member etcd that svcnet stores its
+// objects in when no external etcd cluster is given.
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Embedded is a running embedded etcd member.
+type Embedded struct {
+	etcd *embed.Etcd
+	// Endpoints are the client URLs, e.g. http://127.0.0.1:41234.
+	Endpoints []string
+}
+
+// ports are the loopback ports of the member, kept in the data directory
+// so that a restart finds the member where it was.
+type ports struct {
+	Client int `json:"client"`
+	Peer   int `json:"peer"`
+}
+
+// Start runs etcd with its data in dir, serving on loopback only. It
+// returns once the member is ready to serve.
+func Start(ctx context.Context, dir string) (*Embedded, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcd data directory: %w", err)
+	}
+	p, err := loadPorts(dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg := embed.NewConfig()
+	cfg.Name = "svcnet"
+	cfg.Dir = filepath.Join(dir, "member-data")
+	cfg.LogLevel = "error"
+	cfg.Logger = "zap"
+	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
+	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", p.Client)}
+	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", p.Peer)}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.QuotaBackendBytes = 8 << 30
+	// The API server's watch cache asks for progress notifications.
+	cfg.WatchProgressNotifyInterval = 5 * time.Second
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd failed: %w", err)
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, errors.New("embedded etcd did not become ready within 60s; see etcd.log in the data directory")
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	}
+	return &Embedded{etcd: e, Endpoints: []string{client.String()}}, nil
+}
+
+// Err reports a fatal error of the running member.
+func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
+
+// Close stops the member.
+func (e *Embedded) Close() { e.etcd.Close() }
+
+func loadPorts(dir string) (ports, error) {
+	path := filepath.Join(dir, "ports.json")
+	var p ports
+	if data, err := os.ReadFile(path); err == nil && json.Unmarshal(data, &p) == nil && free(p.Client) && free(p.Peer) {
+		return p, nil
+	}
+	var err error
+	if p.Client, err = freePort(); err != nil {
+		return p, err
+	}
+	if p.Peer, err = freePort(); err != nil {
+		return p, err
+	}
+	data, _ := json.Marshal(p)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return p, fmt.Errorf("record etcd ports: %w", err)
+	}
+	return p, nil
+}
+
+func free(port int) bool {
+	if port == 0 {
+		return false
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port for etcd: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,214 @@
+// Package apps is the registry of apps/v1 Deployments and ReplicaSets,
+// with their scale subresources.
+package apps
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/core"
+)
+
+// Deployment describes apps/v1 Deployments.
+var Deployment = &registry.Kind{
+	Resource:   schema.GroupResource{Group: "apps", Resource: "deployments"},
+	Singular:   "deployment",
+	Version:    "v1",
+	Namespaced: true,
+	New:        func() runtime.Object { return &appsv1.Deployment{} },
+	NewList:    func() runtime.Object { return &appsv1.DeploymentList{} },
+	ShortNames: []string{"deploy"},
+	Categories: []string{"all"},
+	Status:     true,
+	Generation: true,
+	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
+		d := obj.(*appsv1.Deployment)
+		errs := registry.ValidateMeta(d, true, registry.DNS1123Domain)
+		spec := field.NewPath("spec")
+		errs = append(errs, validateTemplate(d.Spec.Replicas, d.Spec.Selector, &d.Spec.Template, spec)...)
+		errs = append(errs, validateStrategy(&d.Spec.Strategy, spec.Child("strategy"))...)
+		if l := d.Spec.RevisionHistoryLimit; l != nil && *l < 0 {
+			errs = append(errs, field.Invalid(spec.Child("revisionHistoryLimit"), *l, "must be greater than or equal to 0"))
+		}
+		if p := d.Spec.ProgressDeadlineSeconds; p != nil && *p <= d.Spec.MinReadySeconds {
+			errs = append(errs, field.Invalid(spec.Child("progressDeadlineSeconds"), *p, "must be greater than minReadySeconds"))
+		}
+		return errs
+	},
+	ValidateUpdate: func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		return validateSelectorImmutable(obj.(*appsv1.Deployment).Spec.Selector, old.(*appsv1.Deployment).Spec.Selector)
+	},
+	Table: &registry.Table{
+		Columns: []registry.Column{
+			{Name: "Ready", Description: "Number of the pod with ready state"},
+			{Name: "Up-to-date", Type: "integer", Description: "Total number of non-terminated pods targeted by this deployment that have the desired template spec."},
+			{Name: "Available", Type: "integer", Description: "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."},
+			registry.AgeColumn,
+			{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
+			{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
+			{Name: "Selector", Wide: true, Description: "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."},
+		},
+		Row: func(obj runtime.Object) []any {
+			d := obj.(*appsv1.Deployment)
+			names, images := containerColumns(&d.Spec.Template.Spec)
+			return []any{fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, replicas(d.Spec.Replicas)),
+				int64(d.Status.UpdatedReplicas), int64(d.Status.AvailableReplicas), registry.CreationAge(d),
+				names, images, selectorString(d.Spec.Selector)}
+		},
+	},
+}
+
+// ReplicaSet describes apps/v1 ReplicaSets.
+var ReplicaSet = &registry.Kind{
+	Resource:   schema.GroupResource{Group: "apps", Resource: "replicasets"},
+	Singular:   "replicaset",
+	Version:    "v1",
+	Namespaced: true,
+	New:        func() runtime.Object { return &appsv1.ReplicaSet{} },
+	NewList:    func() runtime.Object { return &appsv1.ReplicaSetList{} },
+	ShortNames: []string{"rs"},
+	Categories: []string{"all"},
+	Status:     true,
+	Generation: true,
+	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
+		rs := obj.(*appsv1.ReplicaSet)
+		errs := registry.ValidateMeta(rs, true, registry.DNS1123Domain)
+		return append(errs, validateTemplate(rs.Spec.Replicas, rs.Spec.Selector, &rs.Spec.Template, field.NewPath("spec"))...)
+	},
+	ValidateUpdate: func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		return validateSelectorImmutable(obj.(*appsv1.ReplicaSet).Spec.Selector, old.(*appsv1.ReplicaSet).Spec.Selector)
+	},
+	Fields: func(obj runtime.Object) fields.Set {
+		return fields.Set{"status.replicas": fmt.Sprint(obj.(*appsv1.ReplicaSet).Status.Replicas)}
+	},
+	Table: &registry.Table{
+		Columns: []registry.Column{
+			{Name: "Desired", Type: "integer", Description: "Replicas is the number of desired replicas."},
+			{Name: "Current", Type: "integer", Description: "Replicas is the most recently observed number of replicas."},
+			{Name: "Ready", Type: "integer", Description: "The number of ready replicas for this replica set."},
+			registry.AgeColumn,
+			{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
+			{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
+			{Name: "Selector", Wide: true, Description: "Selector is a label query over pods that should match the replica count."},
+		},
+		Row: func(obj runtime.Object) []any {
+			rs := obj.(*appsv1.ReplicaSet)
+			names, images := containerColumns(&rs.Spec.Template.Spec)
+			return []any{int64(replicas(rs.Spec.Replicas)), int64(rs.Status.Replicas), int64(rs.Status.ReadyReplicas),
+				registry.CreationAge(rs), names, images, selectorString(rs.Spec.Selector)}
+		},
+	},
+}
+
+func replicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
+
+func validateTemplate(reps *int32, sel *metav1.LabelSelector, tmpl *corev1.PodTemplateSpec, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if reps != nil && *reps < 0 {
+		errs = append(errs, field.Invalid(spec.Child("replicas"), *reps, "must be greater than or equal to 0"))
+	}
+	if sel == nil {
+		return append(errs, field.Required(spec.Child("selector"), ""))
+	}
+	errs = append(errs, metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, spec.Child("selector"))...)
+	if len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
+		errs = append(errs, field.Invalid(spec.Child("selector"), sel, "empty selector is invalid for deployment"))
+	}
+	selector, err := metav1.LabelSelectorAsSelector(sel)
+	if err == nil && !selector.Empty() && !selector.Matches(labels.Set(tmpl.Labels)) {
+		errs = append(errs, field.Invalid(spec.Child("template", "metadata", "labels"), tmpl.Labels, "`selector` does not match template `labels`"))
+	}
+	errs = append(errs, metav1validation.ValidateLabels(tmpl.Labels, spec.Child("template", "metadata", "labels"))...)
+	errs = append(errs, core.ValidatePodSpec(&tmpl.Spec, spec.Child("template", "spec"))...)
+	if tmpl.Spec.RestartPolicy != "" && tmpl.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+		errs = append(errs, field.NotSupported(spec.Child("template", "spec", "restartPolicy"), tmpl.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
+	}
+	return errs
+}
+
+func validateStrategy(s *appsv1.DeploymentStrategy, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch s.Type {
+	case appsv1.RecreateDeploymentStrategyType:
+		if s.RollingUpdate != nil {
+			errs = append(errs, field.Forbidden(path.Child("rollingUpdate"), "may not be specified when strategy `type` is 'Recreate'"))
+		}
+	case appsv1.RollingUpdateDeploymentStrategyType:
+		if ru := s.RollingUpdate; ru != nil {
+			surge := intOrPercentIsZero(ru.MaxSurge)
+			unavail := intOrPercentIsZero(ru.MaxUnavailable)
+			if surge && unavail {
+				errs = append(errs, field.Invalid(path.Child("rollingUpdate", "maxUnavailable"), ru.MaxUnavailable, "may not be 0 when `maxSurge` is 0"))
+			}
+			for name, v := range map[string]*intstr.IntOrString{"maxSurge": ru.MaxSurge, "maxUnavailable": ru.MaxUnavailable} {
+				if v == nil {
+					continue
+				}
+				if v.Type == intstr.Int && v.IntVal < 0 {
+					errs = append(errs, field.Invalid(path.Child("rollingUpdate", name), v.IntVal, "must be greater than or equal to 0"))
+				}
+				if v.Type == intstr.String {
+					var pct int
+					if _, err := fmt.Sscanf(v.StrVal, "%d%%", &pct); err != nil || !strings.HasSuffix(v.StrVal, "%") || pct < 0 {
+						errs = append(errs, field.Invalid(path.Child("rollingUpdate", name), v.StrVal, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%')"))
+					} else if name == "maxUnavailable" && pct > 100 {
+						errs = append(errs, field.Invalid(path.Child("rollingUpdate", name), v.StrVal, "must not be greater than 100%"))
+					}
+				}
+			}
+		}
+	default:
+		errs = append(errs, field.NotSupported(path.Child("type"), s.Type, []string{"Recreate", "RollingUpdate"}))
+	}
+	return errs
+}
+
+func intOrPercentIsZero(v *intstr.IntOrString) bool {
+	return v != nil && ((v.Type == intstr.Int && v.IntVal == 0) || (v.Type == intstr.String && v.StrVal == "0%"))
+}
+
+func validateSelectorImmutable(sel, old *metav1.LabelSelector) field.ErrorList {
+	if !apiequality.Semantic.DeepEqual(sel, old) {
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "selector"), sel, "field is immutable")}
+	}
+	return nil
+}
+
+func containerColumns(spec *corev1.PodSpec) (string, string) {
+	var names, images []string
+	for _, c := range spec.Containers {
+		names = append(names, c.Name)
+		images = append(images, c.Image)
+	}
+	return strings.Join(names, ","), strings.Join(images, ",")
+}
+
+func selectorString(sel *metav1.LabelSelector) string {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return "<error>"
+	}
+	if s.Empty() {
+		return "<none>"
+	}
+	return s.String()
+}

@@ -1,0 +1,185 @@
+// Package core is the registry of the core/v1 kinds other than Services:
+// one file per kind, plus the pod spec rules that pods and the pod
+// templates of workloads share.
+package core
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+var (
+	restartPolicies = sets.New(corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever)
+	dnsPolicies     = sets.New(corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet, corev1.DNSDefault, corev1.DNSNone)
+	protocols       = sets.New(corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP)
+	pullPolicies    = sets.New(corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever)
+)
+
+// ValidatePodSpec checks the parts of a pod spec that svcnet relies on.
+func ValidatePodSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(spec.Containers) == 0 {
+		errs = append(errs, field.Required(path.Child("containers"), ""))
+	}
+	names := sets.New[string]()
+	errs = append(errs, validateContainers(spec.InitContainers, path.Child("initContainers"), names)...)
+	errs = append(errs, validateContainers(spec.Containers, path.Child("containers"), names)...)
+	if spec.RestartPolicy != "" && !restartPolicies.Has(spec.RestartPolicy) {
+		errs = append(errs, field.NotSupported(path.Child("restartPolicy"), spec.RestartPolicy, sets.List(restartPolicies)))
+	}
+	if spec.DNSPolicy != "" && !dnsPolicies.Has(spec.DNSPolicy) {
+		errs = append(errs, field.NotSupported(path.Child("dnsPolicy"), spec.DNSPolicy, sets.List(dnsPolicies)))
+	}
+	if spec.DNSPolicy == corev1.DNSNone && (spec.DNSConfig == nil || len(spec.DNSConfig.Nameservers) == 0) {
+		errs = append(errs, field.Required(path.Child("dnsConfig", "nameservers"), "must provide at least one DNS nameserver when `dnsPolicy` is None"))
+	}
+	if spec.Hostname != "" {
+		for _, msg := range validation.IsDNS1123Label(spec.Hostname) {
+			errs = append(errs, field.Invalid(path.Child("hostname"), spec.Hostname, msg))
+		}
+	}
+	if spec.Subdomain != "" {
+		for _, msg := range validation.IsDNS1123Label(spec.Subdomain) {
+			errs = append(errs, field.Invalid(path.Child("subdomain"), spec.Subdomain, msg))
+		}
+	}
+	if spec.NodeName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(spec.NodeName) {
+			errs = append(errs, field.Invalid(path.Child("nodeName"), spec.NodeName, msg))
+		}
+	}
+	errs = append(errs, metav1validation.ValidateLabels(spec.NodeSelector, path.Child("nodeSelector"))...)
+	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(path.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
+	}
+	if d := spec.ActiveDeadlineSeconds; d != nil && *d <= 0 {
+		errs = append(errs, field.Invalid(path.Child("activeDeadlineSeconds"), *d, "must be greater than 0"))
+	}
+	return errs
+}
+
+func validateContainers(cs []corev1.Container, path *field.Path, names sets.Set[string]) field.ErrorList {
+	var errs field.ErrorList
+	for i := range cs {
+		c := &cs[i]
+		cp := path.Index(i)
+		if c.Name == "" {
+			errs = append(errs, field.Required(cp.Child("name"), ""))
+		} else {
+			for _, msg := range validation.IsDNS1123Label(c.Name) {
+				errs = append(errs, field.Invalid(cp.Child("name"), c.Name, msg))
+			}
+			if names.Has(c.Name) {
+				errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
+			}
+			names.Insert(c.Name)
+		}
+		if c.Image == "" {
+			errs = append(errs, field.Required(cp.Child("image"), ""))
+		}
+		if c.ImagePullPolicy != "" && !pullPolicies.Has(c.ImagePullPolicy) {
+			errs = append(errs, field.NotSupported(cp.Child("imagePullPolicy"), c.ImagePullPolicy, sets.List(pullPolicies)))
+		}
+		portNames := sets.New[string]()
+		for j, p := range c.Ports {
+			pp := cp.Child("ports").Index(j)
+			if p.Name != "" {
+				for _, msg := range validation.IsValidPortName(p.Name) {
+					errs = append(errs, field.Invalid(pp.Child("name"), p.Name, msg))
+				}
+				if portNames.Has(p.Name) {
+					errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+				}
+				portNames.Insert(p.Name)
+			}
+			for _, msg := range validation.IsValidPortNum(int(p.ContainerPort)) {
+				errs = append(errs, field.Invalid(pp.Child("containerPort"), p.ContainerPort, msg))
+			}
+			if p.HostPort != 0 {
+				for _, msg := range validation.IsValidPortNum(int(p.HostPort)) {
+					errs = append(errs, field.Invalid(pp.Child("hostPort"), p.HostPort, msg))
+				}
+			}
+			if p.Protocol != "" && !protocols.Has(p.Protocol) {
+				errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, sets.List(protocols)))
+			}
+		}
+		for j, e := range c.Env {
+			for _, msg := range validation.IsEnvVarName(e.Name) {
+				errs = append(errs, field.Invalid(cp.Child("env").Index(j).Child("name"), e.Name, msg))
+			}
+		}
+		errs = append(errs, validateProbe(c.ReadinessProbe, cp.Child("readinessProbe"), c)...)
+		errs = append(errs, validateProbe(c.LivenessProbe, cp.Child("livenessProbe"), c)...)
+		errs = append(errs, validateProbe(c.StartupProbe, cp.Child("startupProbe"), c)...)
+		if c.StartupProbe != nil && c.StartupProbe.SuccessThreshold > 1 {
+			errs = append(errs, field.Invalid(cp.Child("startupProbe", "successThreshold"), c.StartupProbe.SuccessThreshold, "must be 1"))
+		}
+		if c.LivenessProbe != nil && c.LivenessProbe.SuccessThreshold > 1 {
+			errs = append(errs, field.Invalid(cp.Child("livenessProbe", "successThreshold"), c.LivenessProbe.SuccessThreshold, "must be 1"))
+		}
+	}
+	return errs
+}
+
+func validateProbe(p *corev1.Probe, path *field.Path, c *corev1.Container) field.ErrorList {
+	if p == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	handlers := 0
+	if p.Exec != nil {
+		handlers++
+		if len(p.Exec.Command) == 0 {
+			errs = append(errs, field.Required(path.Child("exec", "command"), ""))
+		}
+	}
+	if p.HTTPGet != nil {
+		handlers++
+		errs = append(errs, validateProbePort(p.HTTPGet.Port, path.Child("httpGet", "port"), c)...)
+	}
+	if p.TCPSocket != nil {
+		handlers++
+		errs = append(errs, validateProbePort(p.TCPSocket.Port, path.Child("tcpSocket", "port"), c)...)
+	}
+	if p.GRPC != nil {
+		handlers++
+	}
+	switch {
+	case handlers == 0:
+		errs = append(errs, field.Required(path, "must specify a handler type"))
+	case handlers > 1:
+		errs = append(errs, field.Forbidden(path, "may not specify more than 1 handler type"))
+	}
+	for name, v := range map[string]int32{"initialDelaySeconds": p.InitialDelaySeconds, "timeoutSeconds": p.TimeoutSeconds,
+		"periodSeconds": p.PeriodSeconds, "successThreshold": p.SuccessThreshold, "failureThreshold": p.FailureThreshold} {
+		if v < 0 {
+			errs = append(errs, field.Invalid(path.Child(name), v, "must be greater than or equal to 0"))
+		}
+	}
+	return errs
+}
+
+func validateProbePort(port intstr.IntOrString, path *field.Path, c *corev1.Container) field.ErrorList {
+	if port.Type == intstr.Int {
+		if msgs := validation.IsValidPortNum(port.IntValue()); len(msgs) > 0 {
+			return field.ErrorList{field.Invalid(path, port.IntValue(), msgs[0])}
+		}
+		return nil
+	}
+	for _, p := range c.Ports {
+		if p.Name == port.StrVal {
+			return nil
+		}
+	}
+	if msgs := validation.IsValidPortName(port.StrVal); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(path, port.StrVal, msgs[0])}
+	}
+	return field.ErrorList{field.Invalid(path, port.StrVal, fmt.Sprintf("must be a container port name of %q", c.Name))}
+}

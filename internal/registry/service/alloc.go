@@ -1,0 +1,412 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/service/allocator"
+)
+
+// Allocators hands out cluster IPs and node ports. Its in-memory state is
+// rebuilt from the stored Services before the first allocation after a
+// start (the stored Services are the durable record), and every change is
+// made under one lock, so a value is never given out twice.
+type Allocators struct {
+	IPs   *allocator.IPRange
+	Ports *allocator.PortRange
+	// List returns every stored Service; used once, to repair the state.
+	List func(ctx context.Context) ([]corev1.Service, error)
+
+	repairOnce sync.Mutex
+	repaired   bool
+}
+
+// NewAllocators returns allocators over a service CIDR and a node-port range.
+func NewAllocators(serviceCIDR, nodePortRange string) (*Allocators, error) {
+	ips, err := allocator.NewIPRange(serviceCIDR)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := allocator.NewPortRange(nodePortRange)
+	if err != nil {
+		return nil, err
+	}
+	return &Allocators{IPs: ips, Ports: ports}, nil
+}
+
+// family is the IP family of the service range.
+func (a *Allocators) family() corev1.IPFamily {
+	if a.IPs.Prefix().Addr().Is4() {
+		return corev1.IPv4Protocol
+	}
+	return corev1.IPv6Protocol
+}
+
+// Repair rebuilds the allocation state from the stored Services. It runs
+// once; later calls return at once.
+func (a *Allocators) Repair(ctx context.Context) error {
+	a.repairOnce.Lock()
+	defer a.repairOnce.Unlock()
+	if a.repaired || a.List == nil {
+		return nil
+	}
+	svcs, err := a.List(ctx)
+	if err != nil {
+		return fmt.Errorf("repair service allocations: %w", err)
+	}
+	var ips, ports int
+	for i := range svcs {
+		for _, v := range usedValues(&svcs[i]) {
+			switch {
+			case v.ip.IsValid():
+				if !a.IPs.Contains(v.ip) {
+					slog.Warn("service cluster IP outside the configured range", "service", svcs[i].Namespace+"/"+svcs[i].Name, "ip", v.ip, "range", a.IPs.Prefix())
+					continue
+				}
+				if a.IPs.HasIP(v.ip) {
+					slog.Warn("service cluster IP allocated twice", "service", svcs[i].Namespace+"/"+svcs[i].Name, "ip", v.ip)
+				}
+				_ = a.IPs.AllocateIP(v.ip)
+				ips++
+			case a.Ports.Contains(v.port):
+				_ = a.Ports.AllocatePort(v.port)
+				ports++
+			default:
+				slog.Warn("service node port outside the configured range", "service", svcs[i].Namespace+"/"+svcs[i].Name, "port", v.port, "range", a.Ports.String())
+			}
+		}
+	}
+	a.repaired = true
+	slog.Info("service allocations repaired", "services", len(svcs), "clusterIPs", ips, "nodePorts", ports)
+	return nil
+}
+
+// value is one allocated cluster IP or node port.
+type value struct {
+	ip   netip.Addr
+	port int
+}
+
+// usedValues lists what svc holds of the allocators.
+func usedValues(svc *corev1.Service) []value {
+	var out []value
+	seen := map[value]bool{}
+	add := func(v value) {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	if svc.Spec.Type != corev1.ServiceTypeExternalName {
+		ips := svc.Spec.ClusterIPs
+		if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+			ips = []string{svc.Spec.ClusterIP}
+		}
+		for _, s := range ips {
+			if ip, err := netip.ParseAddr(s); err == nil {
+				add(value{ip: ip})
+			}
+		}
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.NodePort != 0 {
+			add(value{port: int(p.NodePort)})
+		}
+	}
+	if svc.Spec.HealthCheckNodePort != 0 {
+		add(value{port: int(svc.Spec.HealthCheckNodePort)})
+	}
+	return out
+}
+
+// txn records what one request allocated, to undo it on failure.
+type txn struct {
+	a   *Allocators
+	new []value
+}
+
+func (t *txn) ip(ip netip.Addr) error {
+	if err := t.a.IPs.AllocateIP(ip); err != nil {
+		return err
+	}
+	t.new = append(t.new, value{ip: ip})
+	return nil
+}
+
+func (t *txn) nextIP() (netip.Addr, error) {
+	ip, err := t.a.IPs.AllocateNextIP()
+	if err == nil {
+		t.new = append(t.new, value{ip: ip})
+	}
+	return ip, err
+}
+
+func (t *txn) port(p int) error {
+	if err := t.a.Ports.AllocatePort(p); err != nil {
+		return err
+	}
+	t.new = append(t.new, value{port: p})
+	return nil
+}
+
+func (t *txn) nextPort() (int, error) {
+	p, err := t.a.Ports.AllocateNextPort()
+	if err == nil {
+		t.new = append(t.new, value{port: p})
+	}
+	return p, err
+}
+
+func (t *txn) rollback() { t.a.release(t.new) }
+
+func (a *Allocators) release(vs []value) {
+	for _, v := range vs {
+		if v.ip.IsValid() {
+			a.IPs.ReleaseIP(v.ip)
+		} else {
+			a.Ports.ReleasePort(v.port)
+		}
+	}
+}
+
+// Release frees everything svc holds (after it is deleted).
+func (a *Allocators) Release(svc *corev1.Service) { a.release(usedValues(svc)) }
+
+func needsClusterIP(svc *corev1.Service) bool {
+	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone
+}
+
+func needsNodePorts(svc *corev1.Service) bool {
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeNodePort:
+		return true
+	case corev1.ServiceTypeLoadBalancer:
+		return svc.Spec.AllocateLoadBalancerNodePorts == nil || *svc.Spec.AllocateLoadBalancerNodePorts
+	}
+	return false
+}
+
+func needsHealthCheckPort(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
+		svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+}
+
+// invalid wraps an allocation failure on a field as a 422 Invalid.
+func invalid(svc *corev1.Service, path *field.Path, v any, err error) error {
+	if errors.Is(err, allocator.ErrFull) {
+		return apierrors.NewInternalError(fmt.Errorf("failed to allocate %s: %w", path, err))
+	}
+	return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), svc.Name,
+		field.ErrorList{field.Invalid(path, v, err.Error())})
+}
+
+// allocate gives svc what it needs and does not have from old (nil on
+// create). It fills in the allocated values and returns the transaction.
+func (a *Allocators) allocate(ctx context.Context, svc, old *corev1.Service) (*txn, error) {
+	if err := a.Repair(ctx); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	t := &txn{a: a}
+	err := a.allocateClusterIP(t, svc, old)
+	if err == nil {
+		err = a.allocateNodePorts(t, svc, old)
+	}
+	if err != nil {
+		t.rollback()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (a *Allocators) allocateClusterIP(t *txn, svc, old *corev1.Service) error {
+	spec := &svc.Spec
+	specPath := field.NewPath("spec")
+	if spec.Type == corev1.ServiceTypeExternalName {
+		return nil
+	}
+	fam := a.family()
+	for i, f := range spec.IPFamilies {
+		if f != fam {
+			return invalid(svc, specPath.Child("ipFamilies").Index(i), f,
+				fmt.Errorf("%s is not configured on this cluster (the service range is %s)", f, a.IPs.Prefix()))
+		}
+	}
+	if p := spec.IPFamilyPolicy; p != nil && *p == corev1.IPFamilyPolicyRequireDualStack {
+		return invalid(svc, specPath.Child("ipFamilyPolicy"), *p, errors.New("this cluster is not configured for dual-stack services"))
+	}
+	spec.IPFamilies = []corev1.IPFamily{fam}
+	if spec.IPFamilyPolicy == nil {
+		spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
+	}
+	if spec.ClusterIP == corev1.ClusterIPNone {
+		spec.ClusterIPs = []string{corev1.ClusterIPNone}
+		return nil
+	}
+	if old != nil && needsClusterIP(old) && old.Spec.ClusterIP == spec.ClusterIP && spec.ClusterIP != "" {
+		spec.ClusterIPs = []string{spec.ClusterIP}
+		return nil // kept
+	}
+	if spec.ClusterIP != "" {
+		ip, err := netip.ParseAddr(spec.ClusterIP)
+		if err != nil {
+			return invalid(svc, specPath.Child("clusterIPs").Index(0), spec.ClusterIP, errors.New("must be empty, 'None', or a valid IP address"))
+		}
+		if ip.Is4() != (fam == corev1.IPv4Protocol) {
+			return invalid(svc, specPath.Child("clusterIPs").Index(0), spec.ClusterIP,
+				fmt.Errorf("%s is not configured on this cluster (the service range is %s)", familyOf(ip), a.IPs.Prefix()))
+		}
+		if err := t.ip(ip); err != nil {
+			return invalid(svc, specPath.Child("clusterIPs").Index(0), []string{spec.ClusterIP},
+				fmt.Errorf("failed to allocate IP %s: %w", ip, err))
+		}
+		spec.ClusterIPs = []string{spec.ClusterIP}
+		return nil
+	}
+	ip, err := t.nextIP()
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP: %w", err))
+	}
+	spec.ClusterIP = ip.String()
+	spec.ClusterIPs = []string{spec.ClusterIP}
+	return nil
+}
+
+func (a *Allocators) allocateNodePorts(t *txn, svc, old *corev1.Service) error {
+	held := map[int]bool{} // node ports old holds, which svc may keep
+	if old != nil {
+		for _, v := range usedValues(old) {
+			if !v.ip.IsValid() {
+				held[v.port] = true
+			}
+		}
+	}
+	portsPath := field.NewPath("spec", "ports")
+	if needsNodePorts(svc) {
+		// First the requested ones, then fill the rest; a service port
+		// number served over two protocols shares one node port.
+		mine := map[int]bool{}
+		for i, p := range svc.Spec.Ports {
+			np := int(p.NodePort)
+			if np == 0 || mine[np] {
+				continue
+			}
+			if !held[np] {
+				if err := t.port(np); err != nil {
+					return invalid(svc, portsPath.Index(i).Child("nodePort"), p.NodePort, err)
+				}
+			}
+			mine[np] = true
+		}
+		for i := range svc.Spec.Ports {
+			p := &svc.Spec.Ports[i]
+			if p.NodePort != 0 {
+				continue
+			}
+			for _, q := range svc.Spec.Ports {
+				if q.Port == p.Port && q.NodePort != 0 && q.Protocol != p.Protocol {
+					p.NodePort = q.NodePort
+					break
+				}
+			}
+			if p.NodePort != 0 {
+				continue
+			}
+			np, err := t.nextPort()
+			if err != nil {
+				return apierrors.NewInternalError(fmt.Errorf("failed to allocate a nodePort: %w", err))
+			}
+			p.NodePort = int32(np)
+		}
+	}
+	if needsHealthCheckPort(svc) {
+		hc := int(svc.Spec.HealthCheckNodePort)
+		switch {
+		case hc == 0:
+			np, err := t.nextPort()
+			if err != nil {
+				return apierrors.NewInternalError(fmt.Errorf("failed to allocate a healthCheckNodePort: %w", err))
+			}
+			svc.Spec.HealthCheckNodePort = int32(np)
+		case !held[hc]:
+			if err := t.port(hc); err != nil {
+				return invalid(svc, field.NewPath("spec", "healthCheckNodePort"), hc, err)
+			}
+		}
+	}
+	return nil
+}
+
+// keepAllocated carries over to an updated service the values it already
+// holds and did not mention (kubectl apply and replace leave them out),
+// and drops the ones its new type no longer uses.
+func keepAllocated(svc, old *corev1.Service) {
+	if needsClusterIP(svc) && needsClusterIP(old) && svc.Spec.ClusterIP == "" {
+		svc.Spec.ClusterIP = old.Spec.ClusterIP
+		svc.Spec.ClusterIPs = old.Spec.ClusterIPs
+		if len(svc.Spec.IPFamilies) == 0 {
+			svc.Spec.IPFamilies = old.Spec.IPFamilies
+		}
+		if svc.Spec.IPFamilyPolicy == nil {
+			svc.Spec.IPFamilyPolicy = old.Spec.IPFamilyPolicy
+		}
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName && old.Spec.Type != corev1.ServiceTypeExternalName {
+		if svc.Spec.ClusterIP == old.Spec.ClusterIP {
+			svc.Spec.ClusterIP = ""
+			svc.Spec.ClusterIPs = nil
+		}
+		svc.Spec.IPFamilies = nil
+		svc.Spec.IPFamilyPolicy = nil
+	}
+	oldNodePort := func(p corev1.ServicePort) int32 {
+		for _, q := range old.Spec.Ports {
+			if q.Port == p.Port && q.Protocol == p.Protocol {
+				return q.NodePort
+			}
+		}
+		for _, q := range old.Spec.Ports {
+			if p.Name != "" && q.Name == p.Name {
+				return q.NodePort
+			}
+		}
+		return 0
+	}
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		switch {
+		case needsNodePorts(svc) && needsNodePorts(old) && p.NodePort == 0:
+			p.NodePort = oldNodePort(*p)
+		case !needsNodePorts(svc) && p.NodePort != 0 && p.NodePort == oldNodePort(*p):
+			p.NodePort = 0
+		}
+	}
+	if needsHealthCheckPort(svc) && needsHealthCheckPort(old) && svc.Spec.HealthCheckNodePort == 0 {
+		svc.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
+	} else if !needsHealthCheckPort(svc) && svc.Spec.HealthCheckNodePort == old.Spec.HealthCheckNodePort {
+		svc.Spec.HealthCheckNodePort = 0
+	}
+}
+
+// released lists what old holds and svc no longer does.
+func released(svc, old *corev1.Service) []value {
+	keep := map[value]bool{}
+	for _, v := range usedValues(svc) {
+		keep[v] = true
+	}
+	var out []value
+	for _, v := range usedValues(old) {
+		if !keep[v] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
