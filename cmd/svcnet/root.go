@@ -4,6 +4,7 @@ import (
 	"flag"
 	"log/slog"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -36,10 +37,6 @@ func setupLogging(verbosity int) {
 	slog.SetDefault(slog.New(handler))
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
-	_ = fs.Set("v", itoa(verbosity))
+	_ = fs.Set("v", strconv.Itoa(verbosity))
 	klog.SetSlogLogger(slog.New(handler))
-}
-
-func itoa(i int) string {
-	return string(rune('0' + min(max(i, 0), 9)))
 }

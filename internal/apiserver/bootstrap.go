@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"time"
 
@@ -36,6 +37,7 @@ func (b *bootstrap) run(hookCtx genericapiserver.PostStartHookContext) error {
 	// The server may still be warming up; retry until it takes the writes.
 	return wait.PollUntilContextTimeout(hookCtx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := b.ensure(ctx, client); err != nil {
+			slog.Debug("bootstrap not done yet", "err", err)
 			return false, nil
 		}
 		return true, nil
@@ -60,9 +62,15 @@ func (b *bootstrap) ensure(ctx context.Context, client kubernetes.Interface) err
 			Type:            corev1.ServiceTypeClusterIP,
 		},
 	}
-	_, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create service default/kubernetes: %w", err)
+	// Look first: a create of an existing service would fail on its
+	// already-allocated IP before it failed on its name.
+	if _, err := client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		_, err = client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create service default/kubernetes: %w", err)
+		}
+	} else if err != nil {
+		return err
 	}
 	if b.advertise == "" {
 		return nil

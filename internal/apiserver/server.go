@@ -27,6 +27,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
 
 	"github.com/svcnet/svcnet/internal/apis"
@@ -208,6 +209,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
 
+	config.LoopbackClientConfig.WarningHandler = rest.NoWarnings{}
 	client, err := kubernetes.NewForConfig(config.LoopbackClientConfig)
 	if err != nil {
 		s.close()
@@ -245,6 +247,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), advertise: opts.AdvertiseAddress, port: port}
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
+	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", startLifecycleControllers)
 	s.generic.AddPostStartHookOrDie("svcnet-allocator-repair", func(ctx genericapiserver.PostStartHookContext) error {
 		return alloc.Repair(ctx)
 	})

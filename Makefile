@@ -1,0 +1,51 @@
+# svcnet — the two commands of the README, and the steps they are made of.
+# Both need root: svcnet's cluster lives in network namespaces.
+
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin/svcnet
+# Debian packages that svcnet and its tests use.
+DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl
+# kubectl versions the end-to-end tests drive (google-cloud-cli's kubectl package).
+KUBECTL_VERSIONS := 1.27 1.33
+RUN_DIR := $(HOME)/.svcnet/run
+
+.PHONY: run test deps build check-kubectl lint bench clean
+
+## run: install what is missing, build, and start svcnet with the reference scenario
+run: deps build
+	./hack/run.sh
+
+## test: install what is missing, build, and run every test
+test: deps build check-kubectl
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) test -count=1 -timeout 20m ./...
+
+## deps: install the Debian packages svcnet uses (needs root)
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" != 0 ]; then echo "run as root (sudo make ...): apt-get must install$$missing"; exit 1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+## check-kubectl: the tests drive the real kubectl, several versions of it
+check-kubectl:
+	@dir=$$(dirname "$$(readlink -f "$$(command -v kubectl)")" 2>/dev/null); \
+	for v in $(KUBECTL_VERSIONS); do \
+		if [ ! -x "$$dir/kubectl.$$v" ]; then \
+			echo "kubectl.$$v not found next to kubectl ($$dir): install Google's kubectl package (google-cloud-cli), which ships kubectl.1.27 … kubectl.1.33"; exit 1; \
+		fi; \
+	done
+
+build:
+	$(GO) build -o $(BIN) ./cmd/svcnet
+
+lint:
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,48 @@
+package apiserver
+
+import (
+	"fmt"
+	"time"
+
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+
+	"github.com/svcnet/svcnet/internal/controller/garbagecollector"
+	"github.com/svcnet/svcnet/internal/controller/namespace"
+)
+
+// startLifecycleControllers runs the namespace controller and the garbage
+// collector inside the API server. In Kubernetes they belong to
+// kube-controller-manager; svcnet keeps them with the server so that
+// namespace deletion and cascading deletion work with the API server
+// alone.
+func startLifecycleControllers(hookCtx genericapiserver.PostStartHookContext) error {
+	cfg := *hookCtx.LoopbackClientConfig
+	cfg.QPS, cfg.Burst = 200, 400
+	// Deprecation warnings (v1 Endpoints) are for users, not for us.
+	cfg.WarningHandler = rest.NoWarnings{}
+	client, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		return err
+	}
+	meta, err := metadata.NewForConfig(&cfg)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	ns := namespace.New(client, meta, factory)
+	factory.Start(hookCtx.Done())
+	go ns.Run(hookCtx)
+
+	gc, err := garbagecollector.New(meta, client.Discovery())
+	if err != nil {
+		return fmt.Errorf("garbage collector: %w", err)
+	}
+	go gc.Run(hookCtx)
+	return nil
+}
+
+var _ genericapiserver.PostStartHookFunc = startLifecycleControllers

@@ -1,0 +1,81 @@
+// Package controller holds what svcnet's controllers share: a keyed,
+// rate-limited work queue with its worker loop. The controllers live in
+// the folders below, one each.
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// SyncFunc brings one key to its desired state. A returned error retries
+// the key with exponential back-off; RequeueAfter asks for another look.
+type SyncFunc func(ctx context.Context, key string) (RequeueAfter time.Duration, err error)
+
+// Queue is a deduplicating, rate-limited queue of keys and the workers
+// that drain it.
+type Queue struct {
+	name  string
+	queue workqueue.TypedRateLimitingInterface[string]
+	sync  SyncFunc
+}
+
+// NewQueue returns a queue whose keys sync calls.
+func NewQueue(name string, sync SyncFunc) *Queue {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	return &Queue{name: name, queue: q, sync: sync}
+}
+
+// Add enqueues key.
+func (q *Queue) Add(key string) { q.queue.Add(key) }
+
+// AddAfter enqueues key after d.
+func (q *Queue) AddAfter(key string, d time.Duration) { q.queue.AddAfter(key, d) }
+
+// Len is the number of keys waiting.
+func (q *Queue) Len() int { return q.queue.Len() }
+
+// Run drains the queue with workers until ctx ends.
+func (q *Queue) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	for range workers {
+		go q.worker(ctx)
+	}
+	<-ctx.Done()
+	q.queue.ShutDown()
+}
+
+func (q *Queue) worker(ctx context.Context) {
+	for q.next(ctx) {
+	}
+}
+
+func (q *Queue) next(ctx context.Context) bool {
+	key, quit := q.queue.Get()
+	if quit {
+		return false
+	}
+	defer q.queue.Done(key)
+	after, err := q.sync(ctx, key)
+	switch {
+	case err != nil:
+		if q.queue.NumRequeues(key) < 15 {
+			slog.Debug("sync failed, retrying", "controller", q.name, "key", key, "err", err)
+		} else {
+			slog.Warn("sync keeps failing", "controller", q.name, "key", key, "err", err)
+		}
+		q.queue.AddRateLimited(key)
+	case after > 0:
+		q.queue.Forget(key)
+		q.queue.AddAfter(key, after)
+	default:
+		q.queue.Forget(key)
+	}
+	return true
+}

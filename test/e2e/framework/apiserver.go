@@ -1,0 +1,227 @@
+// Package framework runs svcnet's real binary for end-to-end tests and
+// drives it with the real kubectl binaries installed on the machine.
+package framework
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds cmd/svcnet once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
+		dir, err := os.MkdirTemp("", "svcnet-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "svcnet")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/svcnet")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// APIServer is a running `svcnet apiserver` process.
+type APIServer struct {
+	t       testing.TB
+	DataDir string
+	Args    []string
+	URL     string
+	// Kubeconfig is the admin kubeconfig.
+	Kubeconfig string
+	cmd        *exec.Cmd
+	done       chan struct{}
+	logs       *bytes.Buffer
+	mu         sync.Mutex
+}
+
+var urlLine = regexp.MustCompile(`svcnet API server at (https://\S+)`)
+
+// StartAPIServer runs `svcnet apiserver` on a free loopback port with a
+// fresh data directory and the given extra flags, and waits until it is
+// ready. It is stopped when the test ends.
+func StartAPIServer(t testing.TB, args ...string) *APIServer {
+	t.Helper()
+	s := &APIServer{t: t, DataDir: t.TempDir(), Args: args}
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Start starts (or restarts) the process on the same data directory.
+func (s *APIServer) Start() {
+	s.t.Helper()
+	args := append([]string{"apiserver", "--data-dir", s.DataDir, "--secure-port", "0"}, s.Args...)
+	if s.URL != "" {
+		// A restart keeps the port, so that clients reconnect.
+		args = append(args, "--secure-port", s.URL[strings.LastIndex(s.URL, ":")+1:])
+	}
+	cmd := exec.Command(Binary(s.t), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.logs = &bytes.Buffer{}
+	cmd.Stderr = &lockedWriter{w: s.logs, mu: &s.mu}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	urlCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := urlLine.FindStringSubmatch(sc.Text()); m != nil {
+				urlCh <- m[1]
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	select {
+	case s.URL = <-urlCh:
+	case <-s.done:
+		s.t.Fatalf("svcnet apiserver exited at start:\n%s", s.Logs())
+	case <-time.After(60 * time.Second):
+		s.t.Fatalf("svcnet apiserver did not start in 60s:\n%s", s.Logs())
+	}
+	s.Kubeconfig = filepath.Join(s.DataDir, "kubeconfigs", "admin.kubeconfig")
+	s.WaitReady()
+}
+
+// WaitReady waits until /readyz answers ok.
+func (s *APIServer) WaitReady() {
+	s.t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := client.Get(s.URL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-s.done:
+			s.t.Fatalf("svcnet apiserver exited:\n%s", s.Logs())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	s.t.Fatalf("svcnet apiserver not ready in 60s:\n%s", s.Logs())
+}
+
+// Stop stops the process (SIGTERM, then SIGKILL).
+func (s *APIServer) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+	if s.t.Failed() {
+		s.t.Logf("svcnet apiserver logs:\n%s", s.Logs())
+	}
+}
+
+// Restart stops and starts the server on the same data and port.
+func (s *APIServer) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.Start()
+}
+
+// Logs returns what the server wrote to stderr.
+func (s *APIServer) Logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
+}
+
+// Config is a client config for the named identity's kubeconfig in the
+// data directory (admin, viewer, proxy …).
+func (s *APIServer) Config(identity string) *rest.Config {
+	s.t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.KubeconfigOf(identity))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	return cfg
+}
+
+// KubeconfigOf is the path of an identity's kubeconfig.
+func (s *APIServer) KubeconfigOf(identity string) string {
+	return filepath.Join(s.DataDir, "kubeconfigs", identity+".kubeconfig")
+}
+
+// Client is an admin clientset.
+func (s *APIServer) Client() kubernetes.Interface {
+	s.t.Helper()
+	c, err := kubernetes.NewForConfig(s.Config("admin"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Context is a test context bounded in time.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
