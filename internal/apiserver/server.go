@@ -10,8 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,12 +19,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/util/notfoundhandler"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -52,6 +54,10 @@ type Options struct {
 	NodePortRange    string   // --service-node-port-range
 	TokenAuthFile    string   // --token-auth-file; default: generated in DataDir
 	TLSSANs          []string // extra names and addresses of the serving certificate
+	// EtcdCompactionInterval is how often old revisions are compacted
+	// (--etcd-compaction-interval, default 5m); older resourceVersions then
+	// answer 410 Gone.
+	EtcdCompactionInterval time.Duration
 }
 
 // Defaults returns Options with kube-apiserver's defaults.
@@ -198,6 +204,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 
 	storageConfig := storagebackend.NewDefaultConfig("/registry", nil)
 	storageConfig.Transport.ServerList = endpoints
+	if opts.EtcdCompactionInterval > 0 {
+		storageConfig.CompactionInterval = opts.EtcdCompactionInterval
+	}
 	etcdOpts := genericoptions.NewEtcdOptions(storageConfig)
 	etcdOpts.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
 	resourceConfig := serverstorage.NewResourceConfig()
@@ -236,7 +245,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	authz.PodNode = res.podNode
 
-	s.generic, err = config.Complete(informerFactory).New("svcnet-apiserver", genericapiserver.NewEmptyDelegate())
+	// Unknown paths get a NotFound Status, as from kube-apiserver.
+	notFound := notfoundhandler.New(config.Serializer, genericapifilters.NoMuxAndDiscoveryIncompleteKey)
+	s.generic, err = config.Complete(informerFactory).New("svcnet-apiserver", genericapiserver.NewEmptyDelegateWithCustomHandler(notFound))
 	if err != nil {
 		s.close()
 		return nil, err
