@@ -76,7 +76,14 @@ var urlLine = regexp.MustCompile(`svcnet API server at (https://\S+)`)
 // ready. It is stopped when the test ends.
 func StartAPIServer(t testing.TB, args ...string) *APIServer {
 	t.Helper()
-	s := &APIServer{t: t, DataDir: t.TempDir(), Args: args}
+	return StartAPIServerFor(t, &APIServer{DataDir: t.TempDir(), Args: args})
+}
+
+// StartAPIServerFor starts s (DataDir and Args set by the caller) and
+// stops it when t ends.
+func StartAPIServerFor(t testing.TB, s *APIServer) *APIServer {
+	t.Helper()
+	s.t = t
 	s.Start()
 	t.Cleanup(s.Stop)
 	return s

@@ -1,0 +1,184 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+// The scale of FACTS.md's kube-apiserver measurement.
+const (
+	benchServices = 10000
+	benchWatchers = 100
+)
+
+// BenchmarkAPIServer10kServices measures a server holding 10,000 Services:
+// watch latency to 100 watchers and list time. Run it with
+//
+//	go test ./test/e2e/apiserver -run - -bench APIServer10k -benchtime 50x
+func BenchmarkAPIServer10kServices(b *testing.B) {
+	s := framework.StartAPIServer(b)
+	createServices(b, s)
+	b.Run("WatchLatency", func(b *testing.B) { benchWatchLatency(b, s) })
+	b.Run("List", func(b *testing.B) { benchList(b, s) })
+}
+
+// createServices creates the 10,000 ClusterIP services, 64 at a time.
+func createServices(b *testing.B, s *framework.APIServer) {
+	{
+		c := s.Client()
+		ctx := context.Background()
+		start := time.Now()
+		work := make(chan int)
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range work {
+					svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%05d", i)},
+						Spec: corev1.ServiceSpec{Selector: map[string]string{"app": fmt.Sprint(i)},
+							Ports: []corev1.ServicePort{{Name: "http", Port: 80}, {Name: "https", Port: 443}}}}
+					if _, err := c.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+						b.Error(err)
+					}
+				}
+			}()
+		}
+		for i := range benchServices {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		b.Logf("created %d services in %s", benchServices, time.Since(start))
+	}
+}
+
+// separateClient has a connection of its own, like a separate process.
+func separateClient(b *testing.B, s *framework.APIServer) kubernetes.Interface {
+	cfg := rest.CopyConfig(s.Config("admin"))
+	cfg.Dial = (&net.Dialer{}).DialContext // not shared with other clients
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// benchWatchLatency: one write, and the time until every one of 100
+// watchers has its event; -benchtime=50x gives FACTS.md's 50 writes.
+func benchWatchLatency(b *testing.B, s *framework.APIServer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type seen struct {
+		rv string
+		at time.Time
+	}
+	events := make(chan seen, benchWatchers*64)
+	list, err := s.Client().CoreV1().Services("default").List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range benchWatchers {
+		w, err := separateClient(b, s).CoreV1().Services("").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			defer w.Stop()
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Modified {
+					events <- seen{ev.Object.(*corev1.Service).ResourceVersion, time.Now()}
+				}
+			}
+		}()
+	}
+	writer := s.Client().CoreV1().Services("default")
+	var all, writes []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// A value never written before: a no-op patch makes no event.
+		patch := fmt.Appendf(nil, `{"metadata":{"labels":{"bench":"%d"}}}`, time.Now().UnixNano())
+		start := time.Now()
+		svc, err := writer.Patch(ctx, fmt.Sprintf("svc-%05d", i%benchServices), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		writes = append(writes, time.Since(start))
+		got, last := 0, time.Time{}
+		timeout := time.After(10 * time.Second)
+		for got < benchWatchers {
+			select {
+			case ev := <-events:
+				if ev.rv == svc.ResourceVersion {
+					got++
+					last = ev.at
+				}
+			case <-timeout:
+				b.Fatalf("write %d: %d of %d watchers saw it in 10s", i, got, benchWatchers)
+			}
+		}
+		all = append(all, last.Sub(start))
+	}
+	b.StopTimer()
+	report(b, "all-watchers", all)
+	report(b, "write", writes)
+}
+
+func report(b *testing.B, name string, d []time.Duration) {
+	slices.Sort(d)
+	pct := func(p float64) float64 {
+		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.5), name+"-p50-ms")
+	b.ReportMetric(pct(0.99), name+"-p99-ms")
+	b.ReportMetric(float64(d[len(d)-1].Microseconds())/1000, name+"-max-ms")
+}
+
+// benchList lists every service, as a consistent read (what informers and
+// kubectl ask for) and from the watch cache (resourceVersion 0), in
+// protobuf and JSON.
+func benchList(b *testing.B, s *framework.APIServer) {
+	for _, ct := range []string{"protobuf", "json"} {
+		for _, rv := range []string{"", "0"} {
+			b.Run(fmt.Sprintf("%s/rv=%q", ct, rv), func(b *testing.B) {
+				cfg := rest.CopyConfig(s.Config("admin"))
+				cfg.ContentType = "application/vnd.kubernetes." + ct
+				if ct == "json" {
+					cfg.ContentType = "application/json"
+				}
+				cfg.AcceptContentTypes = cfg.ContentType
+				c, err := kubernetes.NewForConfig(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var times []time.Duration
+				for i := 0; i < b.N; i++ {
+					start := time.Now()
+					l, err := c.CoreV1().Services("").List(context.Background(), metav1.ListOptions{ResourceVersion: rv})
+					if err != nil {
+						b.Fatal(err)
+					}
+					times = append(times, time.Since(start))
+					if len(l.Items) < benchServices {
+						b.Fatalf("listed %d services", len(l.Items))
+					}
+				}
+				report(b, "list", times)
+			})
+		}
+	}
+}
