@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 svcnet serves the v1 Endpoints API, deprecated in Kubernetes 1.33 but still served there too
+
 package apiserver
 
 import (

@@ -107,9 +107,7 @@ func validate(s *discoveryv1.EndpointSlice) field.ErrorList {
 					errs = append(errs, field.Invalid(ap, a, fmt.Sprintf("must be a valid %s address", s.AddressType)))
 				}
 			case discoveryv1.AddressTypeFQDN:
-				for _, msg := range validation.IsFullyQualifiedDomainName(ap, a) {
-					errs = append(errs, msg)
-				}
+				errs = append(errs, validation.IsFullyQualifiedDomainName(ap, a)...)
 			}
 		}
 		if ep.Hostname != nil {

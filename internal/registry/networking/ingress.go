@@ -192,9 +192,7 @@ var IngressClass = &registry.Kind{
 		if ic.Spec.Controller == "" {
 			errs = append(errs, field.Required(field.NewPath("spec", "controller"), ""))
 		} else {
-			for _, msg := range validation.IsDomainPrefixedPath(field.NewPath("spec", "controller"), ic.Spec.Controller) {
-				errs = append(errs, msg)
-			}
+			errs = append(errs, validation.IsDomainPrefixedPath(field.NewPath("spec", "controller"), ic.Spec.Controller)...)
 		}
 		return errs
 	},

@@ -148,9 +148,7 @@ func Validate(svc *corev1.Service) field.ErrorList {
 		}
 	}
 	if c := spec.LoadBalancerClass; c != nil {
-		for _, msg := range metav1validation.ValidateLabelName(*c, specPath.Child("loadBalancerClass")) {
-			errs = append(errs, msg)
-		}
+		errs = append(errs, metav1validation.ValidateLabelName(*c, specPath.Child("loadBalancerClass"))...)
 	}
 	return errs
 }
