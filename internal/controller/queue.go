@@ -62,7 +62,9 @@ func (q *Queue) next(ctx context.Context) bool {
 		return false
 	}
 	defer q.queue.Done(key)
+	start := time.Now()
 	after, err := q.sync(ctx, key)
+	observe(q.name, start, err, after > 0, q.queue.Len())
 	switch {
 	case err != nil:
 		if q.queue.NumRequeues(key) < 15 {

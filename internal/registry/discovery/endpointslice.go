@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -34,6 +35,13 @@ var EndpointSlice = &registry.Kind{
 	New:        func() runtime.Object { return &discoveryv1.EndpointSlice{} },
 	NewList:    func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
 	Generation: true,
+	// EndpointSlices have no spec: their content is what counts changes.
+	PrepareForUpdate: func(_ context.Context, obj, old runtime.Object) {
+		n, o := obj.(*discoveryv1.EndpointSlice), old.(*discoveryv1.EndpointSlice)
+		if !apiequality.Semantic.DeepEqual(n.Endpoints, o.Endpoints) || !apiequality.Semantic.DeepEqual(n.Ports, o.Ports) {
+			n.Generation = o.Generation + 1
+		}
+	},
 	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
 		return validate(obj.(*discoveryv1.EndpointSlice))
 	},

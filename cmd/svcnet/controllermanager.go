@@ -1,0 +1,41 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/controllermanager"
+)
+
+func newControllerManagerCommand() *cobra.Command {
+	o := controllermanager.Defaults()
+	cmd := &cobra.Command{
+		Use:   "controller-manager",
+		Short: "Run the controllers: endpoint slices, endpoints, deployments, replica sets, scheduler, load balancers",
+		Long: `Keep the cluster's objects true, as kube-controller-manager (and kube-scheduler and a
+cloud controller manager) do, through the Kubernetes API only, so it runs against
+svcnet's API server or any other. Controllers: ` + strings.Join(controllermanager.Names(), ", ") + `.
+The service-lb controller runs when --load-balancer-pool is set.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return controllermanager.Run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API server")
+	f.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "controllers to run: * for all, a name to add, -name to leave out")
+	f.IntVar(&o.Workers, "concurrent-syncs", o.Workers, "workers per controller")
+	f.IntVar(&o.MaxEndpointsPerSlice, "max-endpoints-per-slice", o.MaxEndpointsPerSlice, "most endpoints in one EndpointSlice")
+	f.StringVar(&o.LoadBalancerPool, "load-balancer-pool", o.LoadBalancerPool, "addresses for LoadBalancer services: FIRST-LAST or CIDR, comma separated")
+	f.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "loadBalancerClass to serve (default: services without a class)")
+	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of /healthz and /metrics (0 to disable)")
+	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader through a Lease so that only one replica acts")
+	f.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "namespace of the leader Lease")
+	f.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "name of the leader Lease")
+	f.StringVar(&o.Identity, "leader-elect-identity", o.Identity, "this replica's identity in the Lease")
+	f.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a lease holds without renewal")
+	f.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader retries renewing before it gives up")
+	f.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how often to try to acquire or renew")
+	return cmd
+}

@@ -1,0 +1,143 @@
+//lint:file-ignore SA1019 the v1 Endpoints API is deprecated in Kubernetes 1.33 but still served and kept
+
+package endpoints
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/controller"
+)
+
+// Controller is the Endpoints controller.
+type Controller struct {
+	client    kubernetes.Interface
+	services  corelisters.ServiceLister
+	pods      corelisters.PodLister
+	endpoints corelisters.EndpointsLister
+	queue     *controller.Queue
+}
+
+// New wires the controller to factory's informers.
+func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *Controller {
+	c := &Controller{
+		client:    client,
+		services:  factory.Core().V1().Services().Lister(),
+		pods:      factory.Core().V1().Pods().Lister(),
+		endpoints: factory.Core().V1().Endpoints().Lister(),
+	}
+	c.queue = controller.NewQueue("endpoints", c.sync)
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.Add(key)
+		}
+	}
+	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
+	})
+	_, _ = factory.Core().V1().Endpoints().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
+	})
+	podHandler := func(obj, old any) {
+		for _, o := range []any{obj, old} {
+			if tomb, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = tomb.Obj
+			}
+			pod, ok := o.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			svcs, _ := c.services.Services(pod.Namespace).List(labels.Everything())
+			for _, svc := range svcs {
+				if svc.Spec.Selector != nil && labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+					c.queue.Add(svc.Namespace + "/" + svc.Name)
+				}
+			}
+		}
+	}
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { podHandler(o, nil) },
+		UpdateFunc: func(old, o any) { podHandler(o, old) },
+		DeleteFunc: func(o any) { podHandler(o, nil) },
+	})
+	return c
+}
+
+// Run syncs until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	svc, err := c.services.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		// The Endpoints of a deleted service go with it.
+		err := c.client.CoreV1().Endpoints(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		return 0, err
+	}
+	if err != nil {
+		return 0, err
+	}
+	if svc.Spec.Selector == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return 0, nil // hand-written Endpoints are the user's
+	}
+	pods, err := c.pods.Pods(ns).List(labels.SelectorFromValidatedSet(svc.Spec.Selector))
+	if err != nil {
+		return 0, err
+	}
+	want := Desired(svc, pods)
+	cur, err := c.endpoints.Endpoints(ns).Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		want.Annotations = withTrigger(want.Annotations)
+		_, err = c.client.CoreV1().Endpoints(ns).Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return 100 * time.Millisecond, nil // the cache is behind
+		}
+	case err != nil:
+	case apiequality.Semantic.DeepEqual(cur.Subsets, want.Subsets) && apiequality.Semantic.DeepEqual(cur.Labels, want.Labels) &&
+		cur.Annotations[OverCapacityAnnotation] == want.Annotations[OverCapacityAnnotation]:
+		return 0, nil
+	default:
+		upd := cur.DeepCopy()
+		upd.Subsets, upd.Labels = want.Subsets, want.Labels
+		delete(upd.Annotations, OverCapacityAnnotation)
+		for k, v := range want.Annotations {
+			upd.Annotations = withKey(upd.Annotations, k, v)
+		}
+		upd.Annotations = withTrigger(upd.Annotations)
+		_, err = c.client.CoreV1().Endpoints(ns).Update(ctx, upd, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return 0, fmt.Errorf("endpoints of %s: %w", key, err)
+	}
+	return 0, nil
+}
+
+func withKey(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
+}
+
+func withTrigger(m map[string]string) map[string]string {
+	return withKey(m, corev1.EndpointsLastChangeTriggerTime, time.Now().UTC().Format(time.RFC3339Nano))
+}

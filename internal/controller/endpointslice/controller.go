@@ -1,0 +1,230 @@
+// Package endpointslice keeps, for every Service with a selector, the
+// discovery.k8s.io/v1 EndpointSlices that list its pods, as
+// kube-controller-manager's EndpointSlice controller does: ready, serving
+// and terminating conditions, named target ports resolved per pod, at most
+// MaxPerSlice endpoints per slice, edits in place, no write when nothing
+// changed.
+package endpointslice
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/controller"
+)
+
+// Controller is the EndpointSlice controller.
+type Controller struct {
+	client      kubernetes.Interface
+	services    corelisters.ServiceLister
+	pods        corelisters.PodLister
+	nodes       corelisters.NodeLister
+	slices      discoverylisters.EndpointSliceLister
+	queue       *controller.Queue
+	maxPerSlice int
+
+	mu       sync.Mutex
+	triggers map[string]time.Time // service key -> earliest unsynced change
+	written  *Tracker
+}
+
+// New wires the controller to factory's informers.
+func New(client kubernetes.Interface, factory informers.SharedInformerFactory, maxPerSlice int) *Controller {
+	c := &Controller{
+		client:      client,
+		services:    factory.Core().V1().Services().Lister(),
+		pods:        factory.Core().V1().Pods().Lister(),
+		nodes:       factory.Core().V1().Nodes().Lister(),
+		slices:      factory.Discovery().V1().EndpointSlices().Lister(),
+		maxPerSlice: maxPerSlice,
+		triggers:    map[string]time.Time{},
+		written:     NewTracker(),
+	}
+	c.queue = controller.NewQueue("endpointslice", c.sync)
+	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueService(obj) },
+		UpdateFunc: func(_, obj any) { c.enqueueService(obj) },
+		DeleteFunc: func(obj any) { c.enqueueService(obj) },
+	})
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueuePod(obj, nil) },
+		UpdateFunc: func(old, obj any) { c.enqueuePod(obj, old) },
+		DeleteFunc: func(obj any) { c.enqueuePod(obj, nil) },
+	})
+	_, _ = factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueSlice(obj) },
+		UpdateFunc: func(_, obj any) { c.enqueueSlice(obj) },
+		DeleteFunc: func(obj any) { c.enqueueSlice(obj) },
+	})
+	_ = factory.Core().V1().Nodes().Informer()
+	return c
+}
+
+// Run syncs services until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+
+func (c *Controller) enqueueService(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	c.trigger(key)
+}
+
+// trigger notes a change of service key and queues it.
+func (c *Controller) trigger(key string) {
+	c.mu.Lock()
+	if _, pending := c.triggers[key]; !pending {
+		c.triggers[key] = time.Now()
+	}
+	c.mu.Unlock()
+	c.queue.Add(key)
+}
+
+func (c *Controller) enqueuePod(obj, old any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	keys := c.servicesSelecting(pod)
+	if oldPod, ok := old.(*corev1.Pod); ok && !labels.Equals(oldPod.Labels, pod.Labels) {
+		for k := range c.servicesSelecting(oldPod) {
+			keys[k] = true
+		}
+	}
+	for k := range keys {
+		c.trigger(k)
+	}
+}
+
+func (c *Controller) servicesSelecting(pod *corev1.Pod) map[string]bool {
+	keys := map[string]bool{}
+	svcs, err := c.services.Services(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return keys
+	}
+	for _, svc := range svcs {
+		if svc.Spec.Selector != nil && labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+			keys[svc.Namespace+"/"+svc.Name] = true
+		}
+	}
+	return keys
+}
+
+func (c *Controller) enqueueSlice(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || s.Labels[discoveryv1.LabelManagedBy] != ManagedBy || s.Labels[discoveryv1.LabelServiceName] == "" {
+		return
+	}
+	c.queue.Add(s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName])
+}
+
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	svc, err := c.services.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && (svc.Spec.Selector == nil || svc.Spec.Type == corev1.ServiceTypeExternalName)) {
+		// Owner references let the garbage collector remove the slices of
+		// a deleted service; a service without selector is left alone.
+		c.forget(key)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	existing, err := c.slices.EndpointSlices(ns).List(labels.SelectorFromSet(labels.Set{
+		discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: ManagedBy}))
+	if err != nil {
+		return 0, err
+	}
+	if c.written.Stale(key, existing) {
+		// Our own last writes are not in the cache yet; acting now could
+		// create duplicates.
+		return 100 * time.Millisecond, nil
+	}
+	pods, err := c.pods.Pods(ns).List(labels.SelectorFromValidatedSet(svc.Spec.Selector))
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	trigger := c.triggers[key]
+	delete(c.triggers, key)
+	c.mu.Unlock()
+	plan := Reconcile(Input{Service: svc, Pods: pods, Zone: c.zone, Existing: existing,
+		MaxPerSlice: c.maxPerSlice, TriggerTime: trigger})
+	if plan.Empty() {
+		return 0, nil
+	}
+	if err := c.apply(ctx, key, plan); err != nil {
+		c.mu.Lock()
+		if t, ok := c.triggers[key]; !ok || trigger.Before(t) {
+			c.triggers[key] = trigger
+		}
+		c.mu.Unlock()
+		return 0, fmt.Errorf("endpoint slices of %s: %w", key, err)
+	}
+	slog.Debug("endpoint slices synced", "service", key, "created", len(plan.Create), "updated", len(plan.Update), "deleted", len(plan.Delete))
+	return 0, nil
+}
+
+func (c *Controller) apply(ctx context.Context, key string, plan Plan) error {
+	for _, s := range plan.Delete {
+		err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		c.written.Record(key, s.Name, -1)
+	}
+	for _, s := range plan.Update {
+		out, err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		c.written.Record(key, out.Name, out.Generation)
+	}
+	for _, s := range plan.Create {
+		out, err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		c.written.Record(key, out.Name, out.Generation)
+	}
+	return nil
+}
+
+func (c *Controller) forget(key string) {
+	c.written.Forget(key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.triggers, key)
+}
+
+func (c *Controller) zone(node string) string {
+	n, err := c.nodes.Get(node)
+	if err != nil {
+		return ""
+	}
+	return n.Labels[corev1.LabelTopologyZone]
+}

@@ -1,0 +1,46 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svcnet_controller_syncs_total",
+		Help: "Syncs of one key by a controller, by result (ok, error, requeue).",
+	}, []string{"controller", "result"})
+	syncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "svcnet_controller_sync_duration_seconds",
+		Help:    "Time to sync one key.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	}, []string{"controller"})
+	depth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "svcnet_controller_queue_depth",
+		Help: "Keys waiting in a controller's queue.",
+	}, []string{"controller"})
+)
+
+// RegisterMetrics adds the controllers' metrics to reg.
+func RegisterMetrics(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{syncs, syncDuration, depth} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func observe(name string, start time.Time, err error, requeue bool, queued int) {
+	result := "ok"
+	switch {
+	case err != nil:
+		result = "error"
+	case requeue:
+		result = "requeue"
+	}
+	syncs.WithLabelValues(name, result).Inc()
+	syncDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	depth.WithLabelValues(name).Set(float64(queued))
+}

@@ -1,0 +1,80 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+)
+
+// fit explains why a node cannot run a pod ("" when it can).
+func fit(pod *corev1.Pod, node *corev1.Node) string {
+	if node.DeletionTimestamp != nil {
+		return "node(s) were being deleted"
+	}
+	if node.Spec.Unschedulable && !tolerates(pod, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}) {
+		return "node(s) were unschedulable"
+	}
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return "node(s) were not ready"
+	}
+	if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
+		return "node(s) didn't match Pod's node affinity/selector"
+	}
+	for _, t := range node.Spec.Taints {
+		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !tolerates(pod, t) {
+			return fmt.Sprintf("node(s) had untolerated taint {%s: %s}", t.Key, t.Value)
+		}
+	}
+	return ""
+}
+
+func tolerates(pod *corev1.Pod, taint corev1.Taint) bool {
+	for _, tol := range pod.Spec.Tolerations {
+		if tol.ToleratesTaint(klog.Background(), &taint, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// choose picks the feasible node running the fewest pods (ties by name),
+// spreading pods evenly; it returns "" and kube-scheduler's style of
+// explanation when none fits.
+func choose(pod *corev1.Pod, nodes []*corev1.Node, load map[string]int) (string, string) {
+	reasons := map[string]int{}
+	best, bestLoad := "", 0
+	sorted := append([]*corev1.Node(nil), nodes...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for _, n := range sorted {
+		if why := fit(pod, n); why != "" {
+			reasons[why]++
+			continue
+		}
+		if best == "" || load[n.Name] < bestLoad {
+			best, bestLoad = n.Name, load[n.Name]
+		}
+	}
+	if best != "" {
+		return best, ""
+	}
+	parts := make([]string, 0, len(reasons))
+	for why, n := range reasons {
+		parts = append(parts, fmt.Sprintf("%d %s", n, why))
+	}
+	sort.Strings(parts)
+	msg := fmt.Sprintf("0/%d nodes are available", len(nodes))
+	if len(parts) > 0 {
+		msg += ": " + strings.Join(parts, ", ")
+	}
+	return "", msg + "."
+}

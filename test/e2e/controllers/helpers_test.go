@@ -1,0 +1,125 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+// cluster is an API server, a controller manager and a hollow kubelet
+// with two nodes.
+type cluster struct {
+	api     *framework.APIServer
+	cm      *framework.Process
+	client  kubernetes.Interface
+	kubelet *framework.HollowKubelet
+}
+
+func startCluster(t *testing.T, cmArgs ...string) *cluster {
+	t.Helper()
+	api := framework.StartAPIServer(t)
+	c := &cluster{api: api, client: api.Client()}
+	args := append([]string{"controller-manager", "--kubeconfig", api.KubeconfigOf("controller-manager"),
+		"--bind-address", "0", "--leader-elect=false"}, cmArgs...)
+	c.cm = framework.StartProcess(t, args...)
+	c.kubelet = framework.StartHollowKubelet(t, c.client, "node-1", "node-2")
+	return c
+}
+
+func until(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
+	defer cancel()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
+	}
+}
+
+func deployment(name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "svcnet/hostnames",
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 9376}}}}},
+			},
+		},
+	}
+}
+
+func service(name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
+	}
+}
+
+// sliceState sums up the endpoints of a service's slices.
+type sliceState struct {
+	total, ready, serving, terminating int
+	ports                              map[int32]int // resolved port -> endpoints
+}
+
+func (s sliceState) String() string {
+	return fmt.Sprintf("%d endpoints (%d ready, %d serving, %d terminating) ports %v", s.total, s.ready, s.serving, s.terminating, s.ports)
+}
+
+func slicesOf(ctx context.Context, c kubernetes.Interface, ns, svc string) (sliceState, error) {
+	l, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	if err != nil {
+		return sliceState{}, err
+	}
+	st := sliceState{ports: map[int32]int{}}
+	for _, s := range l.Items {
+		for _, ep := range s.Endpoints {
+			st.total++
+			if ptr.Deref(ep.Conditions.Ready, false) {
+				st.ready++
+			}
+			if ptr.Deref(ep.Conditions.Serving, false) {
+				st.serving++
+			}
+			if ptr.Deref(ep.Conditions.Terminating, false) {
+				st.terminating++
+			}
+			for _, p := range s.Ports {
+				st.ports[ptr.Deref(p.Port, 0)]++
+			}
+		}
+	}
+	return st, nil
+}
+
+func waitSlices(t *testing.T, c kubernetes.Interface, svc string, want func(sliceState) bool) sliceState {
+	t.Helper()
+	var st sliceState
+	until(t, "endpoint slices of "+svc, 30*time.Second, func(ctx context.Context) (bool, error) {
+		var err error
+		st, err = slicesOf(ctx, c, "default", svc)
+		return err == nil && want(st), err
+	})
+	return st
+}

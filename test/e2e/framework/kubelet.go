@@ -1,0 +1,149 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// HollowKubelet stands in for node agents in controller tests: it
+// registers ready Nodes and moves every pod bound to them to Running with
+// an address, Ready unless the test says otherwise, and finishes graceful
+// deletions at once (or when told). It does not run anything.
+type HollowKubelet struct {
+	t       testing.TB
+	client  kubernetes.Interface
+	mu      sync.Mutex
+	unready map[string]bool // pod name -> keep unready
+	hold    bool            // do not finish graceful deletions
+	nextIP  map[string]int
+	nodes   map[string]int
+}
+
+// StartHollowKubelet registers the nodes and runs until the test ends.
+func StartHollowKubelet(t testing.TB, client kubernetes.Interface, nodes ...string) *HollowKubelet {
+	t.Helper()
+	k := &HollowKubelet{t: t, client: client, unready: map[string]bool{}, nextIP: map[string]int{}, nodes: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for i, n := range nodes {
+		k.nodes[n] = i + 1
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"kubernetes.io/hostname": n}},
+			Spec: corev1.NodeSpec{PodCIDR: fmt.Sprintf("10.244.%d.0/24", i+1)},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+				Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.168.77.%d", i+1)}}}}
+		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("register node %s: %v", n, err)
+		}
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	inf := factory.Core().V1().Pods().Informer()
+	work := make(chan *corev1.Pod, 4096)
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { work <- o.(*corev1.Pod) },
+		UpdateFunc: func(_, o any) { work <- o.(*corev1.Pod) },
+	})
+	factory.Start(ctx.Done())
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case pod := <-work:
+				k.handle(ctx, pod)
+			}
+		}
+	}()
+	return k
+}
+
+// SetReady makes a pod pass or fail its readiness from now on.
+func (k *HollowKubelet) SetReady(ctx context.Context, ns, name string, ready bool) error {
+	k.mu.Lock()
+	k.unready[name] = !ready
+	k.mu.Unlock()
+	pod, err := k.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return k.writeStatus(ctx, pod)
+}
+
+// HoldDeletions keeps terminating pods until FinishDeletions.
+func (k *HollowKubelet) HoldDeletions(hold bool) {
+	k.mu.Lock()
+	k.hold = hold
+	k.mu.Unlock()
+}
+
+// FinishDeletion deletes a terminating pod for good, as a node agent does
+// once its containers stopped.
+func (k *HollowKubelet) FinishDeletion(ctx context.Context, ns, name string) error {
+	err := k.client.CoreV1().Pods(ns).Delete(ctx, name, *metav1.NewDeleteOptions(0))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (k *HollowKubelet) handle(ctx context.Context, pod *corev1.Pod) {
+	if _, mine := k.nodes[pod.Spec.NodeName]; !mine {
+		return
+	}
+	k.mu.Lock()
+	hold := k.hold
+	k.mu.Unlock()
+	if pod.DeletionTimestamp != nil {
+		if !hold {
+			_ = k.FinishDeletion(ctx, pod.Namespace, pod.Name)
+		}
+		return
+	}
+	if pod.Status.Phase == corev1.PodRunning {
+		return
+	}
+	if err := k.writeStatus(ctx, pod); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		k.t.Logf("hollow kubelet: status of %s: %v", pod.Name, err)
+	}
+}
+
+func (k *HollowKubelet) writeStatus(ctx context.Context, pod *corev1.Pod) error {
+	k.mu.Lock()
+	ready := !k.unready[pod.Name]
+	ip := pod.Status.PodIP
+	if ip == "" {
+		k.nextIP[pod.Spec.NodeName]++
+		n := k.nextIP[pod.Spec.NodeName]
+		ip = fmt.Sprintf("10.%d.%d.%d", 100+k.nodes[pod.Spec.NodeName], n/250, n%250+2)
+	}
+	k.mu.Unlock()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	now := metav1.NewTime(time.Now())
+	upd := pod.DeepCopy()
+	upd.Status.Phase = corev1.PodRunning
+	upd.Status.PodIP = ip
+	upd.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	upd.Status.HostIP = fmt.Sprintf("192.168.77.%d", k.nodes[pod.Spec.NodeName])
+	upd.Status.StartTime = &now
+	upd.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.ContainersReady, Status: status, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: status, LastTransitionTime: now},
+	}
+	_, err := k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+	return err
+}

@@ -1,0 +1,76 @@
+package framework
+
+import (
+	"bytes"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Process is a running svcnet subcommand other than the API server.
+type Process struct {
+	t    testing.TB
+	cmd  *exec.Cmd
+	logs bytes.Buffer
+	mu   sync.Mutex
+	done chan struct{}
+}
+
+// StartProcess runs `svcnet args...` until Stop or the end of the test.
+func StartProcess(t testing.TB, args ...string) *Process {
+	t.Helper()
+	p := &Process{t: t, done: make(chan struct{})}
+	p.cmd = exec.Command(Binary(t), args...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	w := &lockedWriter{w: &p.logs, mu: &p.mu}
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// Stop ends the process (SIGTERM, then SIGKILL after 10 s).
+func (p *Process) Stop() { p.signal(syscall.SIGTERM) }
+
+// Kill ends the process at once, as a crash would.
+func (p *Process) Kill() { p.signal(syscall.SIGKILL) }
+
+func (p *Process) signal(sig syscall.Signal) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	if p.t.Failed() {
+		p.t.Logf("logs of %v:\n%s", p.cmd.Args, p.Logs())
+	}
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Logs returns what the process wrote.
+func (p *Process) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
