@@ -24,7 +24,8 @@ var (
 
 // RegisterMetrics adds the controllers' metrics to reg.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{syncs, syncDuration, depth} {
+	useWorkqueueMetrics()
+	for _, c := range []prometheus.Collector{syncs, syncDuration, depth, wqDepth, wqAdds, wqWait, wqWork, wqRetries} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

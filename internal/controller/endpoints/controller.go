@@ -11,22 +11,22 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/podselector"
 )
 
 // Controller is the Endpoints controller.
 type Controller struct {
 	client    kubernetes.Interface
 	services  corelisters.ServiceLister
-	pods      corelisters.PodLister
 	endpoints corelisters.EndpointsLister
 	queue     *controller.Queue
+	selected  *podselector.Index
 }
 
 // New wires the controller to factory's informers.
@@ -34,8 +34,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *
 	c := &Controller{
 		client:    client,
 		services:  factory.Core().V1().Services().Lister(),
-		pods:      factory.Core().V1().Pods().Lister(),
 		endpoints: factory.Core().V1().Endpoints().Lister(),
+		selected:  podselector.New(factory.Core().V1().Pods().Lister()),
 	}
 	c.queue = controller.NewQueue("endpoints", c.sync)
 	enqueue := func(obj any) {
@@ -43,33 +43,44 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *
 			c.queue.Add(key)
 		}
 	}
+	svcChanged := func(obj any) {
+		if svc, ok := obj.(*corev1.Service); ok {
+			c.selected.SetService(svc)
+		} else if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
+				c.selected.DeleteService(ns, name)
+			}
+		}
+		enqueue(obj)
+	}
 	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
+		AddFunc: svcChanged, UpdateFunc: func(_, o any) { svcChanged(o) }, DeleteFunc: svcChanged,
 	})
 	_, _ = factory.Core().V1().Endpoints().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
 	})
-	podHandler := func(obj, old any) {
-		for _, o := range []any{obj, old} {
-			if tomb, ok := o.(cache.DeletedFinalStateUnknown); ok {
-				o = tomb.Obj
-			}
-			pod, ok := o.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			svcs, _ := c.services.Services(pod.Namespace).List(labels.Everything())
-			for _, svc := range svcs {
-				if svc.Spec.Selector != nil && labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
-					c.queue.Add(svc.Namespace + "/" + svc.Name)
-				}
-			}
+	podChanged := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj, deleted = tomb.Obj, true
+		}
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		var keys []string
+		if deleted {
+			keys = c.selected.DeletePod(pod)
+		} else {
+			keys = c.selected.SetPod(pod)
+		}
+		for _, k := range keys {
+			c.queue.Add(k)
 		}
 	}
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { podHandler(o, nil) },
-		UpdateFunc: func(old, o any) { podHandler(o, old) },
-		DeleteFunc: func(o any) { podHandler(o, nil) },
+		AddFunc:    func(o any) { podChanged(o, false) },
+		UpdateFunc: func(_, o any) { podChanged(o, false) },
+		DeleteFunc: func(o any) { podChanged(o, true) },
 	})
 	return c
 }
@@ -97,11 +108,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if svc.Spec.Selector == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return 0, nil // hand-written Endpoints are the user's
 	}
-	pods, err := c.pods.Pods(ns).List(labels.SelectorFromValidatedSet(svc.Spec.Selector))
-	if err != nil {
-		return 0, err
-	}
-	want := Desired(svc, pods)
+	want := Desired(svc, c.selected.Pods(ns, name))
 	cur, err := c.endpoints.Endpoints(ns).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):

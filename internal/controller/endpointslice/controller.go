@@ -25,17 +25,18 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/podselector"
 )
 
 // Controller is the EndpointSlice controller.
 type Controller struct {
 	client      kubernetes.Interface
 	services    corelisters.ServiceLister
-	pods        corelisters.PodLister
 	nodes       corelisters.NodeLister
 	slices      discoverylisters.EndpointSliceLister
 	queue       *controller.Queue
 	maxPerSlice int
+	selected    *podselector.Index
 
 	mu       sync.Mutex
 	triggers map[string]time.Time // service key -> earliest unsynced change
@@ -47,11 +48,11 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, m
 	c := &Controller{
 		client:      client,
 		services:    factory.Core().V1().Services().Lister(),
-		pods:        factory.Core().V1().Pods().Lister(),
 		nodes:       factory.Core().V1().Nodes().Lister(),
 		slices:      factory.Discovery().V1().EndpointSlices().Lister(),
 		maxPerSlice: maxPerSlice,
 		triggers:    map[string]time.Time{},
+		selected:    podselector.New(factory.Core().V1().Pods().Lister()),
 		written:     NewTracker(),
 	}
 	c.queue = controller.NewQueue("endpointslice", c.sync)
@@ -63,7 +64,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, m
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueuePod(obj, nil) },
 		UpdateFunc: func(old, obj any) { c.enqueuePod(obj, old) },
-		DeleteFunc: func(obj any) { c.enqueuePod(obj, nil) },
+		DeleteFunc: c.podDeleted,
 	})
 	_, _ = factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueueSlice(obj) },
@@ -82,6 +83,11 @@ func (c *Controller) enqueueService(obj any) {
 	if err != nil {
 		return
 	}
+	if svc, ok := obj.(*corev1.Service); ok {
+		c.selected.SetService(svc)
+	} else if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
+		c.selected.DeleteService(ns, name)
+	}
 	c.trigger(key)
 }
 
@@ -95,37 +101,35 @@ func (c *Controller) trigger(key string) {
 	c.queue.Add(key)
 }
 
-func (c *Controller) enqueuePod(obj, old any) {
+func (c *Controller) enqueuePod(obj, _ any) {
+	deleted := false
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
+		obj, deleted = tomb.Obj, true
 	}
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	keys := c.servicesSelecting(pod)
-	if oldPod, ok := old.(*corev1.Pod); ok && !labels.Equals(oldPod.Labels, pod.Labels) {
-		for k := range c.servicesSelecting(oldPod) {
-			keys[k] = true
-		}
+	var keys []string
+	if deleted {
+		keys = c.selected.DeletePod(pod)
+	} else {
+		keys = c.selected.SetPod(pod)
 	}
-	for k := range keys {
+	for _, k := range keys {
 		c.trigger(k)
 	}
 }
 
-func (c *Controller) servicesSelecting(pod *corev1.Pod) map[string]bool {
-	keys := map[string]bool{}
-	svcs, err := c.services.Services(pod.Namespace).List(labels.Everything())
-	if err != nil {
-		return keys
+func (c *Controller) podDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
 	}
-	for _, svc := range svcs {
-		if svc.Spec.Selector != nil && labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
-			keys[svc.Namespace+"/"+svc.Name] = true
+	if pod, ok := obj.(*corev1.Pod); ok {
+		for _, k := range c.selected.DeletePod(pod) {
+			c.trigger(k)
 		}
 	}
-	return keys
 }
 
 func (c *Controller) enqueueSlice(obj any) {
@@ -164,10 +168,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		// create duplicates.
 		return 100 * time.Millisecond, nil
 	}
-	pods, err := c.pods.Pods(ns).List(labels.SelectorFromValidatedSet(svc.Spec.Selector))
-	if err != nil {
-		return 0, err
-	}
+	pods := c.selected.Pods(ns, name)
 	c.mu.Lock()
 	trigger := c.triggers[key]
 	delete(c.triggers, key)

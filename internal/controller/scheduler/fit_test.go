@@ -1,0 +1,60 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func node(name string, ready bool, mutate ...func(*corev1.Node)) *corev1.Node {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}}
+	for _, m := range mutate {
+		m(n)
+	}
+	return n
+}
+
+func TestChoose(t *testing.T) {
+	ssd := func(n *corev1.Node) { n.Labels["disk"] = "ssd" }
+	tainted := func(n *corev1.Node) {
+		n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	cordoned := func(n *corev1.Node) { n.Spec.Unschedulable = true }
+	plain := &corev1.Pod{}
+	picky := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: map[string]string{"disk": "ssd"}}}
+	tolerant := &corev1.Pod{Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db", Effect: corev1.TaintEffectNoSchedule}}}}
+	cases := []struct {
+		name  string
+		pod   *corev1.Pod
+		nodes []*corev1.Node
+		load  map[string]int
+		want  string
+		why   string
+	}{
+		{"least loaded", plain, []*corev1.Node{node("a", true), node("b", true)}, map[string]int{"a": 3, "b": 1}, "b", ""},
+		{"tie by name", plain, []*corev1.Node{node("b", true), node("a", true)}, nil, "a", ""},
+		{"not ready skipped", plain, []*corev1.Node{node("a", false), node("b", true)}, map[string]int{"b": 9}, "b", ""},
+		{"selector", picky, []*corev1.Node{node("a", true), node("b", true, ssd)}, map[string]int{"b": 9}, "b", ""},
+		{"nothing fits", picky, []*corev1.Node{node("a", true), node("b", false)}, nil, "",
+			"0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were not ready."},
+		{"taint", plain, []*corev1.Node{node("a", true, tainted)}, nil, "", "untolerated taint {dedicated: db}"},
+		{"tolerated taint", tolerant, []*corev1.Node{node("a", true, tainted)}, nil, "a", ""},
+		{"cordoned", plain, []*corev1.Node{node("a", true, cordoned)}, nil, "", "unschedulable"},
+		{"no nodes", plain, nil, nil, "", "0/0 nodes are available."},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, why := choose(c.pod, c.nodes, c.load)
+			if got != c.want || !strings.Contains(why, c.why) {
+				t.Errorf("choose = %q, %q; want %q, %q", got, why, c.want, c.why)
+			}
+		})
+	}
+}
