@@ -4,7 +4,6 @@
 package deps
 
 import (
-	_ "github.com/miekg/dns"
 	_ "github.com/vishvananda/netlink"
 	_ "github.com/vishvananda/netns"
 )

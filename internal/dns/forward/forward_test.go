@@ -1,0 +1,276 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/svcnet/svcnet/internal/dns/dnstest"
+)
+
+type clock struct{ t atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.t.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+func (c *clock) now() time.Time          { return time.Unix(0, c.t.Load()) }
+func (c *clock) advance(d time.Duration) { c.t.Add(int64(d)) }
+
+func newForwarder(t *testing.T, o Options) *Forwarder {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 300 * time.Millisecond
+	}
+	f, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+func ask(t *testing.T, f *Forwarder, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := f.Exchange(ctx, dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}, false)
+	if err != nil {
+		t.Fatalf("Exchange(%s): %v", name, err)
+	}
+	return m
+}
+
+func TestCache(t *testing.T) {
+	up := dnstest.StartUpstream(t)
+	up.Add(t, "www.example.com. 60 IN A 192.0.2.1", "zero.example.com. 0 IN A 192.0.2.2", "mx.example.com. 60 IN MX 10 mail.example.com.")
+	clk := newClock()
+	f := newForwarder(t, Options{Upstreams: []string{up.Addr}, Now: clk.now})
+
+	cases := []struct {
+		name    string
+		qname   string
+		qtype   uint16
+		advance time.Duration
+		rcode   int
+		ttl     uint32 // of the first record in answer, or of the SOA
+		asked   int64  // upstream queries for qname so far (all types)
+	}{
+		{"first answer comes from upstream", "www.example.com.", dns.TypeA, 0, dns.RcodeSuccess, 60, 1},
+		{"second from cache", "www.example.com.", dns.TypeA, 0, dns.RcodeSuccess, 60, 1},
+		{"case does not matter", "WWW.Example.COM.", dns.TypeA, 0, dns.RcodeSuccess, 60, 1},
+		{"TTL ages in the cache", "www.example.com.", dns.TypeA, 45 * time.Second, dns.RcodeSuccess, 15, 1},
+		{"expired answer is asked again", "www.example.com.", dns.TypeA, 16 * time.Second, dns.RcodeSuccess, 60, 2},
+		{"other type is another question", "www.example.com.", dns.TypeMX, 0, dns.RcodeSuccess, 0, 3},
+		{"NODATA is cached", "www.example.com.", dns.TypeCAA, 0, dns.RcodeSuccess, 30, 4},
+		// The SOA's TTL (60) is cut to its minimum (30) so that caches
+		// downstream do not keep the denial longer than this one.
+		{"NODATA ages", "www.example.com.", dns.TypeCAA, 29 * time.Second, dns.RcodeSuccess, 1, 4},
+		{"NODATA expires", "www.example.com.", dns.TypeCAA, 2 * time.Second, dns.RcodeSuccess, 30, 5},
+		{"NXDOMAIN from upstream", "gone.example.com.", dns.TypeA, 0, dns.RcodeNameError, 30, 1},
+		{"NXDOMAIN cached", "gone.example.com.", dns.TypeA, 10 * time.Second, dns.RcodeNameError, 20, 1},
+		{"NXDOMAIN expires", "gone.example.com.", dns.TypeA, 21 * time.Second, dns.RcodeNameError, 30, 2},
+		{"TTL 0 is not cached", "zero.example.com.", dns.TypeA, 0, dns.RcodeSuccess, 0, 1},
+		{"TTL 0 asked again", "zero.example.com.", dns.TypeA, 0, dns.RcodeSuccess, 0, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk.advance(tc.advance)
+			m := ask(t, f, tc.qname, tc.qtype)
+			if m.Rcode != tc.rcode {
+				t.Errorf("rcode %s, want %s", dns.RcodeToString[m.Rcode], dns.RcodeToString[tc.rcode])
+			}
+			var ttl uint32
+			switch {
+			case tc.ttl == 0:
+			case len(m.Answer) > 0:
+				ttl = m.Answer[0].Header().Ttl
+			case len(m.Ns) > 0:
+				ttl = m.Ns[0].Header().Ttl
+			}
+			if ttl != tc.ttl {
+				t.Errorf("ttl %d, want %d (answer %v ns %v)", ttl, tc.ttl, m.Answer, m.Ns)
+			}
+			if got := up.QueriesFor(tc.qname); got != tc.asked {
+				t.Errorf("upstream asked %d times, want %d", got, tc.asked)
+			}
+			for _, rr := range m.Extra {
+				if rr.Header().Rrtype == dns.TypeOPT {
+					t.Error("upstream OPT record leaked into the answer")
+				}
+			}
+		})
+	}
+}
+
+func TestCacheTTL(t *testing.T) {
+	rr := func(s string) dns.RR {
+		r, err := dns.NewRR(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	soa := rr("example. 600 IN SOA ns. h. 1 1 1 1 40")
+	cases := []struct {
+		name string
+		m    dns.Msg
+		want time.Duration
+		ok   bool
+	}{
+		{"smallest answer TTL", dns.Msg{Answer: []dns.RR{rr("a. 50 IN A 1.1.1.1"), rr("a. 20 IN A 1.1.1.2")}}, 20 * time.Second, true},
+		{"capped", dns.Msg{Answer: []dns.RR{rr("a. 86400 IN A 1.1.1.1")}}, time.Hour, true},
+		{"TTL zero", dns.Msg{Answer: []dns.RR{rr("a. 0 IN A 1.1.1.1")}}, 0, false},
+		{"NXDOMAIN uses SOA minimum", dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeNameError}, Ns: []dns.RR{soa}}, 40 * time.Second, true},
+		{"NODATA uses SOA minimum", dns.Msg{Ns: []dns.RR{soa}}, 40 * time.Second, true},
+		{"denial without SOA", dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeNameError}}, 0, false},
+		{"SERVFAIL", dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}, Ns: []dns.RR{soa}}, 0, false},
+		{"truncated", dns.Msg{MsgHdr: dns.MsgHdr{Truncated: true}, Answer: []dns.RR{rr("a. 50 IN A 1.1.1.1")}}, 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := cacheTTL(&tc.m, time.Hour, 5*time.Minute)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: cacheTTL = %v %v, want %v %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestTruncatedRetriesOverTCP(t *testing.T) {
+	up := dnstest.StartUpstream(t)
+	up.Add(t, "big.example.com. 60 IN TXT \"x\"")
+	up.Truncate("big.example.com.")
+	f := newForwarder(t, Options{Upstreams: []string{up.Addr}})
+	m := ask(t, f, "big.example.com.", dns.TypeTXT)
+	if len(m.Answer) != 1 || m.Truncated {
+		t.Fatalf("answer %v truncated=%v, want the TCP answer", m.Answer, m.Truncated)
+	}
+	if up.TCPQueries() != 1 {
+		t.Errorf("TCP queries = %d, want 1", up.TCPQueries())
+	}
+}
+
+func TestFailover(t *testing.T) {
+	bad := dnstest.StartUpstream(t)
+	good := dnstest.StartUpstream(t)
+	for _, u := range []*dnstest.Upstream{bad, good} {
+		u.Add(t, "www.example.com. 60 IN A 192.0.2.1", "www2.example.com. 60 IN A 192.0.2.2", "www3.example.com. 60 IN A 192.0.2.3")
+	}
+	bad.SetDown(true)
+	reg := prometheus.NewRegistry()
+	f := newForwarder(t, Options{
+		Upstreams: []string{bad.Addr, good.Addr}, CacheSize: -1, FailThreshold: 2,
+		Timeout: 100 * time.Millisecond, ProbeInterval: 20 * time.Millisecond, Registerer: reg,
+	})
+
+	// Two failures mark the first upstream down; each query still gets
+	// its answer from the second.
+	for i := range 2 {
+		if m := ask(t, f, "www.example.com.", dns.TypeA); len(m.Answer) != 1 {
+			t.Fatalf("query %d: no answer from the healthy upstream", i)
+		}
+	}
+	if f.Healthy() != 1 {
+		t.Fatalf("Healthy() = %d after two failures, want 1", f.Healthy())
+	}
+	if v := testutil.ToFloat64(f.m.healthy.WithLabelValues(bad.Addr)); v != 0 {
+		t.Errorf("health gauge of the dead upstream = %v", v)
+	}
+	// A down upstream is skipped: the question goes straight to the other.
+	ask(t, f, "www2.example.com.", dns.TypeA)
+	if bad.QueriesFor("www2.example.com.") != 0 {
+		t.Error("down upstream was asked")
+	}
+
+	// Back up: the probe notices and traffic returns to the first.
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(f.m.probeFailures.WithLabelValues(bad.Addr)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no failed probe of the down upstream after 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	bad.SetDown(false)
+	for f.Healthy() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("recovered upstream still marked down after 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ask(t, f, "www3.example.com.", dns.TypeA)
+	if bad.QueriesFor("www3.example.com.") != 1 || good.QueriesFor("www3.example.com.") != 0 {
+		t.Error("traffic did not return to the preferred upstream")
+	}
+	if n := testutil.CollectAndCount(reg, "svcnet_dns_forward_upstream_healthy"); n != 2 {
+		t.Errorf("health gauge series = %d, want 2", n)
+	}
+}
+
+func TestAllUpstreamsDown(t *testing.T) {
+	up := dnstest.StartUpstream(t)
+	up.SetDown(true)
+	f := newForwarder(t, Options{Upstreams: []string{up.Addr}, Timeout: 50 * time.Millisecond})
+	for range 3 { // also once marked down: it is still tried, being the only one
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := f.Exchange(ctx, dns.Question{Name: "www.example.com.", Qtype: dns.TypeA, Qclass: dns.ClassINET}, false)
+		cancel()
+		if !errors.Is(err, ErrNoUpstream) {
+			t.Fatalf("err = %v, want ErrNoUpstream", err)
+		}
+	}
+}
+
+func TestConcurrentMissesShareOneQuery(t *testing.T) {
+	up := dnstest.StartUpstream(t)
+	up.Add(t, "www.example.com. 60 IN A 192.0.2.1")
+	f := newForwarder(t, Options{Upstreams: []string{up.Addr}})
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := f.Exchange(context.Background(), dns.Question{Name: "www.example.com.", Qtype: dns.TypeA, Qclass: dns.ClassINET}, false)
+			if err != nil || len(m.Answer) != 1 {
+				t.Errorf("Exchange: %v %v", m, err)
+				return
+			}
+			m.Answer[0].Header().Ttl = 1 // callers own their copy
+		}()
+	}
+	wg.Wait()
+	if n := up.QueriesFor("www.example.com."); n < 1 || n > 2 {
+		t.Errorf("upstream asked %d times for one name", n)
+	}
+	if m := ask(t, f, "www.example.com.", dns.TypeA); m.Answer[0].Header().Ttl < 50 {
+		t.Error("a caller's change reached the cache")
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Error("no upstreams accepted")
+	}
+	if _, err := New(Options{Upstreams: []string{"127.0.0.1"}}); err == nil {
+		t.Error("upstream without port accepted")
+	}
+	reg := prometheus.NewRegistry()
+	f, err := New(Options{Upstreams: []string{"127.0.0.1:9"}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := New(Options{Upstreams: []string{"127.0.0.1:9"}, Registerer: reg}); err == nil {
+		t.Error("second forwarder on one registry: want a registration error")
+	}
+}
