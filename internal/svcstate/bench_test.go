@@ -1,0 +1,62 @@
+package svcstate_test
+
+import (
+	"fmt"
+	"testing"
+
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/svcnet/svcnet/internal/svcstate"
+	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
+)
+
+func benchSlice(i int, firstReady bool) *discovery.EndpointSlice {
+	name := fmt.Sprintf("svc-%05d", i)
+	opts := []SliceOption{SlicePort("http", tcp, 8080)}
+	for j := range 10 {
+		var eo []EndpointOption
+		if j == 0 && !firstReady {
+			eo = append(eo, NotReady())
+		}
+		opts = append(opts, Endpoint(fmt.Sprintf("10.%d.%d.%d", 128+j, (i>>8)&255, i&255), fmt.Sprintf("node-%d", j), eo...))
+	}
+	return Slice("bench", name, name+"-abc", opts...)
+}
+
+// trackerWith returns a tracker holding n services of 10 endpoints each,
+// already snapshotted.
+func trackerWith(n int) *svcstate.Tracker {
+	tr := newTracker("node-0")
+	for i := range n {
+		tr.OnServiceAdd(Service("bench", fmt.Sprintf("svc-%05d", i),
+			fmt.Sprintf("10.%d.%d.%d", 96+i>>16, (i>>8)&255, i&255), Port("http", tcp, 80, 0)))
+		tr.OnEndpointSliceAdd(benchSlice(i, true))
+	}
+	tr.Snapshot()
+	return tr
+}
+
+// BenchmarkSnapshotOneEndpointChange measures applying one EndpointSlice
+// update in which one endpoint flips readiness, and taking the snapshot.
+// Its cost must not grow with the number of services.
+func BenchmarkSnapshotOneEndpointChange(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			tr := trackerWith(n)
+			const rotate = 100
+			var versions [2][rotate]*discovery.EndpointSlice
+			for i := range rotate {
+				versions[0][i] = benchSlice(i*(n/rotate), false)
+				versions[1][i] = benchSlice(i*(n/rotate), true)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				tr.OnEndpointSliceUpdate(nil, versions[(i/rotate)%2][i%rotate])
+				if _, ch := tr.Snapshot(); len(ch.Ports) != 1 {
+					b.Fatalf("changes = %v", ch.Ports)
+				}
+			}
+		})
+	}
+}
