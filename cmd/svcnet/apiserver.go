@@ -11,6 +11,7 @@ import (
 
 func newAPIServerCommand() *cobra.Command {
 	o := apiserver.Defaults()
+	var alsoListen []string
 	cmd := &cobra.Command{
 		Use:   "apiserver",
 		Short: "Serve the Kubernetes API, stored in etcd",
@@ -21,6 +22,13 @@ etcd (or --etcd-servers). kubectl and client-go work against it as against
 kube-apiserver.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, a := range alsoListen {
+				l, err := apiserver.ParseNetnsListen(a)
+				if err != nil {
+					return fmt.Errorf("--also-listen %w", err)
+				}
+				o.AlsoListen = append(o.AlsoListen, l)
+			}
 			s, err := apiserver.New(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -40,6 +48,10 @@ kube-apiserver.`,
 	f.StringVar(&o.NodePortRange, "service-node-port-range", o.NodePortRange, "port range of NodePort services, MIN-MAX")
 	f.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "bearer tokens, CSV: token,user,uid,\"group1,group2\" (default: generated in --data-dir)")
 	f.DurationVar(&o.EtcdCompactionInterval, "etcd-compaction-interval", 5*time.Minute, "how often to compact old etcd revisions (older resourceVersions then get 410 Gone)")
+	f.StringSliceVar(&alsoListen, "also-listen", nil, "also serve inside a named network namespace: NETNS/HOST:PORT (svcnet up uses it)")
+	f.IntVar(&o.Nodes.Port, "kubelet-port", 10250, "port of the node agents' logs and exec server")
+	f.StringVar(&o.Nodes.TokenFile, "kubelet-token-file", "", "bearer token for node agents (enables pods/log and pods/exec)")
+	f.StringVar(&o.Nodes.Netns, "kubelet-netns", "", "named network namespace in which node addresses are reachable")
 	f.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs of the serving certificate")
 	return cmd
 }

@@ -68,6 +68,9 @@ func AddToScheme(s *runtime.Scheme) error {
 		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{},
 		&metav1.APIGroup{}, &metav1.APIResourceList{})
 	addDefaultingFuncs(s)
+	if err := addParameterConversions(s); err != nil {
+		return err
+	}
 	return addFieldLabelConversions(s)
 }
 

@@ -38,7 +38,7 @@ type resources struct {
 	podNode PodNodeFunc
 }
 
-func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators) (*resources, error) {
+func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators, nodeOpts NodeOptions) (*resources, error) {
 	r := &resources{byGroup: map[string]map[string]rest.Storage{}}
 	add := func(k *registry.Kind, sub string, s rest.Storage) {
 		g := k.Resource.Group
@@ -51,6 +51,7 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		}
 		r.byGroup[g][path] = s
 	}
+	var nodes core.NodeConnection
 	for _, k := range plainKinds {
 		store, err := registry.NewStore(k, optsGetter)
 		if err != nil {
@@ -59,6 +60,13 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		add(k, "", registry.NewREST(k, store))
 		if k.Status {
 			add(k, "status", registry.NewStatusREST(k, store))
+		}
+		if k == core.Node && nodeOpts.TokenFile != "" {
+			conn, err := newNodeConn(store, nodeOpts)
+			if err != nil {
+				return nil, err
+			}
+			nodes = conn
 		}
 	}
 
@@ -69,6 +77,8 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	add(core.Pod, "", registry.NewREST(core.Pod, pods))
 	add(core.Pod, "status", registry.NewStatusREST(core.Pod, pods))
 	add(core.Pod, "binding", &core.BindingREST{Store: pods})
+	add(core.Pod, "log", &core.LogREST{Pods: pods, Nodes: nodes})
+	add(core.Pod, "exec", &core.ExecREST{Pods: pods, Nodes: nodes})
 	r.podNode = func(ctx context.Context, ns, name string) (string, error) {
 		obj, err := pods.Get(request.WithNamespace(ctx, ns), name, &metav1.GetOptions{})
 		if err != nil {

@@ -54,6 +54,10 @@ type Options struct {
 	NodePortRange    string   // --service-node-port-range
 	TokenAuthFile    string   // --token-auth-file; default: generated in DataDir
 	TLSSANs          []string // extra names and addresses of the serving certificate
+	// AlsoListen are extra addresses inside network namespaces.
+	AlsoListen []NetnsListen
+	// Nodes say how to reach node agents for pods/log and pods/exec.
+	Nodes NodeOptions
 	// EtcdCompactionInterval is how often old revisions are compacted
 	// (--etcd-compaction-interval, default 5m); older resourceVersions then
 	// answer 410 Gone.
@@ -111,6 +115,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot serve on %s:%d: %w", opts.BindAddress, opts.SecurePort, err)
 	}
+	if len(opts.AlsoListen) > 0 {
+		extra, err := listenExtra(opts.AlsoListen)
+		if err != nil {
+			listener.Close()
+			return nil, err
+		}
+		listener = newMultiListener(append([]net.Listener{listener}, extra...)...)
+	}
 	host := opts.BindAddress
 	if bind.IsUnspecified() {
 		host = "127.0.0.1"
@@ -129,6 +141,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.AdvertiseAddress != "" {
 		hosts = append(hosts, opts.AdvertiseAddress)
+	}
+	for _, e := range opts.AlsoListen {
+		if h, _, err := net.SplitHostPort(e.Addr); err == nil {
+			hosts = append(hosts, h)
+		}
 	}
 	certFile, keyFile, err := ca.EnsureServingCert(s.PKIDir, hosts)
 	if err != nil {
@@ -238,7 +255,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	config.AdmissionControl = nsLifecycle
 
-	res, err := buildResources(config.RESTOptionsGetter, alloc)
+	res, err := buildResources(config.RESTOptionsGetter, alloc, opts.Nodes)
 	if err != nil {
 		s.close()
 		return nil, err

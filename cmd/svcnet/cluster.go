@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/cluster"
+	"github.com/svcnet/svcnet/internal/edge"
+)
+
+func newUpCommand() *cobra.Command {
+	o := cluster.Options{Name: "svcnet", Nodes: 3, ProxyMode: "iptables", NodePortRange: "30000-32767",
+		ServiceCIDR: "10.96.0.0/12", ClusterCIDR: "10.244.0.0/16"}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Create a local cluster: nodes and pods in network namespaces (needs root)",
+		Long: `Create a Kubernetes cluster on this machine: an API server with embedded etcd, the
+controllers, N nodes whose pods are processes in network namespaces, each node's
+service proxy, the cluster DNS, an outside client and an edge load balancer. It
+returns once the cluster is ready and leaves it running in the background, with
+its state and logs in ~/.svcnet/NAME (like kind create cluster). The host's own
+network is not touched.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cluster.Up(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Name, "name", o.Name, "cluster name")
+	f.IntVar(&o.Nodes, "nodes", o.Nodes, "number of nodes")
+	f.StringVar(&o.ProxyMode, "proxy-mode", o.ProxyMode, "service proxy mode of the nodes")
+	f.StringVar(&o.NodePortRange, "service-node-port-range", o.NodePortRange, "NodePort range (the reference scenario's 8477 needs e.g. 8000-32767)")
+	f.StringVar(&o.ServiceCIDR, "service-cluster-ip-range", o.ServiceCIDR, "service CIDR")
+	f.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "pod CIDR (one /24 per node)")
+	f.IntVar(&o.APIPort, "api-port", 0, "API server port on the host's loopback (default 6443 if free)")
+	f.StringSliceVar(&o.APIServerArgs, "apiserver-arg", nil, "extra flag for the API server, e.g. --apiserver-arg=--etcd-compaction-interval=1m")
+	f.StringVar(&o.DNSUpstream, "dns-upstream", "", "upstream servers for names outside the cluster (none by default: the cluster has no route out)")
+	return cmd
+}
+
+func newDownCommand() *cobra.Command {
+	name := "svcnet"
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Delete a local cluster and everything it made (also after a crash)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cluster.Down(name, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", name, "cluster name")
+	return cmd
+}
+
+func newKubeconfigCommand() *cobra.Command {
+	name := "svcnet"
+	cmd := &cobra.Command{
+		Use:   "kubeconfig",
+		Short: "Print the path of a local cluster's admin kubeconfig",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st := cluster.StateOf(name)
+			if !st.Exists() {
+				return fmt.Errorf("no cluster %q (svcnet up --name %s creates it)", name, name)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), st.Kubeconfig())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", name, "cluster name")
+	return cmd
+}
+
+func newEdgeCommand() *cobra.Command {
+	var kubeconfig, iface string
+	cmd := &cobra.Command{
+		Use:    "edge",
+		Short:  "Run the edge load balancer of a local cluster (in its namespace)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := edge.New(kubeconfig, iface)
+			if err != nil {
+				return err
+			}
+			return a.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig")
+	cmd.Flags().StringVar(&iface, "interface", "eth0", "underlay interface that owns the load-balancer addresses")
+	return cmd
+}
+
+func newSuperviseCommand() *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:  "supervise",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cluster.Supervise(cmd.Context(), name)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "cluster name")
+	return cmd
+}
+

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/images"
+	"github.com/svcnet/svcnet/internal/node/runtime"
+)
+
+// newImageCommand runs a built-in image: `svcnet image hostnames`.
+func newImageCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:    "image NAME [ARGS...]",
+		Short:  "Run a built-in container image (what pods of image svcnet/NAME run)",
+		Hidden: true,
+		Args:   cobra.MinimumNArgs(1),
+		// The image parses its own flags.
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, img := range images.Builtin {
+				if images.Short(img) == args[0] && img.Run != nil {
+					return img.Run(cmd.Context(), args[1:])
+				}
+			}
+			return fmt.Errorf("no built-in image %q (built-in images: %v)", args[0], images.Names())
+		},
+	}
+	return cmd
+}
+
+// newInternalCommand holds the helpers svcnet starts itself with.
+func newInternalCommand() *cobra.Command {
+	root := &cobra.Command{Use: "internal", Hidden: true, Short: "Helpers svcnet runs itself"}
+	var o runtime.ExecOptions
+	podExec := &cobra.Command{
+		Use:   "pod-exec [flags] -- COMMAND [ARGS...]",
+		Short: "Enter a pod's namespaces and run a command (how containers start)",
+		Args:  cobra.MinimumNArgs(1),
+		Run: func(_ *cobra.Command, args []string) {
+			o.Argv = args
+			err := runtime.Exec(o)
+			fmt.Fprintln(os.Stderr, "svcnet: cannot start the container:", err)
+			os.Exit(128) // the node agent reads this as StartError
+		},
+	}
+	f := podExec.Flags()
+	f.StringVar(&o.Netns, "netns", "", "named network namespace of the pod")
+	f.StringVar(&o.Hostname, "hostname", "", "hostname of the pod")
+	f.StringVar(&o.ResolvConf, "resolv-conf", "", "file to show as /etc/resolv.conf")
+	f.StringVar(&o.Hosts, "hosts", "", "file to show as /etc/hosts")
+	f.StringVar(&o.Dir, "dir", "", "working directory")
+	var ns string
+	netnsExec := &cobra.Command{
+		Use:   "netns-exec --netns NAME -- COMMAND [ARGS...]",
+		Short: "Run a command in a named network namespace (how node agents start)",
+		Args:  cobra.MinimumNArgs(1),
+		Run: func(_ *cobra.Command, args []string) {
+			err := runtime.Exec(runtime.ExecOptions{Netns: ns, Argv: args})
+			fmt.Fprintln(os.Stderr, "svcnet:", err)
+			os.Exit(128)
+		},
+	}
+	netnsExec.Flags().StringVar(&ns, "netns", "", "named network namespace")
+	root.AddCommand(podExec, netnsExec, newSuperviseCommand())
+	return root
+}

@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/pki"
+)
+
+// DNSName is the cluster DNS's Deployment and the label its pods carry,
+// with Kubernetes' names.
+const DNSName = "kube-dns"
+
+func (s *supervisor) waitAPI(ctx context.Context, port int) error {
+	caPEM, err := waitFile(ctx, filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile), 60*time.Second)
+	if err != nil {
+		return fmt.Errorf("API server did not start; see %s", s.state.Log("apiserver"))
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("API server not ready in 90s; see %s", s.state.Log("apiserver"))
+	}
+	return nil
+}
+
+func waitFile(ctx context.Context, path string, timeout time.Duration) ([]byte, error) {
+	var data []byte
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		var err error
+		data, err = os.ReadFile(path)
+		return err == nil && len(data) > 0, nil
+	})
+	return data, err
+}
+
+func (s *supervisor) client() (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.state.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	cfg.WarningHandler = rest.NoWarnings{}
+	return kubernetes.NewForConfig(cfg)
+}
+
+func waitNodes(ctx context.Context, c kubernetes.Interface, n int) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, node := range nodes.Items {
+			for _, cond := range node.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready >= n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodes not ready in 90s; see the node logs in %s", StateOf("").Dir)
+	}
+	return nil
+}
+
+// installAddons runs the cluster DNS as kube-system/kube-dns: a Service at
+// the tenth address of the service range and a Deployment of svcnet/dns
+// pods, as kubeadm installs CoreDNS.
+func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) error {
+	labels := map[string]string{"k8s-app": DNSName}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: DNSName, Namespace: "kube-system",
+			Labels: map[string]string{"k8s-app": DNSName, "kubernetes.io/name": "svcnet-dns", "kubernetes.io/cluster-service": "true"}},
+		Spec: corev1.ServiceSpec{ClusterIP: s.dnsIP().String(), Selector: labels, Ports: []corev1.ServicePort{
+			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt(53)},
+			{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt(53)},
+			{Name: "metrics", Port: 9153, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt(9153)},
+		}},
+	}
+	if _, err := c.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kube-dns service: %w", err)
+	}
+	args := []string{"--kubeconfig", s.state.InCluster("dns"), "--listen", "0.0.0.0:53",
+		"--metrics-bind-address", "0.0.0.0:9153", "--health-bind-address", "0.0.0.0:8080",
+		"--service-cidr", s.plan.ServiceCIDR.String(), "--pod-cidr", s.plan.ClusterCIDR.String(), "--pods", "insecure"}
+	if s.opts.DNSUpstream != "" {
+		args = append(args, "--upstream", s.opts.DNSUpstream)
+	}
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt(8080)}},
+			PeriodSeconds: 2, TimeoutSeconds: 1, FailureThreshold: 3}
+	}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: DNSName, Namespace: "kube-system", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					DNSPolicy: corev1.DNSDefault, // the DNS must not ask itself
+					Containers: []corev1.Container{{
+						Name: "dns", Image: "svcnet/dns", Args: args,
+						Ports: []corev1.ContainerPort{
+							{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
+							{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: 9153, Protocol: corev1.ProtocolTCP},
+						},
+						ReadinessProbe: probe("/readyz"),
+						LivenessProbe:  probe("/healthz"),
+					}},
+				},
+			},
+		},
+	}
+	if _, err := c.AppsV1().Deployments("kube-system").Create(ctx, dep, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kube-dns deployment: %w", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := c.AppsV1().Deployments("kube-system").Get(ctx, DNSName, metav1.GetOptions{})
+		return err == nil && d.Status.ReadyReplicas >= 1, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster DNS not ready in 90s: kubectl -n kube-system describe pods -l k8s-app=%s", DNSName)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Options are what `svcnet up` was asked for.
+type Options struct {
+	Name          string
+	Nodes         int
+	ProxyMode     string
+	NodePortRange string
+	ServiceCIDR   string
+	ClusterCIDR   string
+	// APIPort is the API server's port on the host's loopback (0: 6443 if
+	// free, else any).
+	APIPort int
+	// APIServerArgs pass through to `svcnet apiserver`.
+	APIServerArgs []string
+	// DNSUpstream is where the cluster DNS forwards outside names (none by
+	// default: the cluster has no route out).
+	DNSUpstream string
+}
+
+// Home is where clusters keep their state: $SVCNET_HOME or ~/.svcnet.
+func Home() string {
+	if h := os.Getenv("SVCNET_HOME"); h != "" {
+		return h
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "/root"
+	}
+	return filepath.Join(home, ".svcnet")
+}
+
+// State is the directory of one cluster.
+type State struct{ Dir string }
+
+// StateOf returns the state directory of cluster name.
+func StateOf(name string) State { return State{Dir: filepath.Join(Home(), name)} }
+
+func (s State) path(parts ...string) string {
+	return filepath.Join(append([]string{s.Dir}, parts...)...)
+}
+
+// Files of a cluster's state.
+func (s State) Kubeconfig() string          { return s.path("kubeconfig") }
+func (s State) APIServerDir() string        { return s.path("apiserver") }
+func (s State) InCluster(id string) string  { return s.path("in-cluster", id+".kubeconfig") }
+func (s State) NodeDir(node string) string  { return s.path("nodes", node) }
+func (s State) TokenFile() string           { return s.path("node-token") }
+func (s State) Log(component string) string { return s.path("logs", component+".log") }
+func (s State) progress() string            { return s.path("progress") }
+func (s State) pidFile() string             { return s.path("supervisor.pid") }
+func (s State) pidsFile() string            { return s.path("pids") }
+func (s State) optionsFile() string         { return s.path("options.json") }
+
+func (s State) writeOptions(o Options) error {
+	data, _ := json.MarshalIndent(o, "", "  ")
+	return os.WriteFile(s.optionsFile(), data, 0o600)
+}
+
+// ReadOptions returns what the cluster was started with.
+func (s State) ReadOptions() (Options, error) {
+	var o Options
+	data, err := os.ReadFile(s.optionsFile())
+	if err != nil {
+		return o, err
+	}
+	return o, json.Unmarshal(data, &o)
+}
+
+// Exists reports whether the cluster has state.
+func (s State) Exists() bool {
+	_, err := os.Stat(s.optionsFile())
+	return err == nil
+}
+
+// supervisorPid returns the running supervisor's pid, or 0.
+func (s State) supervisorPid() int {
+	data, err := os.ReadFile(s.pidFile())
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || !alive(pid) {
+		return 0
+	}
+	return pid
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// recordPid appends a child's pid, so that `svcnet down` finds it even if
+// the supervisor died.
+func (s State) recordPid(pid int) {
+	f, err := os.OpenFile(s.pidsFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintln(f, pid)
+}
+
+func (s State) pids() []int {
+	data, _ := os.ReadFile(s.pidsFile())
+	var out []int
+	for _, l := range strings.Fields(string(data)) {
+		if p, err := strconv.Atoi(l); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// step writes one line of progress for `svcnet up` to show.
+func (s State) step(format string, args ...any) {
+	f, err := os.OpenFile(s.progress(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, format+"\n", args...)
+}

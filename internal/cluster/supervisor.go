@@ -1,0 +1,279 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/apiserver"
+	"github.com/svcnet/svcnet/internal/pki"
+)
+
+// APIPortInCluster is the API server's port on the underlay.
+const APIPortInCluster = 6443
+
+// supervisor runs a cluster's processes and restarts them when they die.
+type supervisor struct {
+	opts  Options
+	plan  *Plan
+	state State
+	self  string
+
+	mu    sync.Mutex
+	procs []*proc
+}
+
+// proc is one supervised process.
+type proc struct {
+	name string
+	argv []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Supervise builds the cluster and keeps it running until ctx ends; then
+// it stops every process and removes the cluster's namespaces. It is what
+// `svcnet up` leaves running in the background.
+func Supervise(ctx context.Context, name string) error {
+	st := StateOf(name)
+	opts, err := st.ReadOptions()
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", name, err)
+	}
+	plan, err := NewPlan(opts.Name, opts.Nodes, opts.ClusterCIDR, opts.ServiceCIDR)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	s := &supervisor{opts: opts, plan: plan, state: st, self: self}
+	if err := os.WriteFile(st.pidFile(), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return err
+	}
+	defer s.shutdown()
+	if err := s.start(ctx); err != nil {
+		st.step("error: %v", err)
+		return err
+	}
+	st.step("ready")
+	<-ctx.Done()
+	return nil
+}
+
+func (s *supervisor) start(ctx context.Context) error {
+	t0 := time.Now()
+	for _, d := range []string{"logs", "in-cluster", "nodes"} {
+		if err := os.MkdirAll(s.state.path(d), 0o700); err != nil {
+			return err
+		}
+	}
+	if err := s.plan.Build(); err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	s.state.step("network: %d nodes on underlay %s, pods in %s, services in %s (%.1fs)",
+		len(s.plan.Nodes), s.plan.Underlay, s.plan.ClusterCIDR, s.plan.ServiceCIDR, time.Since(t0).Seconds())
+
+	if err := writeToken(s.state.TokenFile()); err != nil {
+		return err
+	}
+	port, err := s.apiPort()
+	if err != nil {
+		return err
+	}
+	inCluster := netip.AddrPortFrom(s.plan.Gateway, APIPortInCluster)
+	args := []string{"apiserver", "--data-dir", s.state.APIServerDir(), "--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(port), "--write-kubeconfig", s.state.Kubeconfig(),
+		"--also-listen", s.plan.UnderlayNetns() + "/" + inCluster.String(),
+		"--advertise-address", s.plan.Gateway.String(),
+		"--service-cluster-ip-range", s.opts.ServiceCIDR, "--service-node-port-range", s.opts.NodePortRange,
+		"--kubelet-token-file", s.state.TokenFile(), "--kubelet-netns", s.plan.UnderlayNetns()}
+	s.run("apiserver", append(args, s.opts.APIServerArgs...))
+	if err := s.waitAPI(ctx, port); err != nil {
+		return err
+	}
+	s.state.step("control plane: API server with embedded etcd at https://127.0.0.1:%d (in the cluster: https://%s) (%.1fs)",
+		port, inCluster, time.Since(t0).Seconds())
+
+	ca, err := pki.LoadCA(filepath.Join(s.state.APIServerDir(), "pki"))
+	if err != nil {
+		return err
+	}
+	server := "https://" + inCluster.String()
+	write := func(id, user string, groups ...string) error {
+		cred, err := ca.ClientCredentials(user, groups...)
+		if err != nil {
+			return err
+		}
+		return pki.WriteKubeconfig(s.state.InCluster(id), pki.Kubeconfig("svcnet", server, ca.CertPEM, cred))
+	}
+	for _, c := range []struct{ id, user, group string }{
+		{"proxy", apiserver.ProxyUser, apiserver.ProxyGroup},
+		{"dns", apiserver.DNSUser, ""},
+		{"ingress", apiserver.IngressUser, ""},
+	} {
+		groups := []string{}
+		if c.group != "" {
+			groups = append(groups, c.group)
+		}
+		if err := write(c.id, c.user, groups...); err != nil {
+			return err
+		}
+	}
+	s.run("controller-manager", []string{"controller-manager",
+		"--kubeconfig", filepath.Join(s.state.APIServerDir(), apiserver.KubeconfigDir, "controller-manager.kubeconfig"),
+		"--bind-address", "0", "--leader-elect=false", "--load-balancer-pool", s.plan.LBPool})
+
+	for _, n := range s.plan.Nodes {
+		if err := write(n.Name, apiserver.NodeUserPrefix+n.Name, apiserver.NodeGroup); err != nil {
+			return err
+		}
+		dir := s.state.NodeDir(n.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		proxyCmd := fmt.Sprintf("%s proxy --kubeconfig %s --proxy-mode %s --hostname-override %s --cluster-cidr %s --metrics-bind-address %s:10249 --healthz-bind-address %s:10256",
+			s.self, s.state.InCluster("proxy"), s.opts.ProxyMode, n.Name, s.plan.ClusterCIDR, n.IP, n.IP)
+		s.run(n.Name, []string{"internal", "netns-exec", "--netns", n.Netns, "--",
+			s.self, "node", "--kubeconfig", s.state.InCluster(n.Name), "--hostname-override", n.Name,
+			"--node-ip", n.IP.String(), "--pod-cidr", n.PodCIDR.String(), "--pod-bridge", PodBridge,
+			"--netns-prefix", n.Netns + "-", "--root-dir", dir, "--cluster-dns", s.dnsIP().String(),
+			"--proxy-command", proxyCmd, "--address", netip.AddrPortFrom(n.IP, 10250).String(),
+			"--server-token-file", s.state.TokenFile()})
+	}
+	s.run("edge", []string{"internal", "netns-exec", "--netns", s.plan.EdgeNetns(), "--",
+		s.self, "edge", "--kubeconfig", s.state.InCluster("ingress"), "--interface", "eth0"})
+
+	client, err := s.client()
+	if err != nil {
+		return err
+	}
+	if err := waitNodes(ctx, client, len(s.plan.Nodes)); err != nil {
+		return err
+	}
+	s.state.step("nodes: %d ready, proxy mode %s (%.1fs)", len(s.plan.Nodes), s.opts.ProxyMode, time.Since(t0).Seconds())
+	if err := installAddons(ctx, client, s); err != nil {
+		return err
+	}
+	s.state.step("add-ons: cluster DNS at %s (kube-system/kube-dns) ready (%.1fs)", s.dnsIP(), time.Since(t0).Seconds())
+	return nil
+}
+
+// dnsIP is the tenth address of the service range, like kube-dns's.
+func (s *supervisor) dnsIP() netip.Addr {
+	a := s.plan.ServiceCIDR.Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	return a
+}
+
+func (s *supervisor) apiPort() (int, error) {
+	if s.opts.APIPort != 0 {
+		return s.opts.APIPort, nil
+	}
+	for _, p := range []int{6443, 0} {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			port := l.Addr().(*net.TCPAddr).Port
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free port for the API server")
+}
+
+// run starts a supervised process and restarts it when it dies.
+func (s *supervisor) run(name string, args []string) {
+	p := &proc{name: name, argv: append([]string{s.self}, args...)}
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	go func() {
+		backoff := time.Second
+		for {
+			if err := s.launch(p); err != nil {
+				slog.Error("start", "component", name, "err", err)
+			} else {
+				<-p.done
+			}
+			s.mu.Lock()
+			stopping := s.procs == nil
+			s.mu.Unlock()
+			if stopping {
+				return
+			}
+			slog.Warn("component exited; restarting", "component", name, "in", backoff)
+			time.Sleep(backoff)
+			backoff = min(backoff*2, 30*time.Second)
+		}
+	}()
+}
+
+func (s *supervisor) launch(p *proc) error {
+	logf, err := os.OpenFile(s.state.Log(p.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	s.state.recordPid(cmd.Process.Pid)
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	return nil
+}
+
+// shutdown stops the processes (node agents first, so that pods end
+// before the API server) and removes the cluster's network.
+func (s *supervisor) shutdown() {
+	s.mu.Lock()
+	procs := s.procs
+	s.procs = nil
+	s.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		if p.cmd == nil || p.cmd.Process == nil {
+			continue
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	if err := Destroy(s.opts.Name); err != nil {
+		slog.Error("remove network", "err", err)
+	}
+	_ = os.Remove(s.state.pidFile())
+}
+
+func writeToken(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(hex.EncodeToString(b)), 0o600)
+}

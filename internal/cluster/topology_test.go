@@ -1,0 +1,90 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+func TestNewPlan(t *testing.T) {
+	p, err := NewPlan("demo", 3, "10.244.0.0/16", "10.96.0.0/12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2, _ := p.Node("node-2")
+	if n2.IP.String() != "172.18.0.12" || n2.PodCIDR.String() != "10.244.2.0/24" || n2.PodGW.String() != "10.244.2.1" || n2.Netns != "svcnet-demo-node-2" {
+		t.Errorf("node-2: %+v", n2)
+	}
+	for _, bad := range []struct {
+		name          string
+		nodes         int
+		cluster, svcs string
+	}{
+		{"Bad_Name", 1, "10.244.0.0/16", "10.96.0.0/12"},
+		{"demo", 0, "10.244.0.0/16", "10.96.0.0/12"},
+		{"demo", 1, "10.244.0.0/24", "10.96.0.0/12"},
+		{"demo", 1, "172.18.0.0/16", "10.96.0.0/12"},
+		{"demo", 1, "10.0.0.0/8", "10.96.0.0/12"},
+	} {
+		if _, err := NewPlan(bad.name, bad.nodes, bad.cluster, bad.svcs); err == nil {
+			t.Errorf("NewPlan(%+v) accepted", bad)
+		}
+	}
+}
+
+// TestBuildTopology builds a two-node cluster network and checks that the
+// hosts reach each other over the underlay and nothing leaks out.
+func TestBuildTopology(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root; CI runs as root")
+	}
+	name := fmt.Sprintf("t%d", rand.IntN(1e6))
+	p, err := NewPlan(name, 2, "10.244.0.0/16", "10.96.0.0/12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := Destroy(name); err != nil {
+			t.Error(err)
+		}
+		if left, _ := netns.List(p.Prefix()); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
+		}
+	})
+	if err := p.Build(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Build(); err != nil {
+		t.Fatalf("building again: %v", err)
+	}
+	ping := func(from, to string) error {
+		out, err := exec.Command("ip", "netns", "exec", from, "ping", "-c1", "-W1", to).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s -> %s: %v %s", from, to, err, out)
+		}
+		return nil
+	}
+	if _, err := exec.LookPath("ping"); err != nil {
+		t.Skip("ping is not installed")
+	}
+	for _, c := range []struct{ from, to string }{
+		{p.ClientNetns(), p.Nodes[0].IP.String()},
+		{p.Nodes[0].Netns, p.Nodes[1].IP.String()},
+		{p.Nodes[0].Netns, p.Nodes[1].PodGW.String()}, // routed to the other node's pod bridge
+		{p.EdgeNetns(), p.Gateway.String()},
+	} {
+		if err := ping(c.from, c.to); err != nil {
+			t.Error(err)
+		}
+	}
+	// Nothing routes out of the cluster.
+	out, _ := exec.Command("ip", "netns", "exec", p.Nodes[0].Netns, "ip", "route").CombinedOutput()
+	if strings.Contains(string(out), "default") {
+		t.Errorf("a node has a default route:\n%s", out)
+	}
+}

@@ -1,0 +1,168 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Up starts cluster opts.Name in the background and returns once it is
+// ready, printing its progress to out.
+func Up(ctx context.Context, opts Options, out io.Writer) error {
+	if os.Geteuid() != 0 {
+		return errors.New("svcnet up needs root: nodes and pods are network namespaces (run it with sudo)")
+	}
+	for _, tool := range []string{"ip", "iptables-restore", "iptables-save", "conntrack"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s is not installed (the Makefile's `make deps` installs what svcnet needs)", tool)
+		}
+	}
+	if _, err := NewPlan(opts.Name, opts.Nodes, opts.ClusterCIDR, opts.ServiceCIDR); err != nil {
+		return err
+	}
+	st := StateOf(opts.Name)
+	if pid := st.supervisorPid(); pid != 0 {
+		return fmt.Errorf("cluster %q is already running (pid %d); `svcnet down --name %s` removes it", opts.Name, pid, opts.Name)
+	}
+	if st.Exists() {
+		// A cluster that crashed: clear what it left before starting anew.
+		fmt.Fprintf(out, "Removing what a previous run of cluster %q left behind...\n", opts.Name)
+		if err := Down(opts.Name, io.Discard); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(st.Dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(st.path("logs"), 0o700); err != nil {
+		return err
+	}
+	if err := st.writeOptions(opts); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(st.Log("supervisor"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(self, "internal", "supervise", "--name", opts.Name)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own session: it outlives this command and the terminal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	fmt.Fprintf(out, "Creating cluster %q (%d nodes, proxy mode %s) ...\n", opts.Name, opts.Nodes, opts.ProxyMode)
+	start := time.Now()
+	err = follow(ctx, st, cmd.Process.Pid, out)
+	if err != nil {
+		fmt.Fprintf(out, "Cluster %q failed: %v\nLogs are in %s; removing the cluster.\n", opts.Name, err, st.path("logs"))
+		_ = Down(opts.Name, io.Discard)
+		return err
+	}
+	fmt.Fprintf(out, "Cluster %q is ready in %.1fs.\n\n", opts.Name, time.Since(start).Seconds())
+	fmt.Fprintf(out, `Kubeconfig: %s
+  export KUBECONFIG=%s
+  kubectl get nodes -o wide
+
+Try next:
+  kubectl apply -f examples/hostnames.yaml
+  svcnet exec --name %s client -- curl -s 172.18.0.11:8477      # from outside the cluster
+  svcnet exec --name %s default/<pod> -- wget -qO- hostnames     # from a pod
+  svcnet status --name %s
+  svcnet down --name %s
+`, st.Kubeconfig(), st.Kubeconfig(), opts.Name, opts.Name, opts.Name, opts.Name)
+	return nil
+}
+
+// follow prints the supervisor's progress until it is ready or fails.
+func follow(ctx context.Context, st State, pid int, out io.Writer) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	printed := 0
+	for time.Now().Before(deadline) {
+		f, err := os.Open(st.progress())
+		if err == nil {
+			sc := bufio.NewScanner(f)
+			n := 0
+			for sc.Scan() {
+				n++
+				if n <= printed {
+					continue
+				}
+				printed = n
+				line := sc.Text()
+				switch {
+				case line == "ready":
+					f.Close()
+					return nil
+				case strings.HasPrefix(line, "error: "):
+					f.Close()
+					return errors.New(strings.TrimPrefix(line, "error: "))
+				default:
+					fmt.Fprintf(out, " ✓ %s\n", line)
+				}
+			}
+			f.Close()
+		}
+		if !alive(pid) {
+			return fmt.Errorf("the cluster's supervisor exited; see %s", st.Log("supervisor"))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return errors.New("not ready in 5 minutes")
+}
+
+// Down stops cluster name and removes everything it made: processes,
+// namespaces (pods' too) and its state. It works after a crash as well.
+func Down(name string, out io.Writer) error {
+	if os.Geteuid() != 0 {
+		return errors.New("svcnet down needs root (run it with sudo)")
+	}
+	st := StateOf(name)
+	if pid := st.supervisorPid(); pid != 0 {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		for i := 0; i < 300 && alive(pid); i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	// Whatever is left of the supervisor's children.
+	for _, pid := range st.pids() {
+		if alive(pid) && isSvcnet(pid) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if err := Destroy(name); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(st.Dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Deleted cluster %q.\n", name)
+	return nil
+}
+
+// isSvcnet checks that pid still runs svcnet (pids are reused).
+func isSvcnet(pid int) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(cmdline), "svcnet")
+}

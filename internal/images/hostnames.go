@@ -1,0 +1,49 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// runHostnames answers every HTTP request with the pod's name, like the
+// serve-hostname server of the reference documents.
+func runHostnames(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("hostnames", flag.ContinueOnError)
+	port := fs.Int("port", 9376, "HTTP port")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	name, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, name)
+	})
+	return serveHTTP(ctx, fmt.Sprintf(":%d", *port), mux)
+}
+
+func serveHTTP(ctx context.Context, addr string, h http.Handler) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

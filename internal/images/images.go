@@ -1,0 +1,82 @@
+// Package images is the set of container images built into svcnet. A
+// node agent runs a container of a built-in image as the svcnet binary
+// itself with the image's entrypoint (`svcnet image hostnames …`); the
+// special image "host" runs a host executable named by the container's
+// command. Anything else fails to pull, as an unknown image would.
+package images
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Image is a built-in image.
+type Image struct {
+	Name string
+	// Entrypoint is the svcnet subcommand (and its arguments) the image
+	// runs; the container's args follow it.
+	Entrypoint []string
+	Doc        string
+	// Run implements `svcnet image <short name>`; nil for images whose
+	// entrypoint is another svcnet command.
+	Run func(ctx context.Context, args []string) error
+}
+
+// Host is the image that runs a host executable.
+const Host = "host"
+
+// Builtin lists the images, by name.
+var Builtin = []Image{
+	{Name: "svcnet/hostnames", Entrypoint: []string{"image", "hostnames"}, Run: runHostnames,
+		Doc: "answers its pod's name over HTTP on port 9376 (the reference scenario)"},
+	{Name: "svcnet/echo", Entrypoint: []string{"image", "echo"}, Run: runEcho,
+		Doc: "HTTP, TCP and UDP echo server: /hostname, /clientip, /echo?msg=, /readyz (like agnhost netexec)"},
+	{Name: "svcnet/dns", Entrypoint: []string{"dns"},
+		Doc: "the cluster DNS (svcnet dns)"},
+}
+
+// Names of the images a user may pick, for error messages.
+func Names() []string {
+	var out []string
+	for _, i := range Builtin {
+		out = append(out, i.Name)
+	}
+	return append(out, Host)
+}
+
+// Lookup finds a built-in image by reference ("svcnet/echo",
+// "svcnet/echo:1.0", "docker.io/svcnet/echo:latest").
+func Lookup(ref string) (Image, bool) {
+	name := ref
+	if i := strings.LastIndex(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	name = strings.TrimPrefix(name, "docker.io/")
+	if name == Host {
+		return Image{Name: Host}, true
+	}
+	i := slices.IndexFunc(Builtin, func(img Image) bool { return img.Name == name })
+	if i < 0 {
+		return Image{}, false
+	}
+	return Builtin[i], true
+}
+
+// ErrNotBuiltin explains an unknown image.
+func ErrNotBuiltin(ref string) error {
+	return fmt.Errorf("image %q is not built into svcnet (built-in images: %s)", ref, strings.Join(Names(), ", "))
+}
+
+// Short returns the name of `svcnet image <short>` for an image run by
+// this package.
+func Short(img Image) string {
+	if len(img.Entrypoint) == 2 && img.Entrypoint[0] == "image" {
+		return img.Entrypoint[1]
+	}
+	return ""
+}

@@ -1,0 +1,341 @@
+// Package node is svcnet's node agent (kubelet's job): it registers its
+// Node, keeps its Lease, and runs the pods bound to it as processes in
+// their own network namespaces, with probes, restarts, service
+// environment variables, graceful termination and status. It runs inside
+// its node's network namespace and starts the node's service proxy there.
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/controller"
+)
+
+// Version is what the agent reports as its kubelet version.
+const Version = "v1.37.2-svcnet"
+
+// Config configures an agent.
+type Config struct {
+	Kubeconfig    string
+	NodeName      string
+	NodeIP        netip.Addr
+	PodCIDR       netip.Prefix
+	Bridge        string // the pod bridge in the node's namespace
+	NetnsPrefix   string // names of pod namespaces
+	StateDir      string
+	ClusterDNS    string
+	ClusterDomain string
+	Labels        map[string]string
+	// Proxy, when set, is the command line of the node's service proxy,
+	// started (and restarted) by the agent in its own namespace.
+	Proxy []string
+	// ServerAddress is where the agent serves logs and exec for the API
+	// server (like kubelet's port 10250); empty for none. TokenFile holds
+	// the bearer token the API server presents.
+	ServerAddress string
+	TokenFile     string
+}
+
+// Agent is a running node agent.
+type Agent struct {
+	cfg        Config
+	client     kubernetes.Interface
+	services   corelisters.ServiceLister
+	net        *PodNetwork
+	self       string
+	recorder   record.EventRecorder
+	nodeResolv string
+
+	mu      sync.Mutex
+	workers map[types.UID]*podWorker
+	wg      sync.WaitGroup
+}
+
+// New prepares an agent.
+func New(cfg Config) (*Agent, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst = 100, 200
+	rc.UserAgent = "svcnet-node/" + cfg.NodeName
+	rc.WarningHandler = rest.NoWarnings{}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	resolv, _ := os.ReadFile("/etc/resolv.conf")
+	a := &Agent{cfg: cfg, client: client, self: self, workers: map[types.UID]*podWorker{}, nodeResolv: string(resolv),
+		net: &PodNetwork{Bridge: cfg.Bridge, CIDR: cfg.PodCIDR, Gateway: cfg.PodCIDR.Addr().Next(),
+			Prefix: cfg.NetnsPrefix, Dir: cfg.StateDir + "/ipam"}}
+	return a, nil
+}
+
+// Run registers the node and runs its pods until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	a.recorder = controller.NewRecorder(ctx, a.client, "kubelet")
+	if err := a.register(ctx); err != nil {
+		return err
+	}
+	go a.heartbeat(ctx)
+
+	factory := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {}))
+	a.services = factory.Core().V1().Services().Lister()
+	podFactory := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.cfg.NodeName).String()
+		}))
+	podInf := podFactory.Core().V1().Pods().Informer()
+	_, _ = podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { a.podChanged(ctx, o.(*corev1.Pod)) },
+		UpdateFunc: func(_, o any) { a.podChanged(ctx, o.(*corev1.Pod)) },
+		DeleteFunc: a.podDeleted,
+	})
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	podFactory.Start(ctx.Done())
+	podFactory.WaitForCacheSync(ctx.Done())
+	a.cleanupStale(podInf.GetStore())
+	if len(a.cfg.Proxy) > 0 {
+		go a.runProxy(ctx)
+	}
+	if a.cfg.ServerAddress != "" {
+		go func() {
+			if err := a.serve(ctx); err != nil {
+				slog.Error("node server", "err", err)
+			}
+		}()
+	}
+	slog.Info("node agent ready", "node", a.cfg.NodeName, "podCIDR", a.cfg.PodCIDR)
+	<-ctx.Done()
+	a.wg.Wait()
+	return nil
+}
+
+func (a *Agent) podChanged(ctx context.Context, pod *corev1.Pod) {
+	a.mu.Lock()
+	w, ok := a.workers[pod.UID]
+	if !ok {
+		w = newPodWorker(a, pod)
+		a.workers[pod.UID] = w
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			w.run(ctx)
+			a.mu.Lock()
+			delete(a.workers, pod.UID)
+			a.mu.Unlock()
+		}()
+	}
+	a.mu.Unlock()
+	if ok {
+		w.update(pod)
+	}
+}
+
+func (a *Agent) podDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	w := a.workers[pod.UID]
+	a.mu.Unlock()
+	if w != nil {
+		w.deleted()
+	}
+}
+
+// cleanupStale removes the sandboxes of pods that no longer exist, left
+// by an earlier run of the agent.
+func (a *Agent) cleanupStale(store cache.Store) {
+	live := map[string]bool{}
+	for _, o := range store.List() {
+		live[string(o.(*corev1.Pod).UID)] = true
+	}
+	for _, uid := range a.net.Owners() {
+		if !live[uid] {
+			slog.Info("removing the sandbox of a pod that is gone", "uid", uid)
+			a.net.Teardown(uid)
+		}
+	}
+}
+
+// serviceEnv is the service environment of a pod starting now.
+func (a *Agent) serviceEnv(pod *corev1.Pod) []corev1.EnvVar {
+	svcs, err := a.services.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	return ServiceEnv(pod.Namespace, svcs, ptr.Deref(pod.Spec.EnableServiceLinks, true))
+}
+
+// ConfigMap implements EnvSource.
+func (a *Agent) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Secret implements EnvSource.
+func (a *Agent) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	return a.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (a *Agent) event(pod *corev1.Pod, typ, reason, format string, args ...any) {
+	if a.recorder != nil {
+		a.recorder.Eventf(pod, typ, reason, format, args...)
+	}
+}
+
+// register creates or updates the Node object.
+func (a *Agent) register(ctx context.Context) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: map[string]string{
+			corev1.LabelHostname: a.cfg.NodeName, corev1.LabelOSStable: "linux", corev1.LabelArchStable: runtime.GOARCH,
+		}},
+		Spec: corev1.NodeSpec{PodCIDR: a.cfg.PodCIDR.String(), PodCIDRs: []string{a.cfg.PodCIDR.String()}},
+	}
+	for k, v := range a.cfg.Labels {
+		node.Labels[k] = v
+	}
+	var err error
+	for attempt := 0; ; attempt++ {
+		var cur *corev1.Node
+		cur, err = a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = a.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		case err == nil:
+			upd := cur.DeepCopy()
+			for k, v := range node.Labels {
+				if upd.Labels == nil {
+					upd.Labels = map[string]string{}
+				}
+				upd.Labels[k] = v
+			}
+			if upd.Spec.PodCIDR == "" {
+				upd.Spec.PodCIDR, upd.Spec.PodCIDRs = node.Spec.PodCIDR, node.Spec.PodCIDRs
+			}
+			_, err = a.client.CoreV1().Nodes().Update(ctx, upd, metav1.UpdateOptions{})
+		}
+		if err == nil || attempt > 60 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond) // the API server may still be starting
+	}
+	if err != nil {
+		return fmt.Errorf("register node %s: %w", a.cfg.NodeName, err)
+	}
+	return a.updateStatus(ctx)
+}
+
+func (a *Agent) updateStatus(ctx context.Context) error {
+	node, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		c := corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+		for _, old := range node.Status.Conditions {
+			if old.Type == t && old.Status == s {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+		return c
+	}
+	var uname kernelInfo
+	uname.read()
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(memoryBytes(), resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+	}
+	upd := node.DeepCopy()
+	upd.Status = corev1.NodeStatus{
+		Capacity: capacity, Allocatable: capacity,
+		Conditions: []corev1.NodeCondition{
+			cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+			cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
+		},
+		Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: a.cfg.NodeIP.String()},
+			{Type: corev1.NodeHostName, Address: a.cfg.NodeName},
+		},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
+		NodeInfo: corev1.NodeSystemInfo{
+			KubeletVersion: Version, KubeProxyVersion: Version, OperatingSystem: "linux", Architecture: runtime.GOARCH,
+			KernelVersion: uname.release, OSImage: osImage(), ContainerRuntimeVersion: "svcnet://" + Version,
+			MachineID: a.cfg.NodeName, SystemUUID: a.cfg.NodeName, BootID: uname.bootID,
+		},
+	}
+	_, err = a.client.CoreV1().Nodes().UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+	return err
+}
+
+// heartbeat renews the node's Lease every 10 s and its status every 40 s.
+func (a *Agent) heartbeat(ctx context.Context) {
+	leases := a.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		now := metav1.NewMicroTime(time.Now())
+		lease, err := leases.Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Namespace: corev1.NamespaceNodeLease},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(a.cfg.NodeName), LeaseDurationSeconds: ptr.To[int32](40),
+					RenewTime: &now}}, metav1.CreateOptions{})
+		case err == nil:
+			lease.Spec.RenewTime = &now
+			_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		}
+		if err != nil && ctx.Err() == nil {
+			slog.Warn("node lease", "err", err)
+		}
+		if i%4 == 3 {
+			if err := a.updateStatus(ctx); err != nil && ctx.Err() == nil {
+				slog.Warn("node status", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

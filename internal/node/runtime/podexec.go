@@ -1,0 +1,102 @@
+// Package runtime runs containers as processes: each in its pod's network
+// namespace, with a private mount namespace in which the pod's
+// resolv.conf and hosts files cover /etc's, and a UTS namespace holding
+// the pod's hostname. Processes share the host's filesystem otherwise.
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// ExecOptions describe the environment a container process enters.
+type ExecOptions struct {
+	Netns      string // named network namespace
+	Hostname   string
+	ResolvConf string // file to show as /etc/resolv.conf
+	Hosts      string // file to show as /etc/hosts
+	Dir        string
+	Argv       []string
+}
+
+// Args encodes o as the arguments of `svcnet internal pod-exec`.
+func (o ExecOptions) Args() []string {
+	args := []string{"internal", "pod-exec", "--netns", o.Netns, "--hostname", o.Hostname,
+		"--resolv-conf", o.ResolvConf, "--hosts", o.Hosts, "--dir", o.Dir, "--"}
+	return append(args, o.Argv...)
+}
+
+// SysProcAttr is what a pod-exec process must be started with: new mount
+// and UTS namespaces (a Go process cannot unshare them itself), its own
+// process group, and death with its parent.
+func SysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWUTS,
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+}
+
+// Exec enters the pod and replaces the process with o.Argv. It returns
+// only on failure. It must run in a process started with SysProcAttr.
+func Exec(o ExecOptions) error {
+	if len(o.Argv) == 0 {
+		return errors.New("no command to run")
+	}
+	// setns applies to the calling thread; exec keeps that thread's
+	// namespace for the new program.
+	runtime.LockOSThread()
+	target, err := vnetns.GetFromPath(netns.Path(o.Netns))
+	if err != nil {
+		return fmt.Errorf("pod network namespace %s: %w", o.Netns, err)
+	}
+	if err := vnetns.Set(target); err != nil {
+		return fmt.Errorf("enter %s: %w", o.Netns, err)
+	}
+	if o.ResolvConf != "" || o.Hosts != "" {
+		// Only in the private mount namespace SysProcAttr gives: a
+		// process started without it shares its parent's, and must not
+		// change it.
+		self, err1 := os.Readlink("/proc/self/ns/mnt")
+		parent, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", os.Getppid()))
+		if err1 != nil || err2 != nil || self == parent {
+			return errors.New("refusing to bind-mount pod files: not in a mount namespace of its own")
+		}
+		// Keep the mounts below from propagating to the host.
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+			return fmt.Errorf("make mounts private: %w", err)
+		}
+		for src, dst := range map[string]string{o.ResolvConf: "/etc/resolv.conf", o.Hosts: "/etc/hosts"} {
+			if src == "" {
+				continue
+			}
+			if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("bind %s over %s: %w", src, dst, err)
+			}
+		}
+	}
+	if o.Hostname != "" {
+		if err := unix.Sethostname([]byte(o.Hostname)); err != nil {
+			return fmt.Errorf("set hostname: %w", err)
+		}
+	}
+	if o.Dir != "" {
+		if err := os.Chdir(o.Dir); err != nil {
+			return fmt.Errorf("working directory %s: %w", o.Dir, err)
+		}
+	}
+	path, err := exec.LookPath(o.Argv[0])
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Argv[0], err)
+	}
+	return syscall.Exec(path, o.Argv, os.Environ())
+}

@@ -1,0 +1,325 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/creack/pty"
+	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/svcnet/svcnet/internal/node/runtime"
+)
+
+// serve answers the API server's log and exec requests for this node's
+// pods, at kubelet's paths:
+//
+//	GET /containerLogs/{namespace}/{pod}/{container}?follow&previous&timestamps&tailLines&sinceSeconds&limitBytes
+//	    /exec/{namespace}/{pod}/{container}?command=…&input=1&output=1&error=1&tty=1
+//
+// Requests must carry the cluster's node token (pods can reach this port).
+func (a *Agent) serve(ctx context.Context) error {
+	token, err := os.ReadFile(a.cfg.TokenFile)
+	if err != nil {
+		return fmt.Errorf("node server token: %w", err)
+	}
+	want := "Bearer " + strings.TrimSpace(string(token))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
+	mux.HandleFunc("/exec/{ns}/{pod}/{container}", a.serveExec)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	l, err := net.Listen("tcp", a.cfg.ServerAddress)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: auth, ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// execTarget is what exec and logs need to know of a running container.
+type execTarget struct {
+	netns, hostname, dir string
+	env                  []string
+	uid                  string
+}
+
+// target finds a container of a pod this node runs.
+func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.workers {
+		p := w.newest()
+		if p.Namespace != ns || p.Name != pod {
+			continue
+		}
+		if container == "" {
+			if len(p.Spec.Containers) != 1 {
+				return nil, fmt.Errorf("a container name must be specified for pod %s", pod)
+			}
+			container = p.Spec.Containers[0].Name
+		}
+		t := w.exec.Load()
+		if t == nil {
+			return nil, fmt.Errorf("pod %s has not started yet", pod)
+		}
+		env, ok := t.env[container]
+		if !ok {
+			return nil, fmt.Errorf("container %s is not valid for pod %s", container, pod)
+		}
+		return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, env: env, uid: string(p.UID)}, nil
+	}
+	return nil, fmt.Errorf("pod %s/%s is not running on node %s", ns, pod, a.cfg.NodeName)
+}
+
+func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.workers {
+		p := w.newest()
+		if p.Namespace != ns || p.Name != pod {
+			continue
+		}
+		name := container + ".log"
+		if previous {
+			name = container + ".previous.log"
+		}
+		path := filepath.Join(w.dir, name)
+		if _, err := os.Stat(path); err != nil {
+			if previous {
+				return "", fmt.Errorf("previous terminated container %q in pod %q not found", container, pod)
+			}
+			return "", fmt.Errorf("container %q in pod %q is waiting to start", container, pod)
+		}
+		return path, nil
+	}
+	return "", fmt.Errorf("pod %s/%s is not running on node %s", ns, pod, a.cfg.NodeName)
+}
+
+func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	path, err := a.logPath(r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container"), q.Get("previous") == "true")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer f.Close()
+	opts := logOptions{timestamps: q.Get("timestamps") == "true", tail: -1, limit: -1}
+	if v, err := strconv.Atoi(q.Get("tailLines")); err == nil {
+		opts.tail = v
+	}
+	if v, err := strconv.Atoi(q.Get("limitBytes")); err == nil {
+		opts.limit = v
+	}
+	if v, err := strconv.Atoi(q.Get("sinceSeconds")); err == nil {
+		opts.since = time.Now().Add(-time.Duration(v) * time.Second)
+	}
+	if v, err := time.Parse(time.RFC3339, q.Get("sinceTime")); err == nil {
+		opts.since = v
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	fw := &flushWriter{w: w}
+	offset, err := writeLogs(fw, f, opts)
+	if err != nil || q.Get("follow") != "true" {
+		return
+	}
+	// Follow until the client goes or the container stops writing to
+	// this file (it exited, or restarted into a new one).
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+		st, err := os.Stat(path)
+		if err != nil || st.Size() < offset {
+			return
+		}
+		if st.Size() == offset {
+			if !a.logActive(path) {
+				return
+			}
+			continue
+		}
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			return
+		}
+		opts.tail = -1
+		n, err := writeLogs(fw, f, opts)
+		if err != nil {
+			return
+		}
+		offset += n
+	}
+}
+
+// logActive reports whether a running container writes the log file.
+func (a *Agent) logActive(path string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.workers {
+		if t := w.exec.Load(); t != nil && t.running[path] {
+			return true
+		}
+	}
+	return false
+}
+
+type logOptions struct {
+	timestamps  bool
+	tail, limit int
+	since       time.Time
+}
+
+// writeLogs turns CRI log lines into what kubectl logs prints and returns
+// how many bytes of the file it consumed.
+func writeLogs(w io.Writer, r io.Reader, o logOptions) (int64, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return 0, err
+	}
+	consumed := int64(bytes.LastIndexByte(data, '\n') + 1)
+	lines := strings.Split(string(data[:consumed]), "\n")
+	lines = lines[:len(lines)-1]
+	if o.tail >= 0 && len(lines) > o.tail {
+		lines = lines[len(lines)-o.tail:]
+	}
+	var out bytes.Buffer
+	for _, line := range lines {
+		ts, rest, _ := strings.Cut(line, " ")
+		_, rest, _ = strings.Cut(rest, " ") // stream
+		_, msg, _ := strings.Cut(rest, " ") // F or P
+		if !o.since.IsZero() {
+			if t, err := time.Parse(time.RFC3339Nano, ts); err == nil && t.Before(o.since) {
+				continue
+			}
+		}
+		if o.timestamps {
+			out.WriteString(ts + " ")
+		}
+		out.WriteString(msg + "\n")
+	}
+	b := out.Bytes()
+	if o.limit >= 0 && len(b) > o.limit {
+		b = b[:o.limit]
+	}
+	_, err = w.Write(b)
+	return consumed, err
+}
+
+type flushWriter struct{ w http.ResponseWriter }
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if fl, ok := f.w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	return n, err
+}
+
+func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
+	opts, err := remotecommand.NewOptions(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	cmd := r.URL.Query()["command"]
+	ns, pod, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
+	remotecommand.ServeExec(w, r, &executor{a: a, ns: ns}, pod, "", container, cmd, opts,
+		4*time.Hour, 30*time.Second, remotecommand.SupportedStreamingProtocols)
+}
+
+// executor runs kubectl exec commands in a pod's container.
+type executor struct {
+	a  *Agent
+	ns string
+}
+
+func (e *executor) ExecInContainer(ctx context.Context, pod, _ string, container string, cmd []string, in io.Reader,
+	out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
+	t, err := e.a.target(e.ns, pod, container)
+	if err != nil {
+		return err
+	}
+	return runInPod(ctx, e.a.self, t, cmd, in, out, errw, tty, resize)
+}
+
+// runInPod runs cmd inside a pod's namespaces with the container's
+// environment, like `kubectl exec` and `svcnet exec`.
+func runInPod(ctx context.Context, self string, t *execTarget, argv []string, in io.Reader, out, errw io.Writer,
+	tty bool, resize <-chan remotecommand.TerminalSize) error {
+	o := runtime.ExecOptions{Netns: t.netns, Hostname: t.hostname, ResolvConf: filepath.Join(t.dir, "resolv.conf"),
+		Hosts: filepath.Join(t.dir, "hosts"), Argv: argv}
+	c := exec.CommandContext(ctx, self, o.Args()...)
+	c.Env = t.env
+	c.SysProcAttr = runtime.SysProcAttr()
+	if tty {
+		// A terminal session instead of a process group.
+		c.SysProcAttr.Setpgid = false
+		c.SysProcAttr.Setsid, c.SysProcAttr.Setctty = true, true
+		f, err := pty.StartWithAttrs(c, nil, c.SysProcAttr)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		go func() {
+			for size := range resize {
+				_ = pty.Setsize(f, &pty.Winsize{Rows: size.Height, Cols: size.Width})
+			}
+		}()
+		var wg sync.WaitGroup
+		if in != nil {
+			go func() { _, _ = io.Copy(f, in) }()
+		}
+		if out != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); _, _ = io.Copy(out, f) }()
+		}
+		err = c.Wait()
+		wg.Wait()
+		return exitErr(c, err)
+	}
+	if in != nil {
+		c.Stdin = in
+	}
+	c.Stdout, c.Stderr = out, errw
+	return exitErr(c, c.Run())
+}
+
+// exitErr reports a non-zero exit as utilexec's ExitError, which the
+// streaming protocol turns into kubectl's exit code.
+func exitErr(c *exec.Cmd, err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", ee.ExitCode()), Code: ee.ExitCode()}
+	}
+	return err
+}

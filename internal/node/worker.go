@@ -1,0 +1,513 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcnet/svcnet/internal/images"
+	"github.com/svcnet/svcnet/internal/node/runtime"
+)
+
+// podWorker runs one pod: its network, its containers, their probes and
+// restarts, its status, and its termination. All its state is owned by
+// its goroutine; the agent talks to it through channels.
+type podWorker struct {
+	a   *Agent
+	uid types.UID
+	dir string
+
+	mu     sync.Mutex
+	latest *corev1.Pod
+	notify chan struct{}
+	gone   chan struct{}
+	once   sync.Once
+
+	exits  chan exitEvent
+	probes chan probeResult
+
+	// exec is what the node server needs to enter the pod (read from
+	// other goroutines, replaced whole by the worker).
+	exec atomic.Pointer[execInfo]
+
+	pod        *corev1.Pod
+	ip         netip.Addr
+	netns      string
+	containers []*container
+	startTime  metav1.Time
+	sandboxErr string
+	pushed     *corev1.PodStatus
+}
+
+// execInfo describes a started pod to exec and log readers.
+type execInfo struct {
+	netns, hostname string
+	env             map[string][]string // by container
+	running         map[string]bool     // log files being written
+}
+
+// publish refreshes the pod's execInfo after a container started or stopped.
+func (w *podWorker) publish() {
+	info := &execInfo{netns: w.netns, hostname: Hostname(w.pod), env: map[string][]string{}, running: map[string]bool{}}
+	for _, c := range w.containers {
+		if c.env != nil {
+			info.env[c.spec.Name] = c.env
+		}
+		if c.running() {
+			info.running[c.logPath] = true
+		}
+	}
+	w.exec.Store(info)
+}
+
+type exitEvent struct {
+	c    *container
+	gen  int
+	code int
+	at   time.Time
+}
+
+func newPodWorker(a *Agent, pod *corev1.Pod) *podWorker {
+	w := &podWorker{a: a, uid: pod.UID, latest: pod, notify: make(chan struct{}, 1), gone: make(chan struct{}),
+		exits: make(chan exitEvent, 16), probes: make(chan probeResult, 16),
+		dir: filepath.Join(a.cfg.StateDir, "pods", string(pod.UID))}
+	w.notify <- struct{}{}
+	return w
+}
+
+// update hands the worker the newest version of its pod.
+func (w *podWorker) update(pod *corev1.Pod) {
+	w.mu.Lock()
+	w.latest = pod
+	w.mu.Unlock()
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+// deleted tells the worker its pod is gone from the API.
+func (w *podWorker) deleted() { w.once.Do(func() { close(w.gone) }) }
+
+func (w *podWorker) newest() *corev1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.latest
+}
+
+func (w *podWorker) log() *slog.Logger {
+	return slog.With("pod", w.pod.Namespace+"/"+w.pod.Name)
+}
+
+func (w *podWorker) run(ctx context.Context) {
+	<-w.notify
+	w.pod = w.newest()
+	for _, c := range w.pod.Spec.InitContainers {
+		w.containers = append(w.containers, newContainer(c, true))
+	}
+	for _, c := range w.pod.Spec.Containers {
+		w.containers = append(w.containers, newContainer(c, false))
+	}
+	// A restarted agent continues the counts it reported.
+	for _, st := range append(append([]corev1.ContainerStatus{}, w.pod.Status.InitContainerStatuses...), w.pod.Status.ContainerStatuses...) {
+		if c := w.container(st.Name); c != nil {
+			c.restarts = st.RestartCount
+		}
+	}
+	if w.pod.Status.StartTime != nil {
+		w.startTime = *w.pod.Status.StartTime
+	} else {
+		w.startTime = metav1.Now()
+	}
+	terminal := w.pod.Status.Phase == corev1.PodSucceeded || w.pod.Status.Phase == corev1.PodFailed
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		if w.pod.DeletionTimestamp != nil {
+			w.terminate(w.gracePeriod())
+			w.finishDeletion(ctx)
+			return
+		}
+		if !terminal {
+			w.reconcile(ctx)
+			if ph := w.phase(); ph == corev1.PodSucceeded || ph == corev1.PodFailed {
+				terminal = true
+				w.teardownNetwork()
+			}
+		}
+		w.push(ctx)
+		timer.Reset(w.nextWake())
+		select {
+		case <-ctx.Done():
+			w.terminate(2 * time.Second)
+			return
+		case <-w.gone:
+			w.terminate(w.gracePeriod())
+			w.teardownNetwork()
+			return
+		case <-w.notify:
+			w.pod = w.newest()
+		case e := <-w.exits:
+			w.onExit(e)
+		case r := <-w.probes:
+			w.onProbe(r)
+		case <-timer.C:
+		}
+	}
+}
+
+func (w *podWorker) container(name string) *container {
+	for _, c := range w.containers {
+		if c.spec.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// nextWake is when a container in back-off is due (or a minute).
+func (w *podWorker) nextWake() time.Duration {
+	wake := time.Minute
+	for _, c := range w.containers {
+		if !c.running() && !c.nextStart.IsZero() {
+			wake = min(wake, max(time.Until(c.nextStart), 10*time.Millisecond))
+		}
+	}
+	if w.sandboxErr != "" {
+		wake = min(wake, 2*time.Second)
+	}
+	return wake
+}
+
+func (w *podWorker) gracePeriod() time.Duration {
+	if g := w.pod.DeletionGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	if g := w.pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// reconcile sets up the sandbox and starts the containers that are due.
+func (w *podWorker) reconcile(ctx context.Context) {
+	if !w.ip.IsValid() {
+		ip, ns, err := w.a.net.Setup(string(w.uid))
+		if err != nil {
+			w.sandboxErr = err.Error()
+			w.log().Warn("pod sandbox failed", "err", err)
+			return
+		}
+		w.sandboxErr, w.ip, w.netns = "", ip, ns
+		if err := w.writeFiles(); err != nil {
+			w.sandboxErr = err.Error()
+			w.ip = netip.Addr{}
+			return
+		}
+	}
+	// Init containers one after the other, each to completion.
+	for _, c := range w.containers {
+		if !c.init {
+			continue
+		}
+		if c.succeeded() {
+			continue
+		}
+		if !c.running() && time.Now().After(c.nextStart) && (c.state.Terminated == nil || c.shouldRestart(w.pod.Spec.RestartPolicy)) {
+			w.start(ctx, c)
+		}
+		return // the next waits for this one
+	}
+	for _, c := range w.containers {
+		if c.init || c.running() || time.Now().Before(c.nextStart) {
+			continue
+		}
+		if c.state.Terminated != nil && !c.shouldRestart(w.pod.Spec.RestartPolicy) {
+			continue
+		}
+		w.start(ctx, c)
+	}
+}
+
+func (w *podWorker) writeFiles() error {
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"resolv.conf": ResolvConf(w.pod, w.a.cfg.ClusterDNS, w.a.cfg.ClusterDomain, w.a.nodeResolv),
+		"hosts":       HostsFile(w.pod, w.ip.String(), w.a.cfg.ClusterDomain),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(w.dir, name), []byte(data), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start launches c, or records why it cannot start.
+func (w *podWorker) start(ctx context.Context, c *container) {
+	waiting := func(reason, msg string, retry time.Duration) {
+		c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}
+		c.nextStart = time.Now().Add(retry)
+	}
+	img, ok := images.Lookup(c.spec.Image)
+	if !ok {
+		msg := images.ErrNotBuiltin(c.spec.Image).Error()
+		if c.state.Waiting == nil || c.state.Waiting.Reason != "ErrImagePull" {
+			w.a.event(w.pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", c.spec.Image, msg)
+		}
+		waiting("ErrImagePull", msg, 30*time.Second)
+		return
+	}
+	argv, err := w.argv(img, c)
+	if err != nil {
+		waiting("CreateContainerConfigError", err.Error(), 10*time.Second)
+		return
+	}
+	// The pod's own status (its IP) is visible to the downward API.
+	pod := w.pod.DeepCopy()
+	pod.Status.PodIP, pod.Status.PodIPs = w.ip.String(), []corev1.PodIP{{IP: w.ip.String()}}
+	pod.Status.HostIP = w.a.cfg.NodeIP.String()
+	env, err := ContainerEnv(ctx, pod, &c.spec, w.a.serviceEnv(pod), w.a)
+	if err != nil {
+		if c.state.Waiting == nil || c.state.Waiting.Reason != "CreateContainerConfigError" {
+			w.a.event(w.pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		}
+		waiting("CreateContainerConfigError", err.Error(), 10*time.Second)
+		return
+	}
+	for i := range argv {
+		argv[i] = Expand(argv[i], envMap(env))
+	}
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		waiting("RunContainerError", err.Error(), 10*time.Second)
+		return
+	}
+	logPath := filepath.Join(w.dir, c.spec.Name+".log")
+	if c.gen > 0 {
+		_ = os.Rename(logPath, filepath.Join(w.dir, c.spec.Name+".previous.log"))
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		waiting("RunContainerError", err.Error(), 10*time.Second)
+		return
+	}
+	proc, err := runtime.Start(w.a.self, runtime.Spec{
+		Exec: runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
+			ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts"),
+			Dir: c.spec.WorkingDir, Argv: argv},
+		Env: env, Log: logFile,
+	})
+	if err != nil {
+		logFile.Close()
+		waiting("RunContainerError", err.Error(), 10*time.Second)
+		return
+	}
+	if c.gen > 0 {
+		c.restarts++
+	}
+	c.gen++
+	c.proc, c.logPath, c.nextStart, c.env = proc, logPath, time.Time{}, env
+	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(proc.Started)}}
+	c.startedOK.Store(c.spec.StartupProbe == nil)
+	c.readyOK = false
+	gen := c.gen
+	go func() {
+		<-proc.Done()
+		logFile.Close()
+		w.exits <- exitEvent{c: c, gen: gen, code: proc.ExitCode(), at: proc.Started}
+	}()
+	w.publish()
+	w.a.event(w.pod, corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
+	w.startProbes(ctx, c)
+}
+
+// argv is the command of c: the image's entrypoint unless the container
+// sets command, then args.
+func (w *podWorker) argv(img images.Image, c *container) ([]string, error) {
+	if img.Name == images.Host {
+		if len(c.spec.Command) == 0 {
+			return nil, fmt.Errorf("image %q runs the host executable named by command, and command is empty", images.Host)
+		}
+		return append(append([]string{}, c.spec.Command...), c.spec.Args...), nil
+	}
+	if len(c.spec.Command) > 0 {
+		return append(append([]string{}, c.spec.Command...), c.spec.Args...), nil
+	}
+	return append(append([]string{w.a.self}, img.Entrypoint...), c.spec.Args...), nil
+}
+
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				m[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	return m
+}
+
+func (w *podWorker) startProbes(ctx context.Context, c *container) {
+	pctx, cancel := context.WithCancel(ctx)
+	c.stopProbe = cancel
+	exec := func(cmd []string, timeout time.Duration) ([]byte, int, error) {
+		return runtime.RunOnce(w.a.self, runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
+			ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts"), Argv: cmd},
+			append([]string{}, baseEnvStrings()...), timeout)
+	}
+	for kind, p := range map[probeKind]*corev1.Probe{readiness: c.spec.ReadinessProbe, liveness: c.spec.LivenessProbe, startup: c.spec.StartupProbe} {
+		if p == nil {
+			continue
+		}
+		pr := &prober{kind: kind, probe: p, container: &c.spec, podIP: w.ip, exec: exec, gen: c.gen, out: w.probes}
+		if kind != startup && c.spec.StartupProbe != nil {
+			// Readiness and liveness wait for the startup probe.
+			go func() {
+				for !c.startedOK.Load() {
+					select {
+					case <-pctx.Done():
+						return
+					case <-time.After(200 * time.Millisecond):
+					}
+				}
+				pr.run(pctx)
+			}()
+			continue
+		}
+		go pr.run(pctx)
+	}
+}
+
+func baseEnvStrings() []string {
+	out := make([]string, 0, len(baseEnv))
+	for _, e := range baseEnv {
+		out = append(out, e.Name+"="+e.Value)
+	}
+	return out
+}
+
+func (w *podWorker) onExit(e exitEvent) {
+	c := e.c
+	if c.gen != e.gen {
+		return
+	}
+	c.exited(e.code, e.at)
+	w.publish()
+	w.log().Info("container exited", "container", c.spec.Name, "code", e.code)
+	if c.shouldRestart(w.pod.Spec.RestartPolicy) && w.pod.DeletionTimestamp == nil {
+		c.scheduleRestart(w.pod.Name)
+		w.a.event(w.pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", c.spec.Name, w.pod.Name)
+	}
+}
+
+func (w *podWorker) onProbe(r probeResult) {
+	c := w.container(r.container)
+	if c == nil || c.gen != r.gen || !c.running() {
+		return
+	}
+	switch r.kind {
+	case readiness:
+		c.readyOK = r.ok
+	case startup:
+		c.startedOK.Store(r.ok)
+	case liveness:
+		if !r.ok && !c.killing {
+			w.a.event(w.pod, corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: %s", r.message)
+			w.a.event(w.pod, corev1.EventTypeNormal, "Killing", "Container %s failed liveness probe, will be restarted", c.spec.Name)
+			c.killing = true
+			go c.proc.Stop(w.terminationGrace())
+		}
+	}
+	if !r.ok && r.kind != liveness {
+		w.a.event(w.pod, corev1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", r.kind, r.message)
+	}
+}
+
+func (w *podWorker) terminationGrace() time.Duration {
+	if g := w.pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// terminate stops every container (SIGTERM, then SIGKILL after grace).
+func (w *podWorker) terminate(grace time.Duration) {
+	var wg sync.WaitGroup
+	for _, c := range w.containers {
+		if c.proc == nil {
+			continue
+		}
+		c.killing = true
+		w.a.event(w.pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.spec.Name)
+		wg.Add(1)
+		go func(p *runtime.Process) { defer wg.Done(); p.Stop(grace) }(c.proc)
+	}
+	wg.Wait()
+	// Each stopped process reports its exit; record them all.
+	for _, c := range w.containers {
+		for c.proc != nil {
+			e := <-w.exits
+			if e.c.gen == e.gen && e.c.proc != nil {
+				e.c.exited(e.code, e.at)
+			}
+		}
+	}
+}
+
+func (w *podWorker) teardownNetwork() {
+	if w.ip.IsValid() {
+		w.a.net.Teardown(string(w.uid))
+		w.ip = netip.Addr{}
+	}
+}
+
+// finishDeletion removes a terminated pod from the API for good, as
+// kubelet does once its containers have stopped.
+func (w *podWorker) finishDeletion(ctx context.Context) {
+	w.teardownNetwork()
+	_ = os.RemoveAll(w.dir)
+	uid := w.uid
+	zero := int64(0)
+	err := w.a.client.CoreV1().Pods(w.pod.Namespace).Delete(ctx, w.pod.Name,
+		metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		w.log().Warn("delete terminated pod", "err", err)
+	}
+}
+
+// push writes the pod's status when it changed.
+func (w *podWorker) push(ctx context.Context) {
+	st := w.status()
+	if w.pushed != nil && apiequality.Semantic.DeepEqual(st, *w.pushed) {
+		return
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": w.uid}, "status": st})
+	if err != nil {
+		return
+	}
+	_, err = w.a.client.CoreV1().Pods(w.pod.Namespace).Patch(ctx, w.pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			w.log().Warn("pod status", "err", err)
+		}
+		return
+	}
+	w.pushed = &st
+}

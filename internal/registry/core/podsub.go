@@ -1,0 +1,183 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	genericrest "k8s.io/apiserver/pkg/registry/generic/rest"
+	"k8s.io/apiserver/pkg/registry/rest"
+)
+
+// NodeConnection says how the API server reaches the node agent that runs
+// a pod (kubelet's port), for logs and exec.
+type NodeConnection interface {
+	// Location is the base URL of the node's agent.
+	Location(ctx context.Context, node string) (*url.URL, error)
+	// Transport dials node agents (in the cluster's network) and
+	// authenticates to them.
+	Transport() http.RoundTripper
+	// Token is the bearer token node agents expect.
+	Token() string
+}
+
+// podNode finds the node a running pod is on.
+func podNode(ctx context.Context, pods *genericregistry.Store, name string) (*corev1.Pod, error) {
+	obj, err := pods.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pod := obj.(*corev1.Pod)
+	if pod.Spec.NodeName == "" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
+	}
+	return pod, nil
+}
+
+// defaultContainer picks the only container, or says which to choose.
+func defaultContainer(pod *corev1.Pod, container string) (string, error) {
+	if container != "" {
+		return container, nil
+	}
+	if len(pod.Spec.Containers) == 1 {
+		return pod.Spec.Containers[0].Name, nil
+	}
+	var names []string
+	for _, c := range pod.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: %v", pod.Name, names))
+}
+
+// LogREST serves pods/log by streaming from the pod's node agent.
+type LogREST struct {
+	Pods  *genericregistry.Store
+	Nodes NodeConnection
+}
+
+func (r *LogREST) New() runtime.Object { return &corev1.Pod{} }
+func (r *LogREST) Destroy()            {}
+
+// NewGetOptions implements rest.GetterWithOptions.
+func (r *LogREST) NewGetOptions() (runtime.Object, bool, string) {
+	return &corev1.PodLogOptions{}, false, ""
+}
+
+// ProducesMIMETypes and ProducesObject describe the stream to OpenAPI.
+func (r *LogREST) ProducesMIMETypes(string) []string { return []string{"text/plain"} }
+func (r *LogREST) ProducesObject(string) any         { return "" }
+
+// Get streams the logs of a container.
+func (r *LogREST) Get(ctx context.Context, name string, opts runtime.Object) (runtime.Object, error) {
+	o := opts.(*corev1.PodLogOptions)
+	if r.Nodes == nil {
+		return nil, apierrors.NewServiceUnavailable("this API server has no connection to node agents (pods/log needs one)")
+	}
+	pod, err := podNode(ctx, r.Pods, name)
+	if err != nil {
+		return nil, err
+	}
+	container, err := defaultContainer(pod, o.Container)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := r.Nodes.Location(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	loc.Path = fmt.Sprintf("/containerLogs/%s/%s/%s", pod.Namespace, pod.Name, container)
+	q := url.Values{}
+	for k, v := range map[string]bool{"follow": o.Follow, "previous": o.Previous, "timestamps": o.Timestamps} {
+		if v {
+			q.Set(k, "true")
+		}
+	}
+	for k, v := range map[string]*int64{"tailLines": o.TailLines, "limitBytes": o.LimitBytes, "sinceSeconds": o.SinceSeconds} {
+		if v != nil {
+			q.Set(k, strconv.FormatInt(*v, 10))
+		}
+	}
+	if o.SinceTime != nil {
+		q.Set("sinceTime", o.SinceTime.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	loc.RawQuery = q.Encode()
+	return &genericrest.LocationStreamer{
+		Location:        loc,
+		Transport:       r.Nodes.Transport(),
+		ContentType:     "text/plain",
+		Flush:           o.Follow,
+		ResponseChecker: genericrest.NewGenericHttpResponseChecker(Pod.Resource, name),
+	}, nil
+}
+
+// ExecREST serves pods/exec by proxying the stream to the node agent.
+type ExecREST struct {
+	Pods  *genericregistry.Store
+	Nodes NodeConnection
+}
+
+func (r *ExecREST) New() runtime.Object { return &corev1.Pod{} }
+func (r *ExecREST) Destroy()            {}
+
+// NewConnectOptions implements rest.Connecter.
+func (r *ExecREST) NewConnectOptions() (runtime.Object, bool, string) {
+	return &corev1.PodExecOptions{}, false, ""
+}
+
+// ConnectMethods implements rest.Connecter.
+func (r *ExecREST) ConnectMethods() []string { return []string{"GET", "POST"} }
+
+// Connect returns the handler that upgrades the connection and pipes it
+// to the node agent.
+func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
+	o := opts.(*corev1.PodExecOptions)
+	if r.Nodes == nil {
+		return nil, apierrors.NewServiceUnavailable("this API server has no connection to node agents (pods/exec needs one)")
+	}
+	if len(o.Command) == 0 {
+		return nil, apierrors.NewBadRequest("you must specify at least 1 command")
+	}
+	pod, err := podNode(ctx, r.Pods, name)
+	if err != nil {
+		return nil, err
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot exec into a container in a completed pod; current phase is %s", pod.Status.Phase))
+	}
+	container, err := defaultContainer(pod, o.Container)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := r.Nodes.Location(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	loc.Path = fmt.Sprintf("/exec/%s/%s/%s", pod.Namespace, pod.Name, container)
+	q := url.Values{"command": o.Command}
+	for k, v := range map[string]bool{"input": o.Stdin, "output": o.Stdout, "error": o.Stderr, "tty": o.TTY} {
+		if v {
+			q.Set(k, "1")
+		}
+	}
+	loc.RawQuery = q.Encode()
+	h := proxy.NewUpgradeAwareHandler(loc, r.Nodes.Transport(), false, true, proxy.NewErrorResponder(responder))
+	token := r.Nodes.Token()
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+token)
+		h.ServeHTTP(w, req)
+	}), nil
+}
+
+var (
+	_ rest.GetterWithOptions = (*LogREST)(nil)
+	_ rest.Connecter         = (*ExecREST)(nil)
+)
