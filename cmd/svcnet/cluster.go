@@ -104,4 +104,3 @@ func newSuperviseCommand() *cobra.Command {
 	cmd.Flags().StringVar(&name, "name", "", "cluster name")
 	return cmd
 }
-
