@@ -50,7 +50,7 @@ kube-apiserver.`,
 	f.DurationVar(&o.EtcdCompactionInterval, "etcd-compaction-interval", 5*time.Minute, "how often to compact old etcd revisions (older resourceVersions then get 410 Gone)")
 	f.StringSliceVar(&alsoListen, "also-listen", nil, "also serve inside a named network namespace: NETNS/HOST:PORT (svcnet up uses it)")
 	f.IntVar(&o.Nodes.Port, "kubelet-port", 10250, "port of the node agents' logs and exec server")
-	f.StringVar(&o.Nodes.TokenFile, "kubelet-token-file", "", "bearer token for node agents (enables pods/log and pods/exec)")
+	f.BoolVar(&o.Nodes.Enabled, "kubelet-connection", false, "serve pods/log and pods/exec through node agents (mutual TLS from the cluster CA)")
 	f.StringVar(&o.Nodes.Netns, "kubelet-netns", "", "named network namespace in which node addresses are reachable")
 	f.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs of the serving certificate")
 	return cmd

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -102,5 +104,48 @@ func newSuperviseCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "cluster name")
+	return cmd
+}
+
+func newStatusCommand() *cobra.Command {
+	name := "svcnet"
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a local cluster's nodes, pods and services at a glance",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cluster.Status(cmd.Context(), name, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", name, "cluster name")
+	return cmd
+}
+
+func newExecCommand() *cobra.Command {
+	o := cluster.ExecOptions{Name: "svcnet"}
+	cmd := &cobra.Command{
+		Use:   "exec [--name NAME] TARGET -- COMMAND [ARGS...]",
+		Short: "Run a command in a local cluster: on the outside client, the edge, a node, or in a pod",
+		Long: `Run a command inside a local cluster. TARGET is
+  client           the host that stands for the world outside the cluster
+  edge             the edge load balancer host
+  node/NODE        a node (its network namespace)
+  NAMESPACE/POD    a pod's container, with its environment (like kubectl exec)`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Target, o.Argv = args[0], args[1:]
+			o.In, o.Out, o.Err = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			err := cluster.Exec(cmd.Context(), o)
+			var ee cluster.ExitError
+			if errors.As(err, &ee) {
+				os.Exit(ee.Code)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Name, "name", o.Name, "cluster name")
+	f.BoolVarP(&o.Stdin, "stdin", "i", false, "pass stdin to the command")
+	f.BoolVarP(&o.TTY, "tty", "t", false, "allocate a terminal (pods)")
 	return cmd
 }

@@ -61,7 +61,9 @@ svcnet up starts one per node; it needs root.`,
 	f.StringSliceVar(&labels, "node-labels", nil, "labels of the Node, key=value")
 	f.StringVar(&proxyCommandLine, "proxy-command", "", "command line of the node's service proxy, started in the node's namespace")
 	f.StringVar(&cfg.ServerAddress, "address", "", "address of the logs and exec server for the API server (e.g. 172.18.0.11:10250)")
-	f.StringVar(&cfg.TokenFile, "server-token-file", "", "file with the bearer token the API server presents to the logs and exec server")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the logs and exec server")
+	f.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "key of the serving certificate")
+	f.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA that signs the API server's client certificate")
 	for _, req := range []string{"kubeconfig", "hostname-override", "node-ip", "pod-cidr", "netns-prefix", "root-dir"} {
 		_ = cmd.MarkFlagRequired(req)
 	}

@@ -27,7 +27,8 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newNodeCommand())
 	root.AddCommand(newImageCommand())
 	root.AddCommand(newInternalCommand())
-	root.AddCommand(newUpCommand(), newDownCommand(), newKubeconfigCommand(), newEdgeCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newKubeconfigCommand(), newEdgeCommand(),
+		newStatusCommand(), newExecCommand())
 	return root
 }
 

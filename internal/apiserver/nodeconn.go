@@ -2,13 +2,13 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,30 +16,42 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/pki"
 )
 
 // NodeOptions say how the API server reaches node agents for pods/log and
-// pods/exec: their port, the bearer token they expect, and, for a local
-// cluster, the network namespace their addresses are reachable in.
+// pods/exec: over TLS on their port, as kube-apiserver reaches kubelets,
+// with a client certificate the API server issues itself from the cluster
+// CA, which also signs the node agents' serving certificates; and, for a
+// local cluster, the network namespace node addresses are reachable in.
 type NodeOptions struct {
-	Port      int
-	TokenFile string
-	Netns     string
+	Enabled bool
+	Port    int
+	Netns   string
 }
+
+// KubeletClientUser is the identity the API server presents to node
+// agents (kube-apiserver's kubelet client certificate).
+const KubeletClientUser = "kube-apiserver-kubelet-client"
 
 // nodeConn implements core.NodeConnection.
 type nodeConn struct {
 	nodes     *genericregistry.Store
 	port      int
-	token     string
 	transport *http.Transport
 }
 
-func newNodeConn(nodes *genericregistry.Store, o NodeOptions) (*nodeConn, error) {
-	token, err := os.ReadFile(o.TokenFile)
+func newNodeConn(nodes *genericregistry.Store, o NodeOptions, ca *pki.CA) (*nodeConn, error) {
+	certPEM, keyPEM, err := ca.Issue(KubeletClientUser, []string{AdminGroup}, nil, true)
 	if err != nil {
-		return nil, fmt.Errorf("node token file: %w", err)
+		return nil, err
 	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
 	dial := (&net.Dialer{Timeout: 10 * time.Second}).DialContext
 	if o.Netns != "" {
 		ns := o.Netns
@@ -47,8 +59,8 @@ func newNodeConn(nodes *genericregistry.Store, o NodeOptions) (*nodeConn, error)
 			return netns.DialContext(ctx, ns, network, addr)
 		}
 	}
-	return &nodeConn{nodes: nodes, port: o.Port, token: strings.TrimSpace(string(token)),
-		transport: &http.Transport{DialContext: dial, IdleConnTimeout: 90 * time.Second}}, nil
+	return &nodeConn{nodes: nodes, port: o.Port, transport: &http.Transport{DialContext: dial, IdleConnTimeout: 90 * time.Second,
+		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
 }
 
 func (n *nodeConn) Location(ctx context.Context, name string) (*url.URL, error) {
@@ -63,30 +75,11 @@ func (n *nodeConn) Location(ctx context.Context, name string) (*url.URL, error) 
 	}
 	for _, a := range node.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
-			return &url.URL{Scheme: "http", Host: net.JoinHostPort(a.Address, strconv.Itoa(port))}, nil
+			return &url.URL{Scheme: "https", Host: net.JoinHostPort(a.Address, strconv.Itoa(port))}, nil
 		}
 	}
 	return nil, fmt.Errorf("node %s has no internal IP", name)
 }
 
-// Transport adds the node token to every request; the wrapped
-// *http.Transport stays reachable for connection upgrades.
-func (n *nodeConn) Transport() http.RoundTripper {
-	return &bearer{token: n.token, rt: n.transport}
-}
-
-func (n *nodeConn) Token() string { return n.token }
-
-type bearer struct {
-	token string
-	rt    *http.Transport
-}
-
-func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	return b.rt.RoundTrip(req)
-}
-
-// WrappedRoundTripper lets the proxy code find the dialer.
-func (b *bearer) WrappedRoundTripper() http.RoundTripper { return b.rt }
+// Transport is the mutual-TLS transport to node agents.
+func (n *nodeConn) Transport() http.RoundTripper { return n.transport }

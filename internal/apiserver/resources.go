@@ -12,6 +12,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/svcnet/svcnet/internal/apis"
+	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/apps"
 	"github.com/svcnet/svcnet/internal/registry/coordination"
@@ -38,7 +39,7 @@ type resources struct {
 	podNode PodNodeFunc
 }
 
-func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators, nodeOpts NodeOptions) (*resources, error) {
+func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators, nodeOpts NodeOptions, ca *pki.CA) (*resources, error) {
 	r := &resources{byGroup: map[string]map[string]rest.Storage{}}
 	add := func(k *registry.Kind, sub string, s rest.Storage) {
 		g := k.Resource.Group
@@ -61,8 +62,8 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		if k.Status {
 			add(k, "status", registry.NewStatusREST(k, store))
 		}
-		if k == core.Node && nodeOpts.TokenFile != "" {
-			conn, err := newNodeConn(store, nodeOpts)
+		if k == core.Node && nodeOpts.Enabled {
+			conn, err := newNodeConn(store, nodeOpts, ca)
 			if err != nil {
 				return nil, err
 			}

@@ -23,6 +23,7 @@ import (
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -212,6 +213,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	config.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	config.OpenAPIV3Config.Info.Title = "Kubernetes"
 	config.OpenAPIV3Config.Info.Version = "v" + KubernetesVersion
+	// As kube-apiserver: streams are long-running, not subject to the
+	// request timeout (which cannot hijack a connection).
+	config.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(
+		sets.NewString("watch", "proxy"), sets.NewString("attach", "exec", "proxy", "log", "portforward"))
 	config.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
 		return withVersion(genericapiserver.DefaultBuildHandlerChain(h, c))
 	}
@@ -255,7 +260,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	config.AdmissionControl = nsLifecycle
 
-	res, err := buildResources(config.RESTOptionsGetter, alloc, opts.Nodes)
+	res, err := buildResources(config.RESTOptionsGetter, alloc, opts.Nodes, ca)
 	if err != nil {
 		s.close()
 		return nil, err

@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,9 +85,6 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.state.step("network: %d nodes on underlay %s, pods in %s, services in %s (%.1fs)",
 		len(s.plan.Nodes), s.plan.Underlay, s.plan.ClusterCIDR, s.plan.ServiceCIDR, time.Since(t0).Seconds())
 
-	if err := writeToken(s.state.TokenFile()); err != nil {
-		return err
-	}
 	port, err := s.apiPort()
 	if err != nil {
 		return err
@@ -100,7 +95,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		"--also-listen", s.plan.UnderlayNetns() + "/" + inCluster.String(),
 		"--advertise-address", s.plan.Gateway.String(),
 		"--service-cluster-ip-range", s.opts.ServiceCIDR, "--service-node-port-range", s.opts.NodePortRange,
-		"--kubelet-token-file", s.state.TokenFile(), "--kubelet-netns", s.plan.UnderlayNetns()}
+		"--kubelet-connection", "--kubelet-netns", s.plan.UnderlayNetns()}
 	s.run("apiserver", append(args, s.opts.APIServerArgs...))
 	if err := s.waitAPI(ctx, port); err != nil {
 		return err
@@ -145,6 +140,18 @@ func (s *supervisor) start(ctx context.Context) error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
+		// The node agent's serving certificate, for the API server's
+		// logs and exec requests.
+		certPEM, keyPEM, err := ca.Issue("system:node:"+n.Name, []string{"system:nodes"}, []string{n.IP.String(), n.Name}, false)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "node.crt"), certPEM, 0o600); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "node.key"), keyPEM, 0o600); err != nil {
+			return err
+		}
 		proxyCmd := fmt.Sprintf("%s proxy --kubeconfig %s --proxy-mode %s --hostname-override %s --cluster-cidr %s --metrics-bind-address %s:10249 --healthz-bind-address %s:10256",
 			s.self, s.state.InCluster("proxy"), s.opts.ProxyMode, n.Name, s.plan.ClusterCIDR, n.IP, n.IP)
 		s.run(n.Name, []string{"internal", "netns-exec", "--netns", n.Netns, "--",
@@ -152,7 +159,8 @@ func (s *supervisor) start(ctx context.Context) error {
 			"--node-ip", n.IP.String(), "--pod-cidr", n.PodCIDR.String(), "--pod-bridge", PodBridge,
 			"--netns-prefix", n.Netns + "-", "--root-dir", dir, "--cluster-dns", s.dnsIP().String(),
 			"--proxy-command", proxyCmd, "--address", netip.AddrPortFrom(n.IP, 10250).String(),
-			"--server-token-file", s.state.TokenFile()})
+			"--tls-cert-file", filepath.Join(dir, "node.crt"), "--tls-private-key-file", filepath.Join(dir, "node.key"),
+			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)})
 	}
 	s.run("edge", []string{"internal", "netns-exec", "--netns", s.plan.EdgeNetns(), "--",
 		s.self, "edge", "--kubeconfig", s.state.InCluster("ingress"), "--interface", "eth0"})
@@ -265,15 +273,4 @@ func (s *supervisor) shutdown() {
 		slog.Error("remove network", "err", err)
 	}
 	_ = os.Remove(s.state.pidFile())
-}
-
-func writeToken(path string) error {
-	if _, err := os.Stat(path); err == nil {
-		return nil
-	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(hex.EncodeToString(b)), 0o600)
 }

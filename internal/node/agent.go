@@ -54,10 +54,13 @@ type Config struct {
 	// started (and restarted) by the agent in its own namespace.
 	Proxy []string
 	// ServerAddress is where the agent serves logs and exec for the API
-	// server (like kubelet's port 10250); empty for none. TokenFile holds
-	// the bearer token the API server presents.
+	// server (like kubelet's port 10250) over TLS with TLSCertFile and
+	// TLSKeyFile, trusting client certificates signed by ClientCAFile;
+	// empty for none.
 	ServerAddress string
-	TokenFile     string
+	TLSCertFile   string
+	TLSKeyFile    string
+	ClientCAFile  string
 }
 
 // Agent is a running node agent.

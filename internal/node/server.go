@@ -3,7 +3,8 @@ package node
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,19 +32,27 @@ import (
 //	GET /containerLogs/{namespace}/{pod}/{container}?follow&previous&timestamps&tailLines&sinceSeconds&limitBytes
 //	    /exec/{namespace}/{pod}/{container}?command=…&input=1&output=1&error=1&tty=1
 //
-// Requests must carry the cluster's node token (pods can reach this port).
+// It serves TLS and requires a client certificate of the API server
+// signed by the cluster CA, as kubelet does (pods can reach this port).
 func (a *Agent) serve(ctx context.Context) error {
-	token, err := os.ReadFile(a.cfg.TokenFile)
+	caPEM, err := os.ReadFile(a.cfg.ClientCAFile)
 	if err != nil {
-		return fmt.Errorf("node server token: %w", err)
+		return fmt.Errorf("node server client CA: %w", err)
 	}
-	want := "Bearer " + strings.TrimSpace(string(token))
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("node server client CA %s: no certificate", a.cfg.ClientCAFile)
+	}
+	cert, err := tls.LoadX509KeyPair(a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
+	if err != nil {
+		return fmt.Errorf("node server certificate: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("/exec/{ns}/{pod}/{container}", a.serveExec)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
 	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
+		if r.URL.Path != "/healthz" && !apiServerClient(r) {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -52,6 +62,8 @@ func (a *Agent) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
+		ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12})
 	srv := &http.Server{Handler: auth, ReadHeaderTimeout: 10 * time.Second}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -59,6 +71,19 @@ func (a *Agent) serve(ctx context.Context) error {
 	}
 	return nil
 }
+
+// apiServerClient reports whether the request comes with the API server's
+// verified client certificate (or an admin's).
+func apiServerClient(r *http.Request) bool {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return false
+	}
+	c := r.TLS.VerifiedChains[0][0]
+	return c.Subject.CommonName == KubeletClientUser || slices.Contains(c.Subject.Organization, "system:masters")
+}
+
+// KubeletClientUser is the API server's identity towards node agents.
+const KubeletClientUser = "kube-apiserver-kubelet-client"
 
 // execTarget is what exec and logs need to know of a running container.
 type execTarget struct {

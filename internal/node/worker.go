@@ -367,10 +367,11 @@ func envMap(env []string) map[string]string {
 func (w *podWorker) startProbes(ctx context.Context, c *container) {
 	pctx, cancel := context.WithCancel(ctx)
 	c.stopProbe = cancel
+	env := c.env // exec probes run with the container's environment
 	exec := func(cmd []string, timeout time.Duration) ([]byte, int, error) {
 		return runtime.RunOnce(w.a.self, runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
 			ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts"), Argv: cmd},
-			append([]string{}, baseEnvStrings()...), timeout)
+			env, timeout)
 	}
 	for kind, p := range map[probeKind]*corev1.Probe{readiness: c.spec.ReadinessProbe, liveness: c.spec.LivenessProbe, startup: c.spec.StartupProbe} {
 		if p == nil {
@@ -393,14 +394,6 @@ func (w *podWorker) startProbes(ctx context.Context, c *container) {
 		}
 		go pr.run(pctx)
 	}
-}
-
-func baseEnvStrings() []string {
-	out := make([]string, 0, len(baseEnv))
-	for _, e := range baseEnv {
-		out = append(out, e.Name+"="+e.Value)
-	}
-	return out
 }
 
 func (w *podWorker) onExit(e exitEvent) {

@@ -11,10 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	genericrest "k8s.io/apiserver/pkg/registry/generic/rest"
 	"k8s.io/apiserver/pkg/registry/rest"
+	apiproxy "k8s.io/apiserver/pkg/util/proxy"
 )
 
 // NodeConnection says how the API server reaches the node agent that runs
@@ -25,8 +27,6 @@ type NodeConnection interface {
 	// Transport dials node agents (in the cluster's network) and
 	// authenticates to them.
 	Transport() http.RoundTripper
-	// Token is the bearer token node agents expect.
-	Token() string
 }
 
 // podNode finds the node a running pod is on.
@@ -168,13 +168,12 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 		}
 	}
 	loc.RawQuery = q.Encode()
-	h := proxy.NewUpgradeAwareHandler(loc, r.Nodes.Transport(), false, true, proxy.NewErrorResponder(responder))
-	token := r.Nodes.Token()
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		req = req.Clone(req.Context())
-		req.Header.Set("Authorization", "Bearer "+token)
-		h.ServeHTTP(w, req)
-	}), nil
+	spdy := proxy.NewUpgradeAwareHandler(loc, r.Nodes.Transport(), false, true, proxy.NewErrorResponder(responder))
+	// kubectl 1.30+ speaks WebSocket (v5.channel.k8s.io); like
+	// kube-apiserver, translate it to SPDY towards the node.
+	translator := apiproxy.NewStreamTranslatorHandler(loc, r.Nodes.Transport(), 0,
+		apiproxy.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY})
+	return apiproxy.NewTranslatingHandler(spdy, translator, wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
 }
 
 var (

@@ -1,0 +1,118 @@
+// Package cluster_test brings up a real local cluster with `svcnet up`
+// (nodes and pods in network namespaces) and checks the reference
+// scenario and the node agent's behaviour from the outside, with kubectl.
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+// localCluster is a cluster made by `svcnet up` for one test.
+type localCluster struct {
+	t       *testing.T
+	name    string
+	home    string
+	bin     string
+	kubectl *framework.Kubectl
+}
+
+func up(t *testing.T, nodes int, extra ...string) *localCluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("svcnet up needs root (network namespaces); CI runs as root")
+	}
+	c := &localCluster{t: t, name: fmt.Sprintf("e2e%d", rand.IntN(1e6)), home: t.TempDir(), bin: framework.Binary(t)}
+	t.Cleanup(c.down)
+	args := append([]string{"up", "--name", c.name, "--nodes", fmt.Sprint(nodes), "--service-node-port-range", "8000-32767",
+		"--api-port", "0"}, extra...)
+	out, err := c.svcnet(args...)
+	if err != nil {
+		c.dumpLogs()
+		t.Fatalf("svcnet up: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	c.kubectl = framework.NewKubectl(t, "1.33", filepath.Join(c.home, c.name, "kubeconfig"))
+	return c
+}
+
+func (c *localCluster) svcnet(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Env = append(os.Environ(), "SVCNET_HOME="+c.home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// exec runs a command on the client, a node or in a pod.
+func (c *localCluster) exec(target string, argv ...string) (string, error) {
+	return c.svcnet(append([]string{"exec", "--name", c.name, target, "--"}, argv...)...)
+}
+
+func (c *localCluster) dumpLogs() {
+	logs, _ := filepath.Glob(filepath.Join(c.home, c.name, "logs", "*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		if len(data) > 4000 {
+			data = data[len(data)-4000:]
+		}
+		c.t.Logf("== %s\n%s", filepath.Base(l), data)
+	}
+}
+
+func (c *localCluster) down() {
+	if c.t.Failed() {
+		c.dumpLogs()
+	}
+	if out, err := c.svcnet("down", "--name", c.name); err != nil {
+		c.t.Errorf("svcnet down: %v\n%s", err, out)
+	}
+	// Nothing of the cluster may be left: namespaces, processes.
+	if left, _ := netns.List("svcnet-" + c.name + "-"); len(left) > 0 {
+		c.t.Errorf("namespaces left after svcnet down: %v", left)
+	}
+	if procs, _ := exec.Command("pgrep", "-af", c.home).CombinedOutput(); len(bytes.TrimSpace(procs)) > 0 {
+		c.t.Errorf("processes left after svcnet down:\n%s", procs)
+	}
+}
+
+func (c *localCluster) until(what string, timeout time.Duration, cond func() bool) {
+	c.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// names collects the distinct answers of n requests.
+func (c *localCluster) names(target string, n int, argv ...string) map[string]int {
+	seen := map[string]int{}
+	for range n {
+		out, err := c.exec(target, argv...)
+		if err == nil {
+			seen[strings.TrimSpace(out)]++
+		}
+	}
+	return seen
+}
+
+func podNames(c *localCluster, selector string) []string {
+	out := c.kubectl.MustRun("", "get", "pods", "-l", selector, "-o", `jsonpath={range .items[?(@.status.phase=="Running")]}{.metadata.name}{"\n"}{end}`)
+	return strings.Fields(out)
+}

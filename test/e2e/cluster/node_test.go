@@ -1,0 +1,126 @@
+package cluster_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNodeAgent: probes, restarts and their reasons, graceful termination,
+// logs and exec, on a one-node cluster.
+func TestNodeAgent(t *testing.T) {
+	c := up(t, 1)
+	k := c.kubectl
+	k.MustRun(`apiVersion: v1
+kind: Pod
+metadata: {name: ready-toggle, labels: {app: toggle}}
+spec:
+  containers:
+  - name: echo
+    image: svcnet/echo
+    readinessProbe:
+      httpGet: {path: /readyz, port: 8080}
+      periodSeconds: 1
+      failureThreshold: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: no-such-image}
+spec:
+  containers: [{name: c, image: example.com/nope:1.0}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: crasher}
+spec:
+  containers: [{name: c, image: host, command: [sh, -c, "echo crashing; exit 3"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: stubborn}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers: [{name: c, image: host, command: [sh, -c, "trap '' TERM; echo started; while true; do sleep 1; done"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: exec-probe}
+spec:
+  containers:
+  - name: c
+    image: host
+    command: [sh, -c, "sleep 3600"]
+    livenessProbe:
+      exec: {command: [sh, -c, "test -n \"$HOSTNAME\""]}
+      periodSeconds: 1
+`, "apply", "-f", "-")
+	phase := func(pod string) string {
+		out, _, _ := k.Run("", "get", "pod", pod, "-o", "jsonpath={.status.phase}")
+		return out
+	}
+	jsonpath := func(pod, path string) string {
+		out, _, _ := k.Run("", "get", "pod", pod, "-o", "jsonpath="+path)
+		return out
+	}
+	// Readiness follows the probe.
+	c.until("ready-toggle ready", time.Minute, func() bool { return jsonpath("ready-toggle", "{.status.containerStatuses[0].ready}") == "true" })
+	k.MustRun("", "exec", "ready-toggle", "--", "curl", "-s", "localhost:8080/set-ready?ready=false")
+	c.until("ready-toggle unready", 20*time.Second, func() bool {
+		return jsonpath("ready-toggle", `{.status.conditions[?(@.type=="Ready")].status}`) == "False"
+	})
+	k.MustRun("", "exec", "ready-toggle", "--", "curl", "-s", "localhost:8080/set-ready?ready=true")
+	c.until("ready-toggle ready again", 20*time.Second, func() bool {
+		return jsonpath("ready-toggle", `{.status.conditions[?(@.type=="Ready")].status}`) == "True"
+	})
+	// An unknown image cannot be pulled, and says so.
+	c.until("ErrImagePull", 30*time.Second, func() bool {
+		return jsonpath("no-such-image", "{.status.containerStatuses[0].state.waiting.reason}") == "ErrImagePull"
+	})
+	if msg := jsonpath("no-such-image", "{.status.containerStatuses[0].state.waiting.message}"); !strings.Contains(msg, "not built into svcnet") {
+		t.Errorf("ErrImagePull message: %q", msg)
+	}
+	// A crashing container backs off and counts its restarts.
+	c.until("CrashLoopBackOff", time.Minute, func() bool {
+		return jsonpath("crasher", "{.status.containerStatuses[0].state.waiting.reason}") == "CrashLoopBackOff"
+	})
+	if code := jsonpath("crasher", "{.status.containerStatuses[0].lastState.terminated.exitCode}"); code != "3" {
+		t.Errorf("crasher's last exit code %q, want 3", code)
+	}
+	c.until("a restart", time.Minute, func() bool { return jsonpath("crasher", "{.status.containerStatuses[0].restartCount}") >= "1" })
+	if out := k.MustRun("", "logs", "crasher", "--previous"); !strings.Contains(out, "crashing") {
+		t.Errorf("logs --previous: %q", out)
+	}
+	out, _, _ := k.Run("", "get", "pods")
+	if !strings.Contains(out, "CrashLoopBackOff") && !strings.Contains(out, "Error") {
+		t.Errorf("kubectl get pods does not show the crash loop:\n%s", out)
+	}
+	// Logs and exec, like on any cluster.
+	c.until("stubborn running", time.Minute, func() bool { return phase("stubborn") == "Running" })
+	if out := k.MustRun("", "logs", "stubborn"); !strings.Contains(out, "started") {
+		t.Errorf("logs: %q", out)
+	}
+	if out := k.MustRun("", "exec", "stubborn", "--", "hostname"); strings.TrimSpace(out) != "stubborn" {
+		t.Errorf("exec hostname: %q", out)
+	}
+	if _, stderr, err := k.Run("", "exec", "stubborn", "--", "sh", "-c", "exit 7"); err == nil || !strings.Contains(stderr, "exit code 7") {
+		t.Errorf("exec exit code: %v %q", err, stderr)
+	}
+	// The exec liveness probe keeps passing: no restart.
+	time.Sleep(3 * time.Second)
+	if r := jsonpath("exec-probe", "{.status.containerStatuses[0].restartCount}"); r != "0" {
+		t.Errorf("exec-probe restarted %s times", r)
+	}
+	// Graceful termination: Terminating for the grace period, then gone.
+	start := time.Now()
+	k.MustRun("", "delete", "pod", "stubborn", "--wait=false")
+	if out := k.MustRun("", "get", "pod", "stubborn"); !strings.Contains(out, "Terminating") {
+		t.Errorf("a deleted pod is not Terminating:\n%s", out)
+	}
+	c.until("stubborn gone", 30*time.Second, func() bool {
+		_, _, err := k.Run("", "get", "pod", "stubborn")
+		return err != nil
+	})
+	if d := time.Since(start); d < 2*time.Second {
+		t.Errorf("a pod ignoring SIGTERM was gone after %s, before its 2 s grace period", d)
+	}
+}

@@ -1,0 +1,114 @@
+package cluster_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+func examples(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "examples", "hostnames.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// TestReferenceScenario is SPEC.md's acceptance scenario on a 3-node cluster.
+func TestReferenceScenario(t *testing.T) {
+	c := up(t, 3)
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	c.until("3 ready hostnames pods", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
+		return out == "3"
+	})
+	pods := podNames(c, "app=hostnames")
+	sort.Strings(pods)
+	want := strings.Join(pods, ",")
+	spread := func(seen map[string]int) string {
+		var got []string
+		for n := range seen {
+			got = append(got, n)
+		}
+		sort.Strings(got)
+		return strings.Join(got, ",")
+	}
+
+	// From outside: every node's NodePort reaches all three pods.
+	for _, node := range []string{"172.18.0.11", "172.18.0.12", "172.18.0.13"} {
+		c.until("NodePort on "+node+" to reach all pods", 30*time.Second, func() bool {
+			return spread(c.names("client", 12, "curl", "-s", "--max-time", "2", node+":8477")) == want
+		})
+	}
+	// From a pod: the cluster IP and the service's name.
+	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
+	from := "default/" + pods[0]
+	c.until("cluster IP to reach all pods", 30*time.Second, func() bool {
+		return spread(c.names(from, 12, "curl", "-s", "--max-time", "2", clusterIP+":80")) == want
+	})
+	for _, name := range []string{"hostnames", "hostnames.default", "hostnames.default.svc.cluster.local"} {
+		c.until("DNS name "+name+" to reach the pods", 30*time.Second, func() bool {
+			out, err := c.exec(from, "curl", "-s", "--max-time", "2", name+":80")
+			return err == nil && strings.Contains(want, strings.TrimSpace(out)) && strings.TrimSpace(out) != ""
+		})
+	}
+	// In iptables mode, the node's rules are kube-proxy's: a KUBE-SVC
+	// chain spreading over three KUBE-SEP chains with 1/3 and 1/2.
+	rules, err := c.exec("node/node-1", "iptables-save", "-t", "nat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rules, "--probability 0.33333") || !strings.Contains(rules, "--probability 0.50000") ||
+		strings.Count(rules, "-j DNAT") < 3 || !strings.Contains(rules, "KUBE-SVC-") {
+		t.Errorf("iptables-save on node-1 lacks the reference chains:\n%s", rules)
+	}
+
+	// Scaling to 5 is seen in the answers.
+	k.MustRun("", "scale", "deployment", "hostnames", "--replicas=5")
+	c.until("5 pods answering through the NodePort", time.Minute, func() bool {
+		return len(c.names("client", 25, "curl", "-s", "--max-time", "2", "172.18.0.11:8477")) == 5
+	})
+	// Deleting a pod is seen within seconds: it stops answering.
+	victim := podNames(c, "app=hostnames")[0]
+	k.MustRun("", "delete", "pod", victim, "--wait=false")
+	c.until("the deleted pod to stop answering", 30*time.Second, func() bool {
+		return c.names("client", 20, "curl", "-s", "--max-time", "2", "172.18.0.12:8477")[victim] == 0
+	})
+}
+
+// TestServiceEnvironment: a pod started after a Service has its variables,
+// one started before does not.
+func TestServiceEnvironment(t *testing.T) {
+	c := up(t, 1)
+	k := c.kubectl
+	pod := func(name string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  containers: [{name: c, image: svcnet/echo}]
+`, name)
+	}
+	k.MustRun(pod("before"), "apply", "-f", "-")
+	c.until("pod before to run", time.Minute, func() bool { return len(podNames(c, "")) == 1 })
+	k.MustRun("", "create", "service", "clusterip", "late", "--tcp=80:8080")
+	k.MustRun(pod("after"), "apply", "-f", "-")
+	c.until("pod after to run", time.Minute, func() bool { return len(podNames(c, "")) == 2 })
+	after := k.MustRun("", "exec", "after", "--", "env")
+	for _, v := range []string{"LATE_SERVICE_HOST=", "LATE_SERVICE_PORT=80", "LATE_PORT_80_TCP_PROTO=tcp", "KUBERNETES_SERVICE_HOST=10.96.0.1"} {
+		if !strings.Contains(after, v) {
+			t.Errorf("pod after the service lacks %s:\n%s", v, after)
+		}
+	}
+	before := k.MustRun("", "exec", "before", "--", "env")
+	if strings.Contains(before, "LATE_SERVICE_HOST") || !strings.Contains(before, "KUBERNETES_SERVICE_HOST") {
+		t.Errorf("pod started before the service:\n%s", before)
+	}
+}
