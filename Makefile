@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/svcnet
 # Debian packages that svcnet and its tests use.
-DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl
+DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputils-ping procps
 # kubectl versions the end-to-end tests drive (google-cloud-cli's kubectl package).
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
@@ -30,6 +30,9 @@ deps:
 		if [ "$$(id -u)" != 0 ]; then echo "run as root (sudo make ...): apt-get must install$$missing"; exit 1; fi; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@# make run drives the cluster with kubectl: Debian's when there is none.
+	@command -v kubectl >/dev/null 2>&1 || { echo "installing kubernetes-client (kubectl)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
 
 ## check-kubectl: the tests drive the real kubectl, several versions of it
 check-kubectl:

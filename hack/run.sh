@@ -1,34 +1,52 @@
 #!/usr/bin/env bash
-# `make run`: start svcnet with the reference scenario (examples/hostnames.yaml).
+# `make run`: a 3-node svcnet cluster with the reference scenario
+# (examples/hostnames.yaml), shown from outside and from inside.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-state="${SVCNET_STATE:-$HOME/.svcnet/run}"
-mkdir -p "$state"
-port="${SVCNET_PORT:-6443}"
+name="${SVCNET_CLUSTER:-svcnet}"
+svcnet=./bin/svcnet
 
-echo "==> starting the svcnet API server (state in $state)"
-./bin/svcnet apiserver --data-dir "$state" --secure-port "$port" \
-	--service-node-port-range 8000-32767 >"$state/apiserver.log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT INT TERM
-export KUBECONFIG="$state/kubeconfigs/admin.kubeconfig"
-for _ in $(seq 100); do
-	if curl -skf "https://127.0.0.1:$port/readyz" >/dev/null; then break; fi
-	if ! kill -0 $pid 2>/dev/null; then cat "$state/apiserver.log"; exit 1; fi
-	sleep 0.2
-done
-echo "==> applying the reference scenario: examples/hostnames.yaml"
+if [ "$(id -u)" != 0 ]; then
+	echo "make run needs root: svcnet's nodes and pods are network namespaces (sudo make run)" >&2
+	exit 1
+fi
+# A fresh cluster each time.
+$svcnet down --name "$name" >/dev/null 2>&1 || true
+$svcnet up --name "$name" --nodes 3 --service-node-port-range 8000-32767
+export KUBECONFIG="$($svcnet kubeconfig --name "$name")"
+
+echo
+echo "==> kubectl apply -f examples/hostnames.yaml"
 kubectl apply -f examples/hostnames.yaml
-kubectl get deployments,services -o wide
+kubectl rollout status deployment/hostnames --timeout=90s
+kubectl get pods,services,endpointslices -o wide
+
+echo
+echo "==> From outside the cluster: curl <each node>:8477 (NodePort), 3 times each"
+for node in 172.18.0.11 172.18.0.12 172.18.0.13; do
+	for _ in 1 2 3; do
+		printf '%s:8477 -> ' "$node"
+		$svcnet exec --name "$name" client -- curl -s --max-time 2 "$node:8477" || echo "(no answer)"
+	done
+done
+
+pod=$(kubectl get pods -l app=hostnames -o jsonpath='{.items[0].metadata.name}')
+echo
+echo "==> From pod $pod: curl hostnames (DNS, then the cluster IP)"
+for _ in 1 2 3; do
+	$svcnet exec --name "$name" "default/$pod" -- curl -s --max-time 2 hostnames || echo "(no answer)"
+done
+
+echo
+echo "==> On node-1: iptables-save -t nat | grep hostnames"
+$svcnet exec --name "$name" node/node-1 -- iptables-save -t nat | grep -E 'hostnames|KUBE-SVC-|KUBE-SEP-' | grep hostnames || true
+
 cat <<MSG
 
-The API server is running; try, in another shell:
+The cluster keeps running in the background. Try:
   export KUBECONFIG=$KUBECONFIG
-  kubectl get all
-  kubectl describe service hostnames
-
-Not yet here: the controllers, the nodes and pods in network namespaces
-(svcnet up), the service proxy and the cluster DNS (issues 3-6). Until
-then the Deployment has no pods. Press Ctrl-C to stop.
+  kubectl scale deployment hostnames --replicas=5
+  $svcnet exec --name $name client -- curl -s 172.18.0.12:8477
+  $svcnet status --name $name
+  $svcnet down --name $name          # removes everything it made
 MSG
-wait $pid

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,8 +38,15 @@ func up(t *testing.T, nodes int, extra ...string) *localCluster {
 	}
 	c := &localCluster{t: t, name: fmt.Sprintf("e2e%d", rand.IntN(1e6)), home: t.TempDir(), bin: framework.Binary(t)}
 	t.Cleanup(c.down)
+	// A port of its own: clusters of parallel tests run side by side.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
 	args := append([]string{"up", "--name", c.name, "--nodes", fmt.Sprint(nodes), "--service-node-port-range", "8000-32767",
-		"--api-port", "0"}, extra...)
+		"--api-port", fmt.Sprint(port)}, extra...)
 	out, err := c.svcnet(args...)
 	if err != nil {
 		c.dumpLogs()
