@@ -29,6 +29,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newInternalCommand())
 	root.AddCommand(newUpCommand(), newDownCommand(), newKubeconfigCommand(), newEdgeCommand(),
 		newStatusCommand(), newExecCommand())
+	root.AddCommand(newDNSCommand())
 	return root
 }
 

@@ -171,6 +171,20 @@ func (f *Forwarder) Exchange(ctx context.Context, q dns.Question, do bool) (*dns
 	return m.Copy(), nil
 }
 
+// Cached answers q from the cache alone, never waiting on an upstream;
+// a miss is for Exchange (which counts it). The returned message belongs
+// to the caller.
+func (f *Forwarder) Cached(q dns.Question, do bool) (*dns.Msg, bool) {
+	if f.cache == nil {
+		return nil, false
+	}
+	m, ok := f.cache.get(cacheKey{strings.ToLower(dns.Fqdn(q.Name)), q.Qtype, q.Qclass, do}, f.opts.Now())
+	if ok {
+		f.m.cacheHits.Inc()
+	}
+	return m, ok
+}
+
 // clampDenial sets the SOA of a cached denial to the time the denial is
 // kept (RFC 2308 section 5), so it ages to zero with the entry and no
 // cache downstream keeps the denial longer than this one does.

@@ -19,45 +19,85 @@ const (
 	sourceInvalid  = "invalid"
 )
 
+// query is one query between reading and answering it. begin fills it
+// with everything that needs no waiting; wait, when set, is the part that
+// needs an upstream, so the UDP loop answers the rest on the spot and
+// only gives upstream questions a goroutine of their own.
+type query struct {
+	start  time.Time
+	tcp    bool
+	client netip.Addr
+	req    *dns.Msg // nil when the packet did not parse
+	opt    *dns.OPT
+	resp   *dns.Msg
+	source string
+	// raw is a finished response (FORMERR for what does not parse);
+	// drop says to send nothing at all.
+	raw  []byte
+	drop bool
+	wait func(ctx context.Context) (*dns.Msg, string)
+}
+
 // handle turns one query off the wire into the response to send, or nil
-// to send nothing. It never panics on any input (FuzzHandle checks).
+// to send nothing, waiting for upstreams inline (TCP and tests). It never
+// panics on any input (FuzzHandle checks).
+func (s *Server) handle(ctx context.Context, raw []byte, client netip.Addr, tcp bool) []byte {
+	q := s.begin(raw, client, tcp)
+	if q.wait != nil {
+		q.resp, q.source = q.wait(ctx)
+	}
+	return s.finish(&q, nil)
+}
+
+// begin parses raw and answers it as far as possible without waiting.
 //
 // Nothing is sent for packets too short to carry a header or with QR set:
 // answering those would let a forged source bounce packets between
 // servers.
-func (s *Server) handle(ctx context.Context, raw []byte, client netip.Addr, tcp bool) []byte {
-	start := time.Now()
-	proto := "udp"
-	if tcp {
-		proto = "tcp"
-	}
+func (s *Server) begin(raw []byte, client netip.Addr, tcp bool) query {
+	q := query{start: time.Now(), tcp: tcp, client: client}
 	if len(raw) < 12 || raw[2]&0x80 != 0 {
 		s.m.dropped.Inc()
-		return nil
+		q.drop = true
+		return q
 	}
 	req := new(dns.Msg)
 	if err := req.Unpack(raw); err != nil {
-		resp := formErrHeader(raw)
-		s.observe(start, proto, nil, dns.RcodeFormatError, sourceInvalid, client, len(resp))
-		return resp
+		q.raw = formErrHeader(raw)
+		q.source = sourceInvalid
+		return q
 	}
-
+	q.req = req
 	opt, optCount := edns(req)
-	var resp *dns.Msg
-	source := sourceZone
+	q.opt = opt
 	switch {
 	case optCount > 1:
-		resp = errorReply(req, dns.RcodeFormatError)
-		source = sourceInvalid
+		q.resp, q.source = errorReply(req, dns.RcodeFormatError), sourceInvalid
 	case opt != nil && opt.Version() != 0:
-		resp = errorReply(req, dns.RcodeBadVers) // RFC 6891 6.1.3
-		source = sourceInvalid
+		q.resp, q.source = errorReply(req, dns.RcodeBadVers), sourceInvalid // RFC 6891 6.1.3
 	default:
-		resp, source = s.answer(ctx, req, client, opt)
+		q.resp, q.source, q.wait = s.answer(req, client, opt)
 	}
+	return q
+}
 
+// finish sizes and packs the response (into buf when it is big enough)
+// and records it.
+func (s *Server) finish(q *query, buf []byte) []byte {
+	proto := "udp"
+	if q.tcp {
+		proto = "tcp"
+	}
+	if q.drop {
+		return nil
+	}
+	if q.raw != nil {
+		s.observe(q.start, proto, nil, dns.RcodeFormatError, q.source, q.client, len(q.raw))
+		return q.raw
+	}
+	req, resp, opt := q.req, q.resp, q.opt
 	size := dns.MaxMsgSize
-	if !tcp {
+	if !q.tcp {
 		size = dns.MinMsgSize
 		if opt != nil {
 			size = int(min(max(opt.UDPSize(), dns.MinMsgSize), s.opts.UDPSize))
@@ -72,12 +112,12 @@ func (s *Server) handle(ctx context.Context, raw []byte, client netip.Addr, tcp 
 	// Pack once in the common case; only an answer that is too big pays
 	// for measuring and cutting.
 	resp.Compress = true
-	out, err := resp.Pack()
+	out, err := resp.PackBuffer(buf)
 	if err == nil && len(out) > size {
 		if fit(resp, size) {
 			s.m.truncated.WithLabelValues(proto).Inc()
 		}
-		out, err = resp.Pack()
+		out, err = resp.PackBuffer(buf)
 	}
 	if err != nil {
 		// Data from an upstream that does not pack again; say so rather
@@ -86,12 +126,14 @@ func (s *Server) handle(ctx context.Context, raw []byte, client netip.Addr, tcp 
 		resp = errorReply(req, dns.RcodeServerFailure)
 		out, _ = resp.Pack()
 	}
-	s.observe(start, proto, req, resp.Rcode, source, client, len(out))
+	s.observe(q.start, proto, req, resp.Rcode, q.source, q.client, len(out))
 	return out
 }
 
-// answer resolves a well-formed request.
-func (s *Server) answer(ctx context.Context, req *dns.Msg, client netip.Addr, opt *dns.OPT) (*dns.Msg, string) {
+// answer resolves a well-formed request from the zone, or from the
+// forwarder's cache when it has one. What needs an upstream comes back
+// as wait; resp is then nil.
+func (s *Server) answer(req *dns.Msg, client netip.Addr, opt *dns.OPT) (resp *dns.Msg, source string, wait func(context.Context) (*dns.Msg, string)) {
 	idx := s.idx.Load() // one snapshot for the whole answer
 	res := s.resolver.Answer(idx, req, client)
 	do := opt != nil && opt.Do()
@@ -105,26 +147,34 @@ func (s *Server) answer(ctx context.Context, req *dns.Msg, client netip.Addr, op
 		if up == nil {
 			m := errorReply(req, dns.RcodeRefused)
 			m.RecursionAvailable = false
-			return m, sourceForward
+			return m, sourceForward, nil
 		}
-		fctx, cancel := context.WithTimeout(ctx, s.opts.ForwardTimeout)
-		defer cancel()
-		ans, err := up.Exchange(fctx, q, do)
-		if err != nil {
-			s.log.Debug("dns forward", "name", q.Name, "err", err)
-			return errorReply(req, dns.RcodeServerFailure), sourceForward
+		if c, ok := up.(CachedUpstream); ok {
+			if ans, ok := c.Cached(q, do); ok {
+				return forwarded(req, ans, do), sourceForward, nil
+			}
 		}
-		m := errorReply(req, ans.Rcode)
-		m.Answer, m.Ns, m.Extra = ans.Answer, ans.Ns, ans.Extra
-		m.AuthenticatedData = ans.AuthenticatedData && do
-		return m, sourceForward
+		return nil, "", func(ctx context.Context) (*dns.Msg, string) {
+			fctx, cancel := context.WithTimeout(ctx, s.opts.ForwardTimeout)
+			defer cancel()
+			ans, err := up.Exchange(fctx, q, do)
+			if err != nil {
+				s.log.Debug("dns forward", "name", q.Name, "err", err)
+				return errorReply(req, dns.RcodeServerFailure), sourceForward
+			}
+			return forwarded(req, ans, do), sourceForward
+		}
 	}
 
-	source := sourceZone
+	source = sourceZone
 	if res.Autopath {
 		source = sourceAutopath
+		s.m.autopath.Inc()
 	}
-	if res.Chase != nil {
+	if res.Chase == nil {
+		return res.Msg, source, nil
+	}
+	return nil, "", func(ctx context.Context) (*dns.Msg, string) {
 		fctx, cancel := context.WithTimeout(ctx, s.opts.ForwardTimeout)
 		defer cancel()
 		var upstream resolver.Exchange
@@ -135,12 +185,18 @@ func (s *Server) answer(ctx context.Context, req *dns.Msg, client netip.Addr, op
 		}
 		if res.Chase.Complete(res.Msg, q.Qtype, resolver.Route(idx, q.Qtype, upstream)) {
 			source = sourceAutopath
+			s.m.autopath.Inc()
 		}
+		return res.Msg, source
 	}
-	if source == sourceAutopath {
-		s.m.autopath.Inc()
-	}
-	return res.Msg, source
+}
+
+// forwarded is the response to req carrying an upstream's answer.
+func forwarded(req, ans *dns.Msg, do bool) *dns.Msg {
+	m := errorReply(req, ans.Rcode)
+	m.Answer, m.Ns, m.Extra = ans.Answer, ans.Ns, ans.Extra
+	m.AuthenticatedData = ans.AuthenticatedData && do
+	return m
 }
 
 // edns returns the request's OPT record and how many it has (more than
@@ -212,16 +268,19 @@ func fit(m *dns.Msg, size int) bool {
 
 func (s *Server) observe(start time.Time, proto string, req *dns.Msg, rcode int, source string, client netip.Addr, size int) {
 	d := time.Since(start)
-	qtype, name := "none", ""
-	if req != nil && len(req.Question) == 1 {
-		qtype = typeLabel(req.Question[0].Qtype)
-		name = req.Question[0].Name
+	var qtype uint16
+	one := req != nil && len(req.Question) == 1
+	if one {
+		qtype = req.Question[0].Qtype
 	}
-	s.m.requests.WithLabelValues(proto, qtype).Inc()
-	s.m.responses.WithLabelValues(qtype, rcodeLabel(rcode), source).Inc()
-	s.m.duration.WithLabelValues(source).Observe(d.Seconds())
+	s.m.count(proto, one, qtype, rcode, source)
+	s.m.observe(source, d.Seconds())
 	if s.opts.QueryLog {
-		s.log.Info("dns query", "client", client.String(), "proto", proto, "name", name, "type", qtype,
+		name, typ := "", "none"
+		if one {
+			name, typ = req.Question[0].Name, typeLabelAt(typeIndex[qtype])
+		}
+		s.log.Info("dns query", "client", client.String(), "proto", proto, "name", name, "type", typ,
 			"rcode", rcodeLabel(rcode), "source", source, "size", size, "duration", d)
 	}
 }

@@ -2,15 +2,21 @@ package server
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 type metrics struct {
-	requests    *prometheus.CounterVec
-	responses   *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
+	requests  *prometheus.CounterVec
+	responses *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	// The children of the vectors above, found once: hashing label
+	// values on every query costs as much as answering it.
+	reqCells    [2][len(metricTypes) + 1]atomic.Pointer[prometheus.Counter]
+	respCells   [len(metricTypes) + 1][numRcodes][len(sources)]atomic.Pointer[prometheus.Counter]
+	durCells    [len(sources)]atomic.Pointer[prometheus.Observer]
 	truncated   *prometheus.CounterVec
 	dropped     prometheus.Counter
 	autopath    prometheus.Counter
@@ -78,16 +84,91 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, errors.Join(errs...)
 }
 
-// typeLabel keeps the type label to a fixed set, so a client cannot grow
-// the metric's cardinality by asking for every type number.
-func typeLabel(t uint16) string {
-	switch t {
-	case dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypePTR, dns.TypeCNAME, dns.TypeTXT, dns.TypeMX,
-		dns.TypeNS, dns.TypeSOA, dns.TypeANY, dns.TypeHTTPS, dns.TypeSVCB, dns.TypeCAA, dns.TypeDS,
-		dns.TypeDNSKEY, dns.TypeAXFR, dns.TypeIXFR:
-		return dns.TypeToString[t]
+// metricTypes are the query types with a label of their own, so a client
+// cannot grow the metrics' cardinality by asking for every type number.
+var metricTypes = [...]uint16{
+	dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypePTR, dns.TypeCNAME, dns.TypeTXT, dns.TypeMX,
+	dns.TypeNS, dns.TypeSOA, dns.TypeANY, dns.TypeHTTPS, dns.TypeSVCB, dns.TypeCAA, dns.TypeDS,
+	dns.TypeDNSKEY, dns.TypeAXFR, dns.TypeIXFR,
+}
+
+// typeIndex maps a query type to its place in metricTypes plus one; 0 is
+// "other", and "none" (no single question) is counted as other too.
+var typeIndex = func() (t [1 << 16]uint8) {
+	for i, typ := range metricTypes {
+		t[typ] = uint8(i + 1)
 	}
-	return "other"
+	return t
+}()
+
+// sources are the values of the source label, in a fixed order.
+var sources = [...]string{sourceZone, sourceForward, sourceAutopath, sourceInvalid}
+
+func sourceIndex(s string) int {
+	for i, v := range sources {
+		if v == s {
+			return i
+		}
+	}
+	return len(sources) - 1
+}
+
+// numRcodes covers the rcodes with names (up to BADCOOKIE, 23) plus one
+// cell for "other".
+const numRcodes = 25
+
+func typeLabelAt(i uint8) string {
+	if i == 0 {
+		return "other"
+	}
+	return dns.TypeToString[metricTypes[i-1]]
+}
+
+// cell returns the metric in c, making it with mk the first time (a
+// race makes it twice, which is harmless: the vector returns one child).
+// Children are made lazily so that /metrics lists only series that
+// happened.
+func cell[M any](c *atomic.Pointer[M], mk func() M) M {
+	if p := c.Load(); p != nil {
+		return *p
+	}
+	v := mk()
+	c.Store(&v)
+	return v
+}
+
+// observe records how long a query from source took.
+func (m *metrics) observe(source string, seconds float64) {
+	si := sourceIndex(source)
+	cell(&m.durCells[si], func() prometheus.Observer { return m.duration.WithLabelValues(sources[si]) }).Observe(seconds)
+}
+
+// count adds one query and its response to the counters.
+func (m *metrics) count(proto string, hasQuestion bool, qtype uint16, rcode int, source string) {
+	ti, typ := uint8(0), "none"
+	if hasQuestion {
+		ti = typeIndex[qtype]
+		typ = typeLabelAt(ti)
+	}
+	pi := 0
+	if proto == "tcp" {
+		pi = 1
+	}
+	ri := rcode
+	if ri < 0 || ri >= numRcodes-1 || dns.RcodeToString[ri] == "" {
+		ri = numRcodes - 1
+	}
+	si := sourceIndex(source)
+	if !hasQuestion {
+		// "none" is rare (unparsable packets): no cell of its own.
+		m.requests.WithLabelValues(proto, typ).Inc()
+		m.responses.WithLabelValues(typ, rcodeLabel(rcode), source).Inc()
+		return
+	}
+	cell(&m.reqCells[pi][ti], func() prometheus.Counter { return m.requests.WithLabelValues(proto, typ) }).Inc()
+	cell(&m.respCells[ti][ri][si], func() prometheus.Counter {
+		return m.responses.WithLabelValues(typ, rcodeLabel(rcode), source)
+	}).Inc()
 }
 
 func rcodeLabel(rc int) string {

@@ -35,6 +35,15 @@ type Upstream interface {
 	Exchange(ctx context.Context, q dns.Question, do bool) (*dns.Msg, error)
 }
 
+// CachedUpstream is an Upstream with a cache that can be asked without
+// waiting (*forward.Forwarder is one). The server answers cache hits on
+// its read loop and gives only misses a goroutine. The returned message
+// belongs to the caller.
+type CachedUpstream interface {
+	Upstream
+	Cached(q dns.Question, do bool) (*dns.Msg, bool)
+}
+
 // Options configure a Server.
 type Options struct {
 	// Zone is served with SERVFAIL until the first SetIndex, so that no

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/dns/cluster"
+)
+
+func newDNSCommand() *cobra.Command {
+	o := cluster.Defaults()
+	cmd := &cobra.Command{
+		Use:   "dns",
+		Short: "Serve cluster DNS from Services and EndpointSlices, forward other names upstream",
+		Long: `Answer the names of the Kubernetes DNS-based service discovery specification
+(schema 1.1.0) for the cluster zone, from Services, EndpointSlices and Pods watched
+through the Kubernetes API, as CoreDNS's kubernetes plugin does; every other name
+goes to the upstream servers (--upstream, else the nameservers of --resolv-conf)
+through a cache with health-checked failover. The zone has no cache: each change
+swaps in a new snapshot, and cluster names keep resolving when every upstream is
+down. The nameserver record names the ClusterIPs of kube-system/kube-dns.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cluster.Run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API server (required)")
+	f.StringVar(&o.Listen, "listen", o.Listen, "address to serve DNS on, UDP and TCP (ADDRESS:PORT)")
+	f.StringVar(&o.Zone, "zone", o.Zone, "cluster domain")
+	f.StringSliceVar(&o.Upstreams, "upstream", o.Upstreams, "upstream DNS servers, IP or IP:PORT, comma separated, tried in order (default: the nameservers of --resolv-conf)")
+	f.StringVar(&o.ResolvConf, "resolv-conf", o.ResolvConf, "resolv.conf giving the upstreams when --upstream is not set, and the node's search list for --autopath")
+	f.StringVar(&o.Pods, "pods", o.Pods, "pod records a-b-c-d.<ns>.pod.<zone>: disabled, insecure (any address) or verified (only addresses of pods in that namespace)")
+	f.IntVar(&o.TTL, "ttl", o.TTL, "TTL of cluster answers and of their denials, in seconds (1-3600)")
+	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics and /debug/pprof (0 to disable)")
+	f.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "address of /healthz and /readyz (0 to disable; may equal --metrics-bind-address)")
+	f.BoolVar(&o.QueryLog, "query-log", o.QueryLog, "log every query (one line each)")
+	f.StringSliceVar(&o.ServiceCIDRs, "service-cidr", o.ServiceCIDRs, "service CIDRs, comma separated: PTR questions in them are answered here, never forwarded")
+	f.StringSliceVar(&o.PodCIDRs, "pod-cidr", o.PodCIDRs, "pod CIDRs, comma separated: PTR questions in them are answered here, never forwarded")
+	f.BoolVar(&o.Autopath, "autopath", o.Autopath, "answer the search-path expansions of outside names on the server for pods whose namespace is known from their IP (watches Pods)")
+	return cmd
+}

@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	dir := t.TempDir()
+	resolv := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("search corp.example lab.example\nnameserver 192.0.2.53\nnameserver 2001:db8::53\noptions ndots:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.conf")
+	if err := os.WriteFile(empty, []byte("search corp.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := func(f func(*Options)) Options {
+		o := Defaults()
+		o.Kubeconfig = "kc"
+		o.Listen = "127.0.0.1:5353"
+		o.ResolvConf = resolv
+		f(&o)
+		return o
+	}
+	cases := []struct {
+		name       string
+		opts       Options
+		wantErr    string // substring; empty means success
+		upstreams  []string
+		hostSearch []string
+	}{
+		{name: "resolv.conf upstreams", opts: base(func(*Options) {}),
+			upstreams: []string{"192.0.2.53:53", "[2001:db8::53]:53"}, hostSearch: []string{"corp.example", "lab.example"}},
+		{name: "flags win over resolv.conf", opts: base(func(o *Options) { o.Upstreams = []string{"127.0.0.1:1053", "::1", "10.0.0.1"} }),
+			upstreams: []string{"127.0.0.1:1053", "[::1]:53", "10.0.0.1:53"}, hostSearch: []string{"corp.example", "lab.example"}},
+		{name: "missing resolv.conf is fine with upstreams", opts: base(func(o *Options) {
+			o.Upstreams = []string{"127.0.0.1:1053"}
+			o.ResolvConf = filepath.Join(dir, "nope")
+		}), upstreams: []string{"127.0.0.1:1053"}},
+		{name: "no resolv.conf at all", opts: base(func(o *Options) { o.Upstreams = []string{"127.0.0.1:1053"}; o.ResolvConf = "" }),
+			upstreams: []string{"127.0.0.1:1053"}},
+		{name: "wildcard listen", opts: base(func(o *Options) { o.Listen = ":53" }), upstreams: []string{"192.0.2.53:53", "[2001:db8::53]:53"},
+			hostSearch: []string{"corp.example", "lab.example"}},
+
+		{name: "kubeconfig required", opts: base(func(o *Options) { o.Kubeconfig = "" }), wantErr: "--kubeconfig is required"},
+		{name: "listen without port", opts: base(func(o *Options) { o.Listen = "127.0.0.1" }), wantErr: `--listen "127.0.0.1": want ADDRESS:PORT`},
+		{name: "listen on a name", opts: base(func(o *Options) { o.Listen = "localhost:53" }), wantErr: "not an IP address"},
+		{name: "listen bad port", opts: base(func(o *Options) { o.Listen = "127.0.0.1:70000" }), wantErr: "not a number from 0 to 65535"},
+		{name: "zone", opts: base(func(o *Options) { o.Zone = "bad zone" }), wantErr: "--zone"},
+		{name: "zone root", opts: base(func(o *Options) { o.Zone = "." }), wantErr: "--zone"},
+		{name: "pods", opts: base(func(o *Options) { o.Pods = "yes" }), wantErr: "want disabled, insecure or verified"},
+		{name: "ttl zero", opts: base(func(o *Options) { o.TTL = 0 }), wantErr: "--ttl 0: want 1 to 3600"},
+		{name: "ttl large", opts: base(func(o *Options) { o.TTL = 86400 }), wantErr: "--ttl 86400"},
+		{name: "upstream name", opts: base(func(o *Options) { o.Upstreams = []string{"dns.google:53"} }), wantErr: `--upstream "dns.google:53"`},
+		{name: "upstream port 0", opts: base(func(o *Options) { o.Upstreams = []string{"127.0.0.1:0"} }), wantErr: "port 0"},
+		{name: "upstream is ourselves", opts: base(func(o *Options) { o.Upstreams = []string{"127.0.0.1:5353"} }), wantErr: "own --listen address"},
+		{name: "upstream is ourselves on wildcard", opts: base(func(o *Options) {
+			o.Listen = "0.0.0.0:5353"
+			o.Upstreams = []string{"127.0.0.1:5353"}
+		}), wantErr: "own --listen address"},
+		{name: "no upstream anywhere", opts: base(func(o *Options) { o.ResolvConf = empty }), wantErr: "has no nameserver line"},
+		{name: "no upstream, no resolv.conf", opts: base(func(o *Options) { o.ResolvConf = "" }), wantErr: "give --upstream or --resolv-conf"},
+		{name: "resolv.conf missing", opts: base(func(o *Options) { o.ResolvConf = filepath.Join(dir, "nope") }), wantErr: "--resolv-conf"},
+		{name: "service cidr", opts: base(func(o *Options) { o.ServiceCIDRs = []string{"10.96.0.0/12", "10.96.0.0"} }), wantErr: `--service-cidr "10.96.0.0"`},
+		{name: "pod cidr", opts: base(func(o *Options) { o.PodCIDRs = []string{"fd00::/300"} }), wantErr: `--pod-cidr "fd00::/300"`},
+		{name: "metrics address", opts: base(func(o *Options) { o.MetricsBindAddress = "9153" }), wantErr: "--metrics-bind-address"},
+		{name: "health address", opts: base(func(o *Options) { o.HealthBindAddress = "localhost:8080" }), wantErr: "--health-bind-address"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.opts.parse()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parse() error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parse() = %v", err)
+			}
+			if !slices.Equal(c.upstreams, tc.upstreams) {
+				t.Errorf("upstreams = %q, want %q", c.upstreams, tc.upstreams)
+			}
+			if !slices.Equal(c.hostSearch, tc.hostSearch) {
+				t.Errorf("host search = %q, want %q", c.hostSearch, tc.hostSearch)
+			}
+		})
+	}
+}
+
+// TestParseReportsEveryError: a person fixing a command line should see
+// all of its mistakes at once, not one per attempt.
+func TestParseReportsEveryError(t *testing.T) {
+	o := Defaults()
+	o.Listen, o.TTL, o.Pods = "x", -1, "all"
+	_, err := o.parse()
+	if err == nil {
+		t.Fatal("parse() succeeded")
+	}
+	for _, want := range []string{"--kubeconfig", "--listen", "--ttl", "--pods"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+package dns_test
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/dns/dnstest"
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+// The scale of FACTS.md's CoreDNS measurement.
+const (
+	benchServices   = 10000
+	benchNamespaces = 20
+	benchExternal   = 1000
+)
+
+var (
+	benchSeconds = flag.Int("dns.seconds", 10, "length of each dnsperf run, in seconds")
+	benchProfile = flag.String("dns.cpuprofile", "", "write a CPU profile of svcnet dns during the cluster-name maximum-rate run to this file")
+)
+
+// BenchmarkDNS10kServices measures `svcnet dns` with dnsperf on this
+// machine: the maximum rate and the latency at 80 % of it, for cluster
+// names, outside names answered from the cache, and NXDOMAIN, with
+// 10,000 Services in the zone. dnsperf and the server share the machine's
+// cores, as in FACTS.md's CoreDNS figures. Run it with
+//
+//	go test ./test/e2e/dns -run - -bench DNS10k -benchtime 1x
+//
+// Each class runs twice: once flat out (dnsperf -q 100, the rate is the
+// maximum) and once held at 80 % of that rate with -Q, where each
+// query's latency is read from dnsperf -v.
+func BenchmarkDNS10kServices(b *testing.B) {
+	if _, err := exec.LookPath("dnsperf"); err != nil {
+		b.Skip("dnsperf not installed (Debian package dnsperf; make deps installs it)")
+	}
+	api := framework.StartAPIServer(b)
+	client := api.Client()
+	ctx := context.Background()
+	names := createBenchServices(b, api)
+	kubeDNS := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"},
+		Spec: corev1.ServiceSpec{ClusterIP: kubeDNSIP, Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}}
+	if _, err := client.CoreV1().Services("kube-system").Create(ctx, kubeDNS, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+
+	up := dnstest.StartUpstream(b)
+	var external []string
+	for i := range benchExternal {
+		n := fmt.Sprintf("host-%04d.example.org.", i)
+		up.Add(b, n+" 3600 IN A 192.0.2."+strconv.Itoa(1+i%250))
+		external = append(external, n)
+	}
+	d := startDNS(b, api, up.Addr)
+	last := names[len(names)-1]
+	start := time.Now()
+	for {
+		m, err := d.exchange("udp", last, dns.TypeA, time.Second)
+		if err == nil && len(m.Answer) == 1 {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			b.Fatalf("%s not answered a minute after the last create", last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Warm the cache so that the external class measures cache hits.
+	for _, n := range external {
+		if m, err := d.exchange("udp", n, dns.TypeA, time.Second); err != nil || len(m.Answer) != 1 {
+			b.Fatalf("warming %s: %v %v", n, summary(m), err)
+		}
+	}
+
+	var nx []string
+	for i := range benchServices {
+		nx = append(nx, fmt.Sprintf("nope-%05d.ns-%02d.svc.cluster.local.", i, i%benchNamespaces))
+	}
+	classes := []struct {
+		name  string
+		names []string
+	}{
+		{"cluster", names},
+		{"external-cached", external},
+		{"nxdomain", nx},
+	}
+	host, port, _ := strings.Cut(d.Addr, ":")
+	b.ResetTimer()
+	for _, c := range classes {
+		file := writeQueries(b, c.names)
+		b.Run(c.name, func(b *testing.B) {
+			var prof chan []byte
+			if *benchProfile != "" && c.name == "cluster" {
+				prof = d.profile(b, *benchSeconds-2)
+			}
+			cpu0 := d.cpuSeconds(b)
+			max := runDNSPerf(b, host, port, file, 0, false)
+			cpu1 := d.cpuSeconds(b)
+			if prof != nil {
+				if err := os.WriteFile(*benchProfile, <-prof, 0o644); err != nil {
+					b.Error(err)
+				}
+			}
+			held := runDNSPerf(b, host, port, file, int(max.qps*0.8), true)
+			b.ReportMetric(max.qps, "max-qps")
+			b.ReportMetric(float64(max.lostPermille)/10, "max-lost-%")
+			b.ReportMetric(max.avg.Seconds()*1000, "max-avg-ms")
+			b.ReportMetric((cpu1-cpu0)/max.elapsed.Seconds(), "server-cores")
+			b.ReportMetric(max.clientCPU/max.elapsed.Seconds(), "dnsperf-cores")
+			b.ReportMetric(held.qps, "80%-qps")
+			b.ReportMetric(float64(held.p50.Microseconds())/1000, "80%-p50-ms")
+			b.ReportMetric(float64(held.p99.Microseconds())/1000, "80%-p99-ms")
+			b.ReportMetric(float64(held.p999.Microseconds())/1000, "80%-p99.9-ms")
+			b.ReportMetric(float64(held.lostPermille)/10, "80%-lost-%")
+			b.Logf("%s: max %.0f q/s (avg latency %s, lost %.1f%%, server %.2f cores, dnsperf %.2f cores); at %.0f q/s: p50 %s p99 %s p99.9 %s, lost %.1f%%",
+				c.name, max.qps, max.avg, float64(max.lostPermille)/10, (cpu1-cpu0)/max.elapsed.Seconds(), max.clientCPU/max.elapsed.Seconds(),
+				held.qps, held.p50, held.p99, held.p999, float64(held.lostPermille)/10)
+		})
+	}
+}
+
+// createBenchServices makes benchServices ClusterIP Services over
+// benchNamespaces namespaces, 64 writes at a time, and returns their
+// names.
+func createBenchServices(b *testing.B, api *framework.APIServer) []string {
+	b.Helper()
+	c := api.Client()
+	ctx := context.Background()
+	for i := range benchNamespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns-%02d", i)}}
+		if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for i := range work {
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%05d", i)},
+					Spec: corev1.ServiceSpec{Selector: map[string]string{"app": strconv.Itoa(i)},
+						Ports: []corev1.ServicePort{{Name: "http", Port: 80}, {Name: "https", Port: 443}}}}
+				ns := fmt.Sprintf("ns-%02d", i%benchNamespaces)
+				if _, err := c.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for i := range benchServices {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	b.Logf("created %d Services in %s", benchServices, time.Since(start).Round(time.Millisecond))
+	var names []string
+	for i := range benchServices {
+		names = append(names, fmt.Sprintf("svc-%05d.ns-%02d.svc.cluster.local.", i, i%benchNamespaces))
+	}
+	return names
+}
+
+// writeQueries writes a dnsperf data file: the names in random order, so
+// that no cache line or map bucket is favoured by the order.
+func writeQueries(b *testing.B, names []string) string {
+	b.Helper()
+	shuffled := slices.Clone(names)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	var sb strings.Builder
+	for _, n := range shuffled {
+		sb.WriteString(n + " A\n")
+	}
+	f := filepath.Join(b.TempDir(), "queries")
+	if err := os.WriteFile(f, []byte(sb.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+type perfResult struct {
+	qps            float64
+	avg            time.Duration
+	lostPermille   int
+	elapsed        time.Duration
+	clientCPU      float64 // seconds of CPU dnsperf used
+	p50, p99, p999 time.Duration
+}
+
+var (
+	qpsLine     = regexp.MustCompile(`Queries per second:\s+([\d.]+)`)
+	avgLine     = regexp.MustCompile(`Average Latency \(s\):\s+([\d.]+)`)
+	sentLine    = regexp.MustCompile(`Queries sent:\s+(\d+)`)
+	lostLine    = regexp.MustCompile(`Queries lost:\s+(\d+)`)
+	runTimeLine = regexp.MustCompile(`Run time \(s\):\s+([\d.]+)`)
+)
+
+// runDNSPerf runs dnsperf against host:port for -dns.seconds, flat out
+// with 100 queries outstanding, or held at rate with per-query latencies.
+// Only loopback is ever asked: host comes from the server's --listen.
+func runDNSPerf(b *testing.B, host, port, file string, rate int, verbose bool) perfResult {
+	b.Helper()
+	if host != "127.0.0.1" {
+		b.Fatalf("refusing to run dnsperf against %s: loopback only", host)
+	}
+	args := []string{"-s", host, "-p", port, "-d", file, "-l", strconv.Itoa(*benchSeconds), "-q", "100", "-t", "2"}
+	if rate > 0 {
+		args = append(args, "-Q", strconv.Itoa(rate))
+	}
+	if verbose {
+		args = append(args, "-v")
+	}
+	// dnsperf writes to a file, read afterwards: parsing its -v lines
+	// while it runs would take CPU from dnsperf and the server.
+	outPath := filepath.Join(b.TempDir(), "dnsperf.out")
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer outFile.Close()
+	cmd := exec.Command("dnsperf", args...)
+	cmd.Stdout = outFile
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("dnsperf %v: %v\n%s", args, err, stderr.String())
+	}
+	if _, err := outFile.Seek(0, 0); err != nil {
+		b.Fatal(err)
+	}
+	var r perfResult
+	var lat []time.Duration
+	var summaryText strings.Builder
+	sc := bufio.NewScanner(outFile)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "> "); ok {
+			// "> NOERROR name A 0.000123"
+			if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+				if s, err := strconv.ParseFloat(rest[i+1:], 64); err == nil {
+					lat = append(lat, time.Duration(s*float64(time.Second)))
+				}
+			}
+			continue
+		}
+		summaryText.WriteString(line + "\n")
+	}
+	r.clientCPU = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	out := summaryText.String()
+	num := func(re *regexp.Regexp) float64 {
+		m := re.FindStringSubmatch(out)
+		if m == nil {
+			b.Fatalf("dnsperf output lacks %s:\n%s", re, out)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	r.qps = num(qpsLine)
+	r.avg = time.Duration(num(avgLine) * float64(time.Second))
+	r.elapsed = time.Duration(num(runTimeLine) * float64(time.Second))
+	if sent := num(sentLine); sent > 0 {
+		r.lostPermille = int(num(lostLine) * 1000 / sent)
+	}
+	if verbose {
+		if len(lat) == 0 {
+			b.Fatalf("dnsperf -v printed no latencies:\n%s", out)
+		}
+		slices.Sort(lat)
+		pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
+		r.p50, r.p99, r.p999 = pct(0.50), pct(0.99), pct(0.999)
+	}
+	b.Logf("dnsperf %s\n%s", strings.Join(args, " "), indent(out))
+	return r
+}
+
+func indent(s string) string {
+	var sb strings.Builder
+	for l := range strings.SplitSeq(strings.TrimSpace(s), "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		sb.WriteString("    " + l + "\n")
+	}
+	return sb.String()
+}
