@@ -1,9 +1,12 @@
 package cluster_test
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
 // TestNodeAgent: probes, restarts and their reasons, graceful termination,
@@ -104,6 +107,14 @@ spec:
 	}
 	if _, stderr, err := k.Run("", "exec", "stubborn", "--", "sh", "-c", "exit 7"); err == nil || !strings.Contains(stderr, "exit code 7") {
 		t.Errorf("exec exit code: %v %q", err, stderr)
+	}
+	// kubectl exec -it gets a terminal in the pod (script gives kubectl one).
+	for _, version := range []string{"1.27", "1.33"} {
+		kv := framework.NewKubectl(t, version, k.Kubeconfig)
+		out, err := exec.Command("script", "-qec", kv.Path+" --kubeconfig "+k.Kubeconfig+" exec -it stubborn -- tty", "/dev/null").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "/dev/pts/") {
+			t.Errorf("kubectl %s exec -it: %v %q", version, err, out)
+		}
 	}
 	// The exec liveness probe keeps passing: no restart.
 	time.Sleep(3 * time.Second)
