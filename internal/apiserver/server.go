@@ -278,6 +278,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.close()
 		return nil, err
 	}
+	serveNoCRDs(s.generic)
 	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), advertise: opts.AdvertiseAddress, port: port}
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
 	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", startLifecycleControllers)

@@ -178,6 +178,10 @@ func TestKubectl(t *testing.T) {
 			if !strings.Contains(errOut, "error") {
 				t.Errorf("malformed YAML: got %q", errOut)
 			}
+			errOut = k.MustFail("apiVersion: v1\nkind: Frobnicator\nmetadata: {name: f}\n", append(n, "apply", "-f", "-")...)
+			if !strings.Contains(errOut, `no matches for kind "Frobnicator" in version "v1"`) {
+				t.Errorf("unknown kind: got %q", errOut)
+			}
 			errOut = k.MustFail("", append(n, "create", "service", "clusterip", "taken", "--tcp=80", "--clusterip="+after.Spec.ClusterIP)...)
 			if !strings.Contains(errOut, "already allocated") {
 				t.Errorf("taken cluster IP: got %q", errOut)
