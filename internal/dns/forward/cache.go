@@ -55,14 +55,16 @@ func (c *cache) shard(k cacheKey) *shard {
 }
 
 // get returns a copy of the answer for k with TTLs aged by the time it
-// spent in the cache, so downstream caches never keep it past its life.
-func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, bool) {
+// spent in the cache, so downstream caches never keep it past its life,
+// and until when that copy stays the same: the next whole second of age,
+// or the expiry.
+func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, time.Time, bool) {
 	s := c.shard(k)
 	s.mu.RLock()
 	e, ok := s.m[k]
 	s.mu.RUnlock()
 	if !ok {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	if !now.Before(e.expires) {
 		s.mu.Lock()
@@ -70,9 +72,13 @@ func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, bool) {
 			delete(s.m, k)
 		}
 		s.mu.Unlock()
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	age := uint32(now.Sub(e.stored) / time.Second)
+	until := e.stored.Add(time.Duration(age+1) * time.Second)
+	if e.expires.Before(until) {
+		until = e.expires
+	}
 	m := e.msg.Copy()
 	for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
 		for _, rr := range sec {
@@ -80,7 +86,7 @@ func (c *cache) get(k cacheKey, now time.Time) (*dns.Msg, bool) {
 			h.Ttl = max(h.Ttl, age) - age
 		}
 	}
-	return m, true
+	return m, until, true
 }
 
 func (c *cache) put(k cacheKey, m *dns.Msg, ttl time.Duration, now time.Time) {

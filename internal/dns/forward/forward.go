@@ -145,7 +145,7 @@ func (f *Forwarder) Exchange(ctx context.Context, q dns.Question, do bool) (*dns
 	q.Name = strings.ToLower(dns.Fqdn(q.Name))
 	k := cacheKey{q.Name, q.Qtype, q.Qclass, do}
 	if f.cache != nil {
-		if m, ok := f.cache.get(k, f.opts.Now()); ok {
+		if m, _, ok := f.cache.get(k, f.opts.Now()); ok {
 			f.m.cacheHits.Inc()
 			return m, nil
 		}
@@ -172,18 +172,24 @@ func (f *Forwarder) Exchange(ctx context.Context, q dns.Question, do bool) (*dns
 }
 
 // Cached answers q from the cache alone, never waiting on an upstream;
-// a miss is for Exchange (which counts it). The returned message belongs
-// to the caller.
-func (f *Forwarder) Cached(q dns.Question, do bool) (*dns.Msg, bool) {
+// a miss is for Exchange (which counts it). until is when the answer
+// changes (its TTLs age by a second, or it expires): until then the
+// server may repeat it without asking again. The returned message
+// belongs to the caller.
+func (f *Forwarder) Cached(q dns.Question, do bool) (m *dns.Msg, until time.Time, ok bool) {
 	if f.cache == nil {
-		return nil, false
+		return nil, time.Time{}, false
 	}
-	m, ok := f.cache.get(cacheKey{strings.ToLower(dns.Fqdn(q.Name)), q.Qtype, q.Qclass, do}, f.opts.Now())
+	m, until, ok = f.cache.get(cacheKey{strings.ToLower(dns.Fqdn(q.Name)), q.Qtype, q.Qclass, do}, f.opts.Now())
 	if ok {
 		f.m.cacheHits.Inc()
 	}
-	return m, ok
+	return m, until, ok
 }
+
+// CountHit counts a cache hit that the server answered by repeating an
+// earlier answer of Cached.
+func (f *Forwarder) CountHit() { f.m.cacheHits.Inc() }
 
 // clampDenial sets the SOA of a cached denial to the time the denial is
 // kept (RFC 2308 section 5), so it ages to zero with the entry and no

@@ -274,3 +274,48 @@ func TestNewErrors(t *testing.T) {
 		t.Error("second forwarder on one registry: want a registration error")
 	}
 }
+
+// TestCached: the server's no-wait path sees only what Exchange put in
+// the cache, and learns when that answer next changes.
+func TestCached(t *testing.T) {
+	up := dnstest.StartUpstream(t)
+	up.Add(t, "www.example.com. 3 IN A 192.0.2.1")
+	clk := newClock()
+	f := newForwarder(t, Options{Upstreams: []string{up.Addr}, Now: clk.now})
+	q := dns.Question{Name: "WWW.example.com.", Qtype: dns.TypeA, Qclass: dns.ClassINET}
+	if _, _, ok := f.Cached(q, false); ok {
+		t.Fatal("hit before anything was asked")
+	}
+	ask(t, f, "www.example.com.", dns.TypeA)
+	stored := clk.now()
+	cases := []struct {
+		after     time.Duration
+		ok        bool
+		ttl       uint32
+		untilFrom time.Duration // until - stored
+	}{
+		{0, true, 3, time.Second},
+		{1500 * time.Millisecond, true, 2, 2 * time.Second},
+		{2999 * time.Millisecond, true, 1, 3 * time.Second}, // the expiry, not a fourth second
+		{3 * time.Second, false, 0, 0},
+	}
+	for _, tc := range cases {
+		clk.t.Store(stored.Add(tc.after).UnixNano())
+		m, until, ok := f.Cached(q, false)
+		if ok != tc.ok {
+			t.Fatalf("after %s: hit = %v, want %v", tc.after, ok, tc.ok)
+		}
+		if !ok {
+			continue
+		}
+		if ttl := m.Answer[0].Header().Ttl; ttl != tc.ttl {
+			t.Errorf("after %s: TTL %d, want %d", tc.after, ttl, tc.ttl)
+		}
+		if got := until.Sub(stored); got != tc.untilFrom {
+			t.Errorf("after %s: until stored+%s, want stored+%s", tc.after, got, tc.untilFrom)
+		}
+	}
+	if _, _, ok := f.Cached(dns.Question{Name: "www.example.com.", Qtype: dns.TypeA, Qclass: dns.ClassINET}, true); ok {
+		t.Error("a DO question hit the answer to a question without DO")
+	}
+}

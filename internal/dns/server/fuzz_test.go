@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -61,7 +63,19 @@ func FuzzHandle(f *testing.F) {
 	s.SetIndex(buildIndex(fixture()), time.Time{})
 	client := netip.MustParseAddr("127.0.0.1")
 
+	addr := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5353}
+	buf := make([]byte, dns.MaxMsgSize)
+	var key []byte
 	f.Fuzz(func(t *testing.T, pkt []byte) {
+		// The UDP loop's memo answers exactly as the full path does, the
+		// first time and from the memo.
+		full := s.handle(context.Background(), pkt, client, false)
+		for range 2 {
+			got, later := s.answerUDP(context.Background(), pkt, addr, buf, &key)
+			if later == nil && !bytes.Equal(got, full) {
+				t.Fatalf("read-loop answer differs from the full path's\nquery %x\n got %x\nwant %x", pkt, got, full)
+			}
+		}
 		for _, tcp := range []bool{false, true} {
 			resp := s.handle(context.Background(), pkt, client, tcp)
 			if len(pkt) < 12 || pkt[2]&0x80 != 0 {

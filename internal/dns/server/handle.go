@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcnet/svcnet/internal/dns/index"
 	"github.com/svcnet/svcnet/internal/dns/resolver"
 )
 
@@ -36,6 +37,9 @@ type query struct {
 	raw  []byte
 	drop bool
 	wait func(ctx context.Context) (*dns.Msg, string)
+	// until is set for an answer from the forward cache: when it stops
+	// being the cache's answer.
+	until time.Time
 }
 
 // handle turns one query off the wire into the response to send, or nil
@@ -55,6 +59,11 @@ func (s *Server) handle(ctx context.Context, raw []byte, client netip.Addr, tcp 
 // answering those would let a forged source bounce packets between
 // servers.
 func (s *Server) begin(raw []byte, client netip.Addr, tcp bool) query {
+	return s.beginAt(s.idx.Load(), raw, client, tcp)
+}
+
+// beginAt is begin with the snapshot to answer from.
+func (s *Server) beginAt(idx *index.Index, raw []byte, client netip.Addr, tcp bool) query {
 	q := query{start: time.Now(), tcp: tcp, client: client}
 	if len(raw) < 12 || raw[2]&0x80 != 0 {
 		s.m.dropped.Inc()
@@ -76,7 +85,7 @@ func (s *Server) begin(raw []byte, client netip.Addr, tcp bool) query {
 	case opt != nil && opt.Version() != 0:
 		q.resp, q.source = errorReply(req, dns.RcodeBadVers), sourceInvalid // RFC 6891 6.1.3
 	default:
-		q.resp, q.source, q.wait = s.answer(req, client, opt)
+		q.resp, q.source, q.until, q.wait = s.answer(idx, req, client, opt)
 	}
 	return q
 }
@@ -131,10 +140,11 @@ func (s *Server) finish(q *query, buf []byte) []byte {
 }
 
 // answer resolves a well-formed request from the zone, or from the
-// forwarder's cache when it has one. What needs an upstream comes back
-// as wait; resp is then nil.
-func (s *Server) answer(req *dns.Msg, client netip.Addr, opt *dns.OPT) (resp *dns.Msg, source string, wait func(context.Context) (*dns.Msg, string)) {
-	idx := s.idx.Load() // one snapshot for the whole answer
+// forwarder's cache when it has one (until then says how long that
+// answer holds). What needs an upstream comes back as wait; resp is then
+// nil.
+func (s *Server) answer(idx *index.Index, req *dns.Msg, client netip.Addr, opt *dns.OPT) (
+	resp *dns.Msg, source string, until time.Time, wait func(context.Context) (*dns.Msg, string)) {
 	res := s.resolver.Answer(idx, req, client)
 	do := opt != nil && opt.Do()
 	up := s.opts.Upstream
@@ -147,14 +157,14 @@ func (s *Server) answer(req *dns.Msg, client netip.Addr, opt *dns.OPT) (resp *dn
 		if up == nil {
 			m := errorReply(req, dns.RcodeRefused)
 			m.RecursionAvailable = false
-			return m, sourceForward, nil
+			return m, sourceForward, time.Time{}, nil
 		}
 		if c, ok := up.(CachedUpstream); ok {
-			if ans, ok := c.Cached(q, do); ok {
-				return forwarded(req, ans, do), sourceForward, nil
+			if ans, until, ok := c.Cached(q, do); ok {
+				return forwarded(req, ans, do), sourceForward, until, nil
 			}
 		}
-		return nil, "", func(ctx context.Context) (*dns.Msg, string) {
+		return nil, "", time.Time{}, func(ctx context.Context) (*dns.Msg, string) {
 			fctx, cancel := context.WithTimeout(ctx, s.opts.ForwardTimeout)
 			defer cancel()
 			ans, err := up.Exchange(fctx, q, do)
@@ -172,9 +182,9 @@ func (s *Server) answer(req *dns.Msg, client netip.Addr, opt *dns.OPT) (resp *dn
 		s.m.autopath.Inc()
 	}
 	if res.Chase == nil {
-		return res.Msg, source, nil
+		return res.Msg, source, time.Time{}, nil
 	}
-	return nil, "", func(ctx context.Context) (*dns.Msg, string) {
+	return nil, "", time.Time{}, func(ctx context.Context) (*dns.Msg, string) {
 		fctx, cancel := context.WithTimeout(ctx, s.opts.ForwardTimeout)
 		defer cancel()
 		var upstream resolver.Exchange

@@ -37,11 +37,15 @@ type Upstream interface {
 
 // CachedUpstream is an Upstream with a cache that can be asked without
 // waiting (*forward.Forwarder is one). The server answers cache hits on
-// its read loop and gives only misses a goroutine. The returned message
-// belongs to the caller.
+// its read loop and gives only misses a goroutine.
 type CachedUpstream interface {
 	Upstream
-	Cached(q dns.Question, do bool) (*dns.Msg, bool)
+	// Cached answers from the cache alone. The message belongs to the
+	// caller; until is when the cache's answer changes (its TTLs age or
+	// it expires), and the server may repeat this one until then.
+	Cached(q dns.Question, do bool) (m *dns.Msg, until time.Time, ok bool)
+	// CountHit records a cache hit answered with such a repeat.
+	CountHit()
 }
 
 // Options configure a Server.
@@ -79,6 +83,7 @@ type Options struct {
 type Server struct {
 	opts     Options
 	idx      atomic.Pointer[index.Index]
+	memo     atomic.Pointer[memo] // the packed answers of a recent idx
 	resolver *resolver.Resolver
 	log      *slog.Logger
 	m        *metrics
@@ -116,7 +121,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.m = m
-	s.idx.Store(index.Build(index.Options{Zone: opts.Zone, NotSynced: true}, nil, nil, nil))
+	idx := index.Build(index.Options{Zone: opts.Zone, NotSynced: true}, nil, nil, nil)
+	s.idx.Store(idx)
+	s.memo.Store(newMemo(idx))
 	return s, nil
 }
 
@@ -128,6 +135,7 @@ func (s *Server) SetIndex(idx *index.Index, changed time.Time) {
 		idx = index.Build(index.Options{Zone: s.opts.Zone, NotSynced: true}, nil, nil, nil)
 	}
 	s.idx.Store(idx)
+	s.memo.Store(newMemo(idx))
 	s.m.updates.Inc()
 	if idx.Synced() {
 		s.m.synced.Set(1)

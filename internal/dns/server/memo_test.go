@@ -1,0 +1,231 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/dns/dnstest"
+	"github.com/svcnet/svcnet/internal/dns/index"
+	"github.com/svcnet/svcnet/internal/dns/resolver"
+)
+
+func pack(t *testing.T, name string, qtype uint16, edit func(*dns.Msg)) []byte {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	m.Id = 0x1234
+	if edit != nil {
+		edit(m)
+	}
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestMemoAnswersLikeTheFullPath: whatever the memo answers is byte for
+// byte what the full path answers, for the same query with any ID and RD
+// and CD bits; and only answers that depend on nothing but the question
+// are kept.
+func TestMemoAnswersLikeTheFullPath(t *testing.T) {
+	s, err := New(Options{Logger: quiet, Registerer: prometheus.NewRegistry(),
+		Resolver: resolver.Config{Autopath: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetIndex(buildIndex(fixture()), time.Time{})
+	pod := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5353} // a pod of the fixture: autopath applies
+	other := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 5353}
+	edns := func(size uint16, do bool) func(*dns.Msg) { return func(m *dns.Msg) { m.SetEdns0(size, do) } }
+
+	cases := []struct {
+		name     string
+		pkt      []byte
+		client   *net.UDPAddr
+		memoized bool
+	}{
+		{"A", pack(t, "kubernetes.default.svc.cluster.local.", dns.TypeA, nil), other, true},
+		{"A with EDNS and DO", pack(t, "kubernetes.default.svc.cluster.local.", dns.TypeA, edns(4096, true)), other, true},
+		{"mixed case", pack(t, "KuberNetes.default.svc.cluster.local.", dns.TypeA, nil), other, true},
+		{"headless", pack(t, "web.default.svc.cluster.local.", dns.TypeA, edns(1232, false)), other, true},
+		{"SRV with additional records", pack(t, "_http._tcp.web.default.svc.cluster.local.", dns.TypeSRV, nil), other, true},
+		{"truncated for 512 bytes", pack(t, "big.default.svc.cluster.local.", dns.TypeA, nil), other, true},
+		{"big answer with EDNS", pack(t, "big.default.svc.cluster.local.", dns.TypeA, edns(4096, false)), other, true},
+		{"PTR", pack(t, "1.0.96.10.in-addr.arpa.", dns.TypePTR, nil), other, true},
+		{"NODATA", pack(t, "kubernetes.default.svc.cluster.local.", dns.TypeAAAA, nil), other, true},
+		{"ExternalName inside the zone", pack(t, "ext-internal.default.svc.cluster.local.", dns.TypeA, nil), other, true},
+		{"refused class", pack(t, "kubernetes.default.svc.cluster.local.", dns.TypeA, func(m *dns.Msg) { m.Question[0].Qclass = dns.ClassCHAOS }), other, true},
+		{"NXDOMAIN with autopath on", pack(t, "nope.default.svc.cluster.local.", dns.TypeA, nil), other, false},
+		{"autopath", pack(t, "db.other.default.svc.cluster.local.", dns.TypeA, nil), pod, false},
+		{"outside name", pack(t, "example.com.", dns.TypeA, nil), other, false},
+		{"ExternalName to the outside", pack(t, "ext.default.svc.cluster.local.", dns.TypeA, nil), other, false},
+		{"EDNS version 1", pack(t, "kubernetes.default.svc.cluster.local.", dns.TypeA, func(m *dns.Msg) {
+			m.SetEdns0(1232, false)
+			m.IsEdns0().SetVersion(1)
+		}), other, false},
+		{"notify", pack(t, "cluster.local.", dns.TypeSOA, func(m *dns.Msg) { m.Opcode = dns.OpcodeNotify }), other, false},
+		{"two questions", pack(t, "cluster.local.", dns.TypeSOA, func(m *dns.Msg) { m.Question = append(m.Question, m.Question[0]) }), other, false},
+	}
+	buf := make([]byte, 4096)
+	var key []byte
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := s.memo.Load().n.Load()
+			first, later := s.answerUDP(context.Background(), tc.pkt, tc.client, buf, &key)
+			if later != nil {
+				if tc.memoized {
+					t.Fatal("needs an upstream")
+				}
+				return
+			}
+			first = append([]byte(nil), first...)
+			if got := s.memo.Load().n.Load() > before; got != tc.memoized {
+				t.Fatalf("memoized = %v, want %v", got, tc.memoized)
+			}
+			// Ask again with another ID and the RD and CD bits flipped.
+			again := append([]byte(nil), tc.pkt...)
+			again[0], again[1] = 0xbe, 0xef
+			again[2] ^= 0x01
+			again[3] ^= 0x10
+			want := s.handle(context.Background(), again, tc.client.AddrPort().Addr(), false)
+			got, _ := s.answerUDP(context.Background(), again, tc.client, buf, &key)
+			if !bytes.Equal(got, want) {
+				t.Errorf("second answer differs from the full path's:\n got %x\nwant %x", got, want)
+			}
+			if wantFirst := s.handle(context.Background(), tc.pkt, tc.client.AddrPort().Addr(), false); !bytes.Equal(first, wantFirst) {
+				t.Errorf("first answer differs from the full path's:\n got %x\nwant %x", first, wantFirst)
+			}
+		})
+	}
+}
+
+// TestMemoDiesWithItsSnapshot: a new index answers at once, whatever the
+// memo of the old one held.
+func TestMemoDiesWithItsSnapshot(t *testing.T) {
+	s, err := New(Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := func(ip string) *index.Index {
+		return index.Build(index.Options{}, []*corev1.Service{dnstest.Service("default", "moving", []string{ip})}, nil, nil)
+	}
+	pkt := pack(t, "moving.default.svc.cluster.local.", dns.TypeA, nil)
+	client := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	buf := make([]byte, 512)
+	var key []byte
+	for _, ip := range []string{"10.96.0.5", "10.96.0.6", "10.96.0.5"} {
+		s.SetIndex(svc(ip), time.Time{})
+		for range 2 { // the second answer comes from the memo
+			out, _ := s.answerUDP(context.Background(), pkt, client, buf, &key)
+			m := new(dns.Msg)
+			if err := m.Unpack(out); err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != ip {
+				t.Fatalf("answer %v, want %s", m.Answer, ip)
+			}
+		}
+	}
+}
+
+func TestMemoKey(t *testing.T) {
+	ok := pack(t, "a.b.", dns.TypeA, nil)
+	cases := []struct {
+		name string
+		pkt  []byte
+		want bool
+	}{
+		{"plain", ok, true},
+		{"EDNS", pack(t, "a.b.", dns.TypeA, func(m *dns.Msg) { m.SetEdns0(1232, true) }), true},
+		{"response", pack(t, "a.b.", dns.TypeA, func(m *dns.Msg) { m.Response = true }), false},
+		{"opcode", pack(t, "a.b.", dns.TypeA, func(m *dns.Msg) { m.Opcode = dns.OpcodeUpdate }), false},
+		{"trailing bytes", append(append([]byte(nil), ok...), 0), false},
+		{"cut short", ok[:len(ok)-1], false},
+		{"compressed name", []byte{0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 12, 0, 1, 0, 1}, false},
+		{"answer section", pack(t, "a.b.", dns.TypeA, func(m *dns.Msg) {
+			m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: "a.b.", Rrtype: dns.TypeA, Class: 1}, A: net.IPv4(1, 2, 3, 4)}}
+		}), false},
+		{"additional that is not OPT", pack(t, "a.b.", dns.TypeA, func(m *dns.Msg) {
+			m.Extra = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: "a.b.", Rrtype: dns.TypeA, Class: 1}, A: net.IPv4(1, 2, 3, 4)}}
+		}), false},
+		{"EDNS version 1", pack(t, "a.b.", dns.TypeA, func(m *dns.Msg) { m.SetEdns0(1232, false); m.IsEdns0().SetVersion(1) }), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, got := memoKey(tc.pkt, 1232, nil); got != tc.want {
+				t.Errorf("memoKey ok = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// The key tells apart what changes the answer: case, EDNS, DO, size.
+	keys := map[string]bool{}
+	for _, p := range [][]byte{
+		ok,
+		pack(t, "A.b.", dns.TypeA, nil),
+		pack(t, "a.b.", dns.TypeAAAA, nil),
+		pack(t, "a.b.", dns.TypeA, func(m *dns.Msg) { m.SetEdns0(1232, false) }),
+		pack(t, "a.b.", dns.TypeA, func(m *dns.Msg) { m.SetEdns0(1232, true) }),
+		pack(t, "a.b.", dns.TypeA, func(m *dns.Msg) { m.SetEdns0(800, false) }),
+	} {
+		k, _ := memoKey(p, 1232, nil)
+		keys[string(k)] = true
+	}
+	if len(keys) != 6 {
+		t.Errorf("%d distinct keys for 6 different questions", len(keys))
+	}
+}
+
+// TestMemoRepeatsTheForwardCacheWhileItHolds: a forward-cache answer is
+// repeated only while the cache would give the same bytes; once its TTLs
+// have aged a second, the next answer shows it.
+func TestMemoRepeatsTheForwardCacheWhileItHolds(t *testing.T) {
+	up := dnstest.StartUpstream(t)
+	up.Add(t, "www.example.org. 300 IN A 192.0.2.80")
+	s, err := New(Options{Logger: quiet, Upstream: upstreamWith(t, up)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetIndex(buildIndex(fixture()), time.Time{})
+	client := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 1}
+	pkt := pack(t, "www.example.org.", dns.TypeA, nil)
+	buf := make([]byte, 512)
+	var key []byte
+	ttl := func() uint32 {
+		t.Helper()
+		out, later := s.answerUDP(context.Background(), pkt, client, buf, &key)
+		if later != nil { // the first time: the cache is empty
+			q := *later
+			q.resp, q.source = q.wait(context.Background())
+			out = s.finish(&q, buf)
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(out); err != nil || len(m.Answer) != 1 {
+			t.Fatalf("answer %v %v", m, err)
+		}
+		return m.Answer[0].Header().Ttl
+	}
+	first := ttl()
+	for range 3 {
+		if got := ttl(); got != first && got != first-1 {
+			t.Fatalf("TTL %d, then %d", first, got)
+		}
+	}
+	if up.QueriesFor("www.example.org.") != 1 {
+		t.Errorf("upstream asked %d times", up.QueriesFor("www.example.org."))
+	}
+	if s.memo.Load().n.Load() != 1 {
+		t.Errorf("memo has %d entries, want the forward answer", s.memo.Load().n.Load())
+	}
+	time.Sleep(2100 * time.Millisecond)
+	if got := ttl(); got > first-2 {
+		t.Errorf("TTL %d two seconds after %d: the memo repeated an answer past its second", got, first)
+	}
+}
