@@ -65,6 +65,7 @@ type config struct {
 	pods       index.PodsMode
 	ttl        uint32
 	upstreams  []string
+	fromResolv bool // upstreams came from ResolvConf
 	hostSearch []string
 	reverse    []netip.Prefix
 }
@@ -147,6 +148,7 @@ func (o Options) parse() (*config, error) {
 			if len(o.Upstreams) > 0 {
 				break
 			}
+			c.fromResolv = true
 			for _, s := range rc.Servers {
 				hp, err := upstreamAddr(net.JoinHostPort(s, rc.Port))
 				if err != nil {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,6 +56,16 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
+	if c.fromResolv {
+		for _, u := range c.upstreams {
+			if ap, err := netip.ParseAddrPort(u); err == nil && ap.Addr().IsLoopback() {
+				// A node-local stub (systemd-resolved's 127.0.0.53, say) is
+				// out of reach from a pod's network namespace.
+				slog.Warn("upstream from resolv.conf is a loopback address: in a pod's network namespace that is the pod itself; give --upstream",
+					"upstream", u, "resolvConf", c.ResolvConf)
+			}
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	fwd, err := forward.New(forward.Options{Upstreams: c.upstreams, Registerer: reg})

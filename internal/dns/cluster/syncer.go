@@ -249,7 +249,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 	idx, _ := s.build()
 	s.log.Info("DNS zone synced", "services", idx.Services(), "after", time.Since(start).Round(time.Millisecond))
 
-	var last time.Duration
+	var lastStart, lastEnd time.Time
 	t := time.NewTimer(0)
 	<-t.C
 	for {
@@ -258,17 +258,25 @@ func (s *Syncer) Run(ctx context.Context) error {
 			return nil
 		case <-s.kick:
 		}
-		// Wait out the window, and at least as long as the last build
-		// took, so that under constant churn rebuilding takes at most
-		// about half of a core and answering keeps the rest.
-		t.Reset(max(s.opts.Window, last))
+		// Wait out the window, and keep at least as long between builds
+		// as the last one took, so that under constant churn rebuilding
+		// takes at most about half of a core and answering keeps the
+		// rest. A lone change after a quiet spell waits the window only.
+		now := time.Now()
+		wait := s.opts.Window
+		if next := lastEnd.Add(lastEnd.Sub(lastStart)); next.After(now.Add(wait)) {
+			wait = next.Sub(now)
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C:
 		}
-		_, last = s.build()
+		lastStart = time.Now()
+		s.build()
+		lastEnd = time.Now()
 	}
 }
 

