@@ -163,7 +163,7 @@ func (s *supervisor) start(ctx context.Context) error {
 			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)})
 	}
 	s.run("edge", []string{"internal", "netns-exec", "--netns", s.plan.EdgeNetns(), "--",
-		s.self, "edge", "--kubeconfig", s.state.InCluster("ingress"), "--interface", "eth0"})
+		s.self, "edge", "--kubeconfig", s.state.InCluster("proxy"), "--interface", "eth0"})
 
 	client, err := s.client()
 	if err != nil {

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -44,6 +45,12 @@ metadata: {name: stubborn}
 spec:
   terminationGracePeriodSeconds: 2
   containers: [{name: c, image: host, command: [sh, -c, "trap '' TERM; echo started; while true; do sleep 1; done"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: ticker}
+spec:
+  containers: [{name: c, image: host, command: [sh, -c, "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.3; done"]}]
 ---
 apiVersion: v1
 kind: Pod
@@ -107,6 +114,14 @@ spec:
 	}
 	if _, stderr, err := k.Run("", "exec", "stubborn", "--", "sh", "-c", "exit 7"); err == nil || !strings.Contains(stderr, "exit code 7") {
 		t.Errorf("exec exit code: %v %q", err, stderr)
+	}
+	// kubectl logs -f streams as the container writes.
+	c.until("ticker running", time.Minute, func() bool { return phase("ticker") == "Running" })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	follow, _ := exec.CommandContext(ctx, k.Path, "--kubeconfig", k.Kubeconfig, "logs", "-f", "ticker").Output()
+	cancel()
+	if n := strings.Count(string(follow), "tick"); n < 5 {
+		t.Errorf("logs -f got %d lines in 3s:\n%s", n, follow)
 	}
 	// kubectl exec -it gets a terminal in the pod (script gives kubectl one).
 	for _, version := range []string{"1.27", "1.33"} {

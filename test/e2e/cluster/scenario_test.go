@@ -112,3 +112,34 @@ spec:
 		t.Errorf("pod started before the service:\n%s", before)
 	}
 }
+
+// TestLoadBalancer: a LoadBalancer Service gets an address from the pool,
+// and the outside client reaches the pods through the edge and every
+// node's NodePort.
+func TestLoadBalancer(t *testing.T) {
+	c := up(t, 2)
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	k.MustRun("", "expose", "deployment", "hostnames", "--name", "lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "9376")
+	var ip string
+	c.until("a load-balancer address", 30*time.Second, func() bool {
+		ip, _, _ = k.Run("", "get", "service", "lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		return strings.HasPrefix(ip, "172.18.255.")
+	})
+	c.until("3 ready pods", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
+		return out == "3"
+	})
+	c.until("all pods through the load balancer", 30*time.Second, func() bool {
+		return len(c.names("client", 15, "curl", "-s", "--max-time", "2", ip+":80")) == 3
+	})
+	if out := k.MustRun("", "get", "service", "lb"); !strings.Contains(out, ip) {
+		t.Errorf("EXTERNAL-IP not shown:\n%s", out)
+	}
+	// Deleting the service releases the address: it stops answering.
+	k.MustRun("", "delete", "service", "lb")
+	c.until("the released address to stop answering", 30*time.Second, func() bool {
+		_, err := c.exec("client", "curl", "-s", "--max-time", "1", ip+":80")
+		return err != nil
+	})
+}
