@@ -27,7 +27,7 @@ down. The nameserver record names the ClusterIPs of kube-system/kube-dns.`,
 	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API server (required)")
 	f.StringVar(&o.Listen, "listen", o.Listen, "address to serve DNS on, UDP and TCP (ADDRESS:PORT)")
 	f.StringVar(&o.Zone, "zone", o.Zone, "cluster domain")
-	f.StringSliceVar(&o.Upstreams, "upstream", o.Upstreams, "upstream DNS servers, IP or IP:PORT, comma separated, tried in order (default: the nameservers of --resolv-conf)")
+	f.StringSliceVar(&o.Upstreams, "upstream", o.Upstreams, "upstream DNS servers, IP or IP:PORT, comma separated, tried in order (default: the nameservers of --resolv-conf; none: forward nothing, refuse outside names)")
 	f.StringVar(&o.ResolvConf, "resolv-conf", o.ResolvConf, "resolv.conf giving the upstreams when --upstream is not set, and the node's search list for --autopath")
 	f.StringVar(&o.Pods, "pods", o.Pods, "pod records a-b-c-d.<ns>.pod.<zone>: disabled, insecure (any address) or verified (only addresses of pods in that namespace)")
 	f.IntVar(&o.TTL, "ttl", o.TTL, "TTL of cluster answers and of their denials, in seconds (1-3600)")

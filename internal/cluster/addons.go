@@ -111,9 +111,13 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 	args := []string{"--kubeconfig", s.state.InCluster("dns"), "--listen", "0.0.0.0:53",
 		"--metrics-bind-address", "0.0.0.0:9153", "--health-bind-address", "0.0.0.0:8080",
 		"--service-cidr", s.plan.ServiceCIDR.String(), "--pod-cidr", s.plan.ClusterCIDR.String(), "--pods", "insecure"}
+	// The cluster has no route out: without an upstream the DNS is told to
+	// forward nothing (never the machine's resolver).
+	upstream := "none"
 	if s.opts.DNSUpstream != "" {
-		args = append(args, "--upstream", s.opts.DNSUpstream)
+		upstream = s.opts.DNSUpstream
 	}
+	args = append(args, "--upstream", upstream)
 	probe := func(path string) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt(8080)}},
 			PeriodSeconds: 2, TimeoutSeconds: 1, FailureThreshold: 3}

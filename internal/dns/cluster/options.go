@@ -66,6 +66,7 @@ type config struct {
 	ttl        uint32
 	upstreams  []string
 	fromResolv bool // upstreams came from ResolvConf
+	noUpstream bool // --upstream none
 	hostSearch []string
 	reverse    []netip.Prefix
 }
@@ -126,7 +127,14 @@ func (o Options) parse() (*config, error) {
 		}
 	}
 
+	// "none": no forwarding at all, for a cluster with no route out;
+	// outside names are refused.
+	noUpstream := len(o.Upstreams) == 1 && o.Upstreams[0] == "none"
+	c.noUpstream = noUpstream
 	for _, u := range o.Upstreams {
+		if noUpstream {
+			break
+		}
 		hp, err := upstreamAddr(u)
 		if err != nil {
 			bad("--upstream %q: %v", u, err)
@@ -140,6 +148,7 @@ func (o Options) parse() (*config, error) {
 	if o.ResolvConf != "" {
 		rc, err := dns.ClientConfigFromFile(o.ResolvConf)
 		switch {
+		case err != nil && noUpstream:
 		case err != nil && (len(o.Upstreams) == 0 || !errors.Is(err, os.ErrNotExist)):
 			bad("--resolv-conf: %v", err)
 		case err != nil:

@@ -43,6 +43,10 @@ func TestParse(t *testing.T) {
 		}), upstreams: []string{"127.0.0.1:1053"}},
 		{name: "no resolv.conf at all", opts: base(func(o *Options) { o.Upstreams = []string{"127.0.0.1:1053"}; o.ResolvConf = "" }),
 			upstreams: []string{"127.0.0.1:1053"}},
+		{name: "no upstream at all", opts: base(func(o *Options) {
+			o.Upstreams = []string{"none"}
+			o.ResolvConf = filepath.Join(dir, "nope")
+		})},
 		{name: "wildcard listen", opts: base(func(o *Options) { o.Listen = ":53" }), upstreams: []string{"192.0.2.53:53", "[2001:db8::53]:53"},
 			hostSearch: []string{"corp.example", "lab.example"}},
 

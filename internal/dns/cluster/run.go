@@ -68,14 +68,18 @@ func Run(ctx context.Context, o Options) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fwd, err := forward.New(forward.Options{Upstreams: c.upstreams, Registerer: reg})
-	if err != nil {
-		return err
+	var upstream server.Upstream
+	if !c.noUpstream {
+		fwd, err := forward.New(forward.Options{Upstreams: c.upstreams, Registerer: reg})
+		if err != nil {
+			return err
+		}
+		defer fwd.Close()
+		upstream = fwd
 	}
-	defer fwd.Close()
 	srv, err := server.New(server.Options{
 		Zone:       c.zone,
-		Upstream:   fwd,
+		Upstream:   upstream,
 		Registerer: reg,
 		QueryLog:   c.QueryLog,
 		Resolver:   resolver.Config{Autopath: c.Autopath, HostSearch: c.hostSearch},
