@@ -8,9 +8,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // Up starts cluster opts.Name in the background and returns once it is
@@ -144,13 +147,16 @@ func Down(name string, out io.Writer) error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	// Whatever is left of the supervisor's children.
+	// Whatever is left of the supervisor's children, and every process
+	// living in one of the cluster's namespaces (pods, node agents,
+	// proxies), however it got there.
 	for _, pid := range st.pids() {
 		if alive(pid) && isSvcnet(pid) {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	killInNamespaces(NetnsPrefix(name))
 	if err := Destroy(name); err != nil {
 		return err
 	}
@@ -165,4 +171,31 @@ func Down(name string, out io.Writer) error {
 func isSvcnet(pid int) bool {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return err == nil && strings.Contains(string(cmdline), "svcnet")
+}
+
+// killInNamespaces kills the processes whose network namespace is one of
+// the named namespaces with the prefix.
+func killInNamespaces(prefix string) {
+	names, _ := netns.List(prefix)
+	inodes := map[uint64]bool{}
+	for _, n := range names {
+		var st syscall.Stat_t
+		if syscall.Stat(netns.Path(n), &st) == nil {
+			inodes[st.Ino] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && inodes[st.Ino] {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }

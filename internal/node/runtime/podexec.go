@@ -98,5 +98,14 @@ func Exec(o ExecOptions) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.Argv[0], err)
 	}
+	// The parent-death signal belongs to the thread the process was
+	// started with; exec from this (possibly other) thread would drop it.
+	parent := os.Getppid()
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("parent-death signal: %w", err)
+	}
+	if os.Getppid() != parent {
+		return errors.New("the parent exited before the command started")
+	}
 	return syscall.Exec(path, o.Argv, os.Environ())
 }

@@ -94,7 +94,7 @@ func (c *localCluster) down() {
 		c.t.Errorf("namespaces left after svcnet down: %v", left)
 	}
 	if procs, _ := exec.Command("pgrep", "-af", c.home).CombinedOutput(); len(bytes.TrimSpace(procs)) > 0 {
-		c.t.Errorf("processes left after svcnet down:\n%s", procs)
+		c.t.Errorf("processes left after svcnet down: %q", procs)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 // TestNodeAgent: probes, restarts and their reasons, graceful termination,
 // logs and exec, on a one-node cluster.
 func TestNodeAgent(t *testing.T) {
+	t.Parallel()
 	c := up(t, 1)
 	k := c.kubectl
 	k.MustRun(`apiVersion: v1
@@ -72,12 +73,20 @@ spec:
 		out, _, _ := k.Run("", "get", "pod", pod, "-o", "jsonpath="+path)
 		return out
 	}
-	// Readiness follows the probe.
+	// Readiness follows the probe, and an unready pod gets no traffic.
+	k.MustRun("", "create", "service", "clusterip", "toggle", "--tcp=80:8080")
+	k.MustRun("", "patch", "service", "toggle", "-p", `{"spec":{"selector":{"app":"toggle"}}}`)
 	c.until("ready-toggle ready", time.Minute, func() bool { return jsonpath("ready-toggle", "{.status.containerStatuses[0].ready}") == "true" })
+	c.until("stubborn running", time.Minute, func() bool { return phase("stubborn") == "Running" })
+	viaService := func() (string, error) {
+		return c.exec("default/stubborn", "curl", "-s", "--max-time", "1", "toggle/hostname")
+	}
+	c.until("the service to reach ready-toggle", 30*time.Second, func() bool { out, err := viaService(); return err == nil && out == "ready-toggle" })
 	k.MustRun("", "exec", "ready-toggle", "--", "curl", "-s", "localhost:8080/set-ready?ready=false")
 	c.until("ready-toggle unready", 20*time.Second, func() bool {
 		return jsonpath("ready-toggle", `{.status.conditions[?(@.type=="Ready")].status}`) == "False"
 	})
+	c.until("the unready pod to get no traffic", 20*time.Second, func() bool { _, err := viaService(); return err != nil })
 	k.MustRun("", "exec", "ready-toggle", "--", "curl", "-s", "localhost:8080/set-ready?ready=true")
 	c.until("ready-toggle ready again", 20*time.Second, func() bool {
 		return jsonpath("ready-toggle", `{.status.conditions[?(@.type=="Ready")].status}`) == "True"

@@ -22,6 +22,7 @@ func examples(t *testing.T) string {
 
 // TestReferenceScenario is SPEC.md's acceptance scenario on a 3-node cluster.
 func TestReferenceScenario(t *testing.T) {
+	t.Parallel()
 	c := up(t, 3)
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
@@ -86,6 +87,7 @@ func TestReferenceScenario(t *testing.T) {
 // TestServiceEnvironment: a pod started after a Service has its variables,
 // one started before does not.
 func TestServiceEnvironment(t *testing.T) {
+	t.Parallel()
 	c := up(t, 1)
 	k := c.kubectl
 	pod := func(name string) string {
@@ -117,6 +119,7 @@ spec:
 // and the outside client reaches the pods through the edge and every
 // node's NodePort.
 func TestLoadBalancer(t *testing.T) {
+	t.Parallel()
 	c := up(t, 2)
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
