@@ -16,10 +16,14 @@
 //	})
 //	runner = proxy.NewRunner(proxy.RunnerConfig{Name: "iptables", MaxInterval: 30 * time.Second}, proxier.Sync)
 //	// informers: Services and discovery.k8s.io/v1 EndpointSlices
-//	services.AddEventHandler(tracker.ServiceHandler())
-//	slices.AddEventHandler(tracker.EndpointSliceHandler())
-//	factory.Start(ctx.Done()); cache.WaitForCacheSync(...)
+//	svcReg, _ := services.AddEventHandler(tracker.ServiceHandler())
+//	sliceReg, _ := slices.AddEventHandler(tracker.EndpointSliceHandler())
+//	factory.Start(ctx.Done())
+//	// The registrations' HasSynced: the tracker has seen every object.
+//	cache.WaitForCacheSync(ctx.Done(), svcReg.HasSynced, sliceReg.HasSynced)
 //	go runner.Loop(ctx) // first sync at once, with the whole cluster known
+//
+// internal/proxy/app does exactly this for `svcnet proxy`.
 //
 // The tracker never blocks informers; the runner coalesces their bursts;
 // the proxier decides between partial and full syncs and remembers what

@@ -26,6 +26,8 @@ type Metrics struct {
 	Services               prometheus.Gauge
 	Endpoints              prometheus.Gauge
 	BadInput               *prometheus.CounterVec // by kind, reason
+	ConntrackCleanupErrors prometheus.Counter
+	EndpointDialFailures   prometheus.Counter // userspace mode
 }
 
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 20) // 1 ms … ~9 min
@@ -85,11 +87,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BadInput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svcnet_proxy_bad_input_total", Help: "Pieces of Services and EndpointSlices dropped as unusable.",
 		}, []string{"kind", "reason"}),
+		ConntrackCleanupErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svcnet_proxy_conntrack_cleanup_errors_total", Help: "Failed deletions of stale UDP conntrack entries.",
+		}),
+		EndpointDialFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svcnet_proxy_userspace_endpoint_dial_failures_total", Help: "Connections to endpoints that failed and were retried on another (userspace mode).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming,
 			m.LastSync, m.RestoreFailures, m.PartialRestoreFailures, m.Rules, m.RulesLastSync,
-			m.NoLocalEndpoints, m.ServiceChanges, m.EndpointChanges, m.Services, m.Endpoints, m.BadInput)
+			m.NoLocalEndpoints, m.ServiceChanges, m.EndpointChanges, m.Services, m.Endpoints, m.BadInput,
+			m.ConntrackCleanupErrors, m.EndpointDialFailures)
 	}
 	return m
 }

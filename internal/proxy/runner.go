@@ -75,6 +75,10 @@ func (r *Runner) Run() {
 func (r *Runner) Loop(ctx context.Context) {
 	var (
 		lastStart time.Time
+		// lastAsked is when the last sync that served requests started:
+		// the minimum interval separates those, so that a periodic
+		// resync, which served none, never delays a change.
+		lastAsked time.Time
 		pending   = true
 		failures  int
 		// Since Go 1.23 Reset and Stop never leave a stale tick behind, so
@@ -92,11 +96,14 @@ func (r *Runner) Loop(ctx context.Context) {
 			// them anyway, and hammering a failing kernel helps no one.
 			due = lastStart.Add(r.backoff(failures))
 		case pending:
-			due = lastStart.Add(r.cfg.MinInterval)
+			due = lastAsked.Add(r.cfg.MinInterval)
 		case r.cfg.MaxInterval > 0:
 			due = lastStart.Add(r.cfg.MaxInterval)
 		}
 		if !due.IsZero() && !due.After(now) {
+			if pending || failures > 0 {
+				lastAsked = now
+			}
 			pending = false
 			lastStart = now
 			if err := r.fn(ctx); err != nil {

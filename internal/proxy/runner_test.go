@@ -112,3 +112,20 @@ func TestRunnerStops(t *testing.T) {
 		}
 	})
 }
+
+func TestRunnerPeriodicSyncDoesNotDelayAChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		r, _ := startRunner(t, RunnerConfig{MinInterval: time.Second, MaxInterval: time.Minute}, rec)
+		time.Sleep(time.Minute + 100*time.Millisecond) // the periodic sync ran 100ms ago
+		r.Run()
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond) // a second change within the interval waits for it
+		r.Run()
+		time.Sleep(2 * time.Second)
+		want := []time.Duration{0, time.Minute, time.Minute + 100*time.Millisecond, time.Minute + 1100*time.Millisecond}
+		if got := rec.got(); !slices.Equal(got, want) {
+			t.Errorf("syncs at %v, want %v", got, want)
+		}
+	})
+}

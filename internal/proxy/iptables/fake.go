@@ -305,6 +305,20 @@ func (f *Fake) EnsureRule(_ context.Context, table, chain string, args ...string
 	return nil
 }
 
+// DeleteRule implements Executor.
+func (f *Fake) DeleteRule(_ context.Context, table, chain string, args ...string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.tables[table]
+	if !ok {
+		return fmt.Errorf("unknown table %q", table)
+	}
+	if c := t.chains[chain]; c != nil {
+		c.rules = slices.DeleteFunc(c.rules, func(r []string) bool { return slices.Equal(r, args) })
+	}
+	return nil
+}
+
 // ChainExists implements Executor.
 func (f *Fake) ChainExists(_ context.Context, table, chain string) (bool, error) {
 	f.mu.Lock()

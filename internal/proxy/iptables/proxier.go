@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,8 +34,20 @@ type ProxierConfig struct {
 	CanaryPeriod time.Duration
 	// EditTopLevelChains makes partial syncs edit the top-level chains
 	// rule by rule rather than rewrite them (see Input.EditTopLevel): the
-	// way to keep one change cheap at 10,000 services.
+	// way to keep one change cheap at 10,000 services. -D and -I inside
+	// `iptables-restore --noflush` work on both the nft and the legacy
+	// backend of iptables 1.8.9 (test/e2e/proxy compares the kernel's
+	// rules after editing syncs with a full sync's); `svcnet proxy` turns
+	// it on.
 	EditTopLevelChains bool
+	// MaxChainsPerRestore splits big syncs into several restores (see
+	// Input.MaxChainsPerRestore); 0 never splits. The nft backend needs
+	// it beyond a few thousand services, the legacy one does not (it
+	// rewrites the whole table per restore, so fewer is faster).
+	MaxChainsPerRestore int
+	// AfterSync, if set, is called after every sync that changed or
+	// confirmed the rules, outside the proxier's lock.
+	AfterSync func(proxy.SyncResult)
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -106,16 +120,28 @@ func (p *Proxier) Applied() *svcstate.Snapshot {
 // partially (the changed services' chains plus the top-level chains), or
 // fully on the first sync, after a failure and periodically.
 func (p *Proxier) Sync(ctx context.Context) error {
+	res, err := p.sync(ctx)
+	if err == nil && p.cfg.AfterSync != nil && len(res.Changed) > 0 {
+		p.cfg.AfterSync(res)
+	}
+	return err
+}
+
+func (p *Proxier) sync(ctx context.Context) (proxy.SyncResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	start := p.cfg.Now()
 	snap, changes := p.cfg.Tracker.Snapshot()
 	p.pending.Merge(changes)
 	full := p.needFull || p.state == nil || start.Sub(p.lastFull) >= p.cfg.FullSyncPeriod
-	if !full && start.Sub(p.lastCanary) >= p.cfg.CanaryPeriod {
+	// The canary check costs a few iptables runs. A sync with changes
+	// checks after it has applied them, so that it never delays them.
+	canaryDue := !full && start.Sub(p.lastCanary) >= p.cfg.CanaryPeriod
+	if canaryDue && len(p.pending.Ports) == 0 {
+		canaryDue = false
 		flushed, err := p.canaryMissing(ctx)
 		if err != nil {
-			return p.failed(false, err)
+			return proxy.SyncResult{}, p.failed(false, err)
 		}
 		p.lastCanary = start
 		if flushed {
@@ -127,13 +153,13 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		// Events that changed nothing for us; the kernel already matches.
 		p.applied, p.lastSuccess = snap, start
 		p.pending = svcstate.Changes{}
-		return nil
+		return proxy.SyncResult{}, nil
 	}
 
 	var existing []string
 	if full {
 		if err := p.ensureJumps(ctx); err != nil {
-			return p.failed(full, err)
+			return proxy.SyncResult{}, p.failed(full, err)
 		}
 		// Chains we owned before a restart, or that a failed sync left
 		// behind, are only known to the kernel.
@@ -144,18 +170,25 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		}
 	}
 	rs := Build(p.cfg.Rules, Input{
-		Snapshot:          snap,
-		Changed:           p.pending.Ports,
-		Previous:          p.state,
-		Full:              full,
-		ExistingNATChains: existing,
-		EditTopLevel:      p.cfg.EditTopLevelChains,
+		Snapshot:            snap,
+		Changed:             p.pending.Ports,
+		Previous:            p.state,
+		Full:                full,
+		ExistingNATChains:   existing,
+		EditTopLevel:        p.cfg.EditTopLevelChains,
+		MaxChainsPerRestore: p.cfg.MaxChainsPerRestore,
 	})
-	if err := p.cfg.Executor.Restore(ctx, rs.Data); err != nil {
-		return p.failed(rs.Full, fmt.Errorf("iptables-restore of %d bytes: %w", len(rs.Data), err))
+	for i, data := range rs.Restores {
+		if err := p.cfg.Executor.Restore(ctx, data); err != nil {
+			// The restores before this one are in the kernel; each left
+			// it coherent, and the full sync that follows a failure
+			// rewrites everything anyway.
+			return proxy.SyncResult{}, p.failed(rs.Full, fmt.Errorf("iptables-restore %d of %d (%d bytes): %w", i+1, len(rs.Restores), len(data), err))
+		}
 	}
 
 	done := p.cfg.Now()
+	res := proxy.SyncResult{Previous: p.applied, Current: snap, Changed: p.pending.Ports}
 	p.state, p.applied, p.lastSuccess, p.needFull = rs.State, snap, done, false
 	if rs.Full {
 		p.lastFull, p.lastCanary = done, done
@@ -163,7 +196,18 @@ func (p *Proxier) Sync(ctx context.Context) error {
 	p.logSync(rs, done.Sub(start))
 	p.observe(rs, start, done)
 	p.pending = svcstate.Changes{}
-	return nil
+	if canaryDue {
+		if flushed, err := p.canaryMissing(ctx); err != nil {
+			p.cfg.Logger.Warn("cannot check the canary chains", "err", err)
+		} else {
+			p.lastCanary = done
+			if flushed {
+				p.cfg.Logger.Warn("iptables rules were flushed by someone else; the next sync rewrites them all")
+				p.needFull = true
+			}
+		}
+	}
+	return res, nil
 }
 
 // failed records a failed sync. The kernel still holds the previous rules
@@ -215,19 +259,28 @@ func (p *Proxier) ensureJumps(ctx context.Context) error {
 const maxLoggedChanges = 10
 
 func (p *Proxier) logSync(rs *RuleSet, took time.Duration) {
-	var names []string
-	for n := range p.pending.Ports {
-		names = append(names, n.String()+"/"+strings.ToLower(string(n.Protocol)))
-	}
-	slices.Sort(names)
+	ports := slices.SortedFunc(maps.Keys(p.pending.Ports), svcstate.ServicePortName.Compare)
 	more := 0
-	if len(names) > maxLoggedChanges {
-		more, names = len(names)-maxLoggedChanges, names[:maxLoggedChanges]
+	if len(ports) > maxLoggedChanges {
+		more, ports = len(ports)-maxLoggedChanges, ports[:maxLoggedChanges]
+	}
+	// What each changed port now reaches, in the order of changed.
+	names, reach := make([]string, len(ports)), make([]string, len(ports))
+	for i, n := range ports {
+		names[i] = n.String() + "/" + strings.ToLower(string(n.Protocol))
+		reach[i] = "removed"
+		if f := rs.State.fragments[n]; f != nil {
+			reach[i] = strconv.Itoa(f.reachable)
+		}
+	}
+	size := 0
+	for _, data := range rs.Restores {
+		size += len(data)
 	}
 	p.cfg.Logger.Info("synced iptables rules", "full", rs.Full, "took", took,
-		"changed", names, "moreChanged", more, "servicePorts", rs.Stats.ServicePorts,
+		"changed", names, "endpoints", reach, "moreChanged", more, "servicePorts", rs.Stats.ServicePorts,
 		"chainsWritten", rs.Stats.NATChainsWritten, "staleChains", rs.Stats.StaleChains,
-		"bytes", len(rs.Data))
+		"bytes", size, "restores", len(rs.Restores))
 }
 
 func (p *Proxier) observe(rs *RuleSet, start, done time.Time) {

@@ -193,8 +193,9 @@ func testPartialSync(t *testing.T, edit bool) {
 	if n := count(partial, ":KUBE-SVC-"); n != 1 {
 		t.Errorf("partial sync declares %d service chains, want 1:\n%s", n, partial)
 	}
-	// Two endpoints remain; the one that left is deleted.
-	if count(partial, ":KUBE-SEP-") != 3 || count(partial, "\n-X KUBE-SEP-") != 1 {
+	// The endpoints that remain keep their chains untouched; the one that
+	// left is flushed and deleted.
+	if count(partial, ":KUBE-SEP-") != 1 || count(partial, "\n-X KUBE-SEP-") != 1 {
 		t.Errorf("partial sync endpoint chains wrong:\n%s", partial)
 	}
 	if !edit {
@@ -387,4 +388,25 @@ func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+func TestCanaryIsCheckedAfterAChangeIsApplied(t *testing.T) {
+	w := newWorld(t)
+	w.addWeb(3)
+	w.sync()
+	w.fake.FlushAll("filter") // the canary goes with it; nat is intact
+	w.now = w.now.Add(time.Minute)
+	n := len(w.fake.Restores)
+	w.tracker.OnEndpointSliceUpdate(nil, webSlice(1, 3, false))
+	w.sync()
+	// The change went in first, as a partial sync...
+	if len(w.fake.Restores) != n+1 || count(w.lastRestore(), ":KUBE-SVC-") != 1 {
+		t.Fatalf("the change was not applied as a partial sync:\n%s", w.lastRestore())
+	}
+	// ...then the missing canary made the next sync a full one.
+	w.sync()
+	if count(w.lastRestore(), ":KUBE-SVC-") != 3 {
+		t.Errorf("no full sync after the flush was noticed:\n%s", w.lastRestore())
+	}
+	w.assertMatchesFullSync()
 }

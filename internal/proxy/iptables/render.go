@@ -34,8 +34,38 @@ type fragment struct {
 	noLocalExternal bool
 }
 
-func (f *fragment) sameChains(o *fragment) bool {
-	return o != nil && slices.Equal(f.chains, o.chains) && slices.Equal(f.rules, o.rules)
+// changedChains returns f narrowed to the chains whose rules differ from
+// old's (all of f when old is nil), or nil when none does.
+func (f *fragment) changedChains(old *fragment) *fragment {
+	if old == nil {
+		return f
+	}
+	before, after := old.rulesByChain(), f.rulesByChain()
+	n := &fragment{name: f.name}
+	for _, c := range f.chains {
+		if o, ok := before[c]; ok && slices.Equal(o, after[c]) {
+			continue
+		}
+		n.chains = append(n.chains, c)
+		n.rules = append(n.rules, after[c]...)
+	}
+	if len(n.chains) == 0 {
+		return nil
+	}
+	return n
+}
+
+// rulesByChain maps each of f's chains, empty ones included, to its rules.
+func (f *fragment) rulesByChain() map[string][]string {
+	m := make(map[string][]string, len(f.chains))
+	for _, c := range f.chains {
+		m[c] = []string{}
+	}
+	for _, r := range f.rules {
+		c, _, _ := strings.Cut(strings.TrimPrefix(r, "-A "), " ")
+		m[c] = append(m[c], r)
+	}
+	return m
 }
 
 func (f *fragment) topRules() int {

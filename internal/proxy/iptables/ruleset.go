@@ -51,6 +51,13 @@ type Input struct {
 	// them), a -D fails, the restore fails atomically, and the next sync
 	// is full.
 	EditTopLevel bool
+	// MaxChainsPerRestore splits a rule set that declares more per-service
+	// chains than this into several restores (0: never split). The nft
+	// backend of iptables-restore --noflush spends time proportional to
+	// lines × distinct chains in one input, so 430,000 lines in one
+	// restore take most of an hour while a hundred restores of ~1,000
+	// chains take seconds. See RuleSet.Restores for what a split costs.
+	MaxChainsPerRestore int
 }
 
 // Stats describe a rule set.
@@ -71,6 +78,16 @@ type Stats struct {
 // and nat tables, meant for `iptables-restore --noflush`, and the state to
 // build the next one from once it is applied.
 type RuleSet struct {
+	// Restores are the inputs to apply, in order. There is one unless
+	// Input.MaxChainsPerRestore split the rule set. A split one is
+	// ordered so that every state in between is coherent: first the
+	// filter table and the fixed nat chains, then the per-service chains
+	// (each port's chains in one restore, none referenced yet if new),
+	// then the top-level chains that jump to them, then the stale chains,
+	// referrers before the chains they refer to. Packets meanwhile see
+	// each service either as before or as after, never half of one.
+	Restores [][]byte
+	// Data is the only restore when there is one, nil otherwise.
 	Data        []byte
 	Full        bool
 	StaleChains []string // deleted by Data
@@ -152,13 +169,17 @@ func Build(cfg Config, in Input) *RuleSet {
 	}
 	st.order = sortedKeys(st.fragments, prev, in.Changed, rerenderAll)
 
-	// Which ports get their chains written, and which chains go away.
-	write := func(f *fragment) bool {
+	// Which chains get written, and which go away. A partial sync writes
+	// only the chains whose rules changed: when one endpoint goes, that
+	// is the KUBE-SVC- chain, not the other endpoints' KUBE-SEP- chains.
+	write := func(f *fragment) *fragment {
 		if full {
-			return true
+			return f
 		}
-		_, changed := in.Changed[f.name]
-		return changed && !f.sameChains(prev.fragments[f.name])
+		if _, changed := in.Changed[f.name]; !changed {
+			return nil
+		}
+		return f.changedChains(prev.fragments[f.name])
 	}
 	// Stale chains: in a full sync, every service chain not in use; in a
 	// partial one, the chains a changed port had and no longer has (chain
@@ -216,7 +237,7 @@ func Build(cfg Config, in Input) *RuleSet {
 			}
 		}
 	}
-	return assemble(&cfg, st, full, write, stale, edit)
+	return assemble(&cfg, st, full, write, stale, edit, in.MaxChainsPerRestore)
 }
 
 func sameConfig(a, b Config) bool {
@@ -273,7 +294,7 @@ func sortedKeys(frags map[svcstate.ServicePortName]*fragment, prev *State, chang
 // rules of the changed ports. Either way it declares the per-service
 // chains it writes, writes their rules, and deletes stale chains last,
 // when nothing refers to them any more.
-func assemble(cfg *Config, st *State, full bool, write func(*fragment) bool, stale []string, edit *editPlan) *RuleSet {
+func assemble(cfg *Config, st *State, full bool, write func(*fragment) *fragment, stale []string, edit *editPlan, maxChains int) *RuleSet {
 	rs := &RuleSet{Full: full, StaleChains: stale, State: st}
 	ordered := make([]*fragment, len(st.order))
 	for i, n := range st.order {
@@ -297,33 +318,21 @@ func assemble(cfg *Config, st *State, full bool, write func(*fragment) bool, sta
 		if f.noLocalExternal {
 			rs.Stats.NoLocalExternal++
 		}
-		if write(f) {
-			written = append(written, f)
-			rs.Stats.NATChainsWritten += len(f.chains)
+		if wf := write(f); wf != nil {
+			written = append(written, wf)
+			rs.Stats.NATChainsWritten += len(wf.chains)
 		}
 	}
 	rs.Stats.FilterRules += len(fixedFilter)
 	rs.Stats.NATRules += len(fixedNAT) + len(nodePorts)
 	rs.Stats.ServicePortsWritten = len(written)
 	rs.Stats.StaleChains = len(stale)
-
-	// filter
-	w.line("*filter")
-	if edit == nil {
-		w.chain(ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall)
-		if cfg.LocalhostNodePorts {
-			w.chain(ChainKubeletFirewall)
-		}
-		for _, f := range ordered {
-			w.lines(f.filterServices, f.filterExternal, f.filterNodePort, f.filterFirewall)
-		}
-		w.lines(fixedFilter)
-	} else {
-		for _, d := range edit.diffs {
-			w.edit(d.old.filterAll(), d.cur.filterAll(), "")
-		}
+	if maxChains > 0 && rs.Stats.NATChainsWritten+len(stale) > maxChains {
+		assembleSplit(rs, cfg, ordered, written, stale, edit, maxChains)
+		return rs
 	}
-	w.line("COMMIT")
+
+	writeFilter(w, cfg, ordered, edit)
 
 	// nat
 	w.line("*nat")
@@ -362,7 +371,138 @@ func assemble(cfg *Config, st *State, full bool, write func(*fragment) bool, sta
 	rs.Stats.NATRulesWritten = w.r - natRulesBefore
 	w.line("COMMIT")
 	rs.Data = w.b.Bytes()
+	rs.Restores = [][]byte{rs.Data}
 	return rs
+}
+
+// writeFilter writes the filter table, complete or as edits; edits that
+// leave the table alone write nothing, which spares iptables-restore a
+// transaction.
+func writeFilter(w *restoreWriter, cfg *Config, ordered []*fragment, edit *editPlan) {
+	if edit != nil && !edit.touchesFilter() {
+		return
+	}
+	w.line("*filter")
+	if edit == nil {
+		w.chain(ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall)
+		if cfg.LocalhostNodePorts {
+			w.chain(ChainKubeletFirewall)
+		}
+		for _, f := range ordered {
+			w.lines(f.filterServices, f.filterExternal, f.filterNodePort, f.filterFirewall)
+		}
+		w.lines(fixedFilterRules(cfg, cfg.mark()))
+	} else {
+		for _, d := range edit.diffs {
+			w.edit(d.old.filterAll(), d.cur.filterAll(), "")
+		}
+	}
+	w.line("COMMIT")
+}
+
+// assembleSplit writes rs as several restores of at most maxChains
+// per-service chains each (a port with more chains gets a restore of its
+// own), in the order RuleSet.Restores describes.
+func assembleSplit(rs *RuleSet, cfg *Config, ordered, written []*fragment, stale []string, edit *editPlan, maxChains int) {
+	natRules := 0
+	add := func(w *restoreWriter, natFrom int) {
+		natRules += w.r - natFrom
+		rs.Restores = append(rs.Restores, w.b.Bytes())
+	}
+
+	// The filter table refers to no nat chain; the service chains need
+	// KUBE-MARK-MASQ, which a first sync has yet to create.
+	w := &restoreWriter{}
+	writeFilter(w, cfg, ordered, edit)
+	natFrom := w.r
+	if edit == nil {
+		w.line("*nat")
+		w.chain(ChainPostrouting, ChainMarkMasq)
+		w.lines(fixedNATRules(cfg, cfg.mark()))
+		w.line("COMMIT")
+	}
+	add(w, natFrom)
+
+	// Per-service chains: declarations first, as iptables-restore wants.
+	var decl, rules []string
+	flush := func() {
+		if len(decl) == 0 {
+			return
+		}
+		w := &restoreWriter{}
+		w.line("*nat")
+		w.chain(decl...)
+		w.lines(rules)
+		w.line("COMMIT")
+		add(w, 0)
+		decl, rules = decl[:0], rules[:0]
+	}
+	for _, f := range written {
+		if len(decl) > 0 && len(decl)+len(f.chains) > maxChains {
+			flush()
+		}
+		decl = append(decl, f.chains...)
+		rules = append(rules, f.rules...)
+	}
+	flush()
+
+	// The top-level chains, now that every chain they jump to exists.
+	w = &restoreWriter{}
+	w.line("*nat")
+	if edit == nil {
+		w.chain(ChainServices, ChainNodePorts)
+		for _, f := range ordered {
+			w.lines(f.natServices)
+		}
+		w.lines(nodePortsJumps(cfg))
+		for _, f := range ordered {
+			w.lines(f.natNodePorts)
+		}
+	} else {
+		for _, d := range edit.diffs {
+			w.edit(d.old.natServicesOrNil(), d.cur.natServicesOrNil(), "1")
+			w.edit(d.old.natNodePortsOrNil(), d.cur.natNodePortsOrNil(), "")
+		}
+	}
+	if len(stale) <= maxChains {
+		w.chain(stale...)
+		for _, c := range stale {
+			w.line("-X " + c)
+		}
+		stale = nil
+	}
+	w.line("COMMIT")
+	add(w, 0)
+
+	// Stale chains in order of reference: a chain is flushed in the same
+	// restore as, or an earlier one than, the chains it jumps to.
+	stale = slices.Clone(stale)
+	slices.SortStableFunc(stale, func(a, b string) int { return staleLevel(a) - staleLevel(b) })
+	for len(stale) > 0 {
+		n := min(len(stale), maxChains)
+		w := &restoreWriter{}
+		w.line("*nat")
+		w.chain(stale[:n]...)
+		for _, c := range stale[:n] {
+			w.line("-X " + c)
+		}
+		w.line("COMMIT")
+		add(w, 0)
+		stale = stale[n:]
+	}
+	rs.Stats.NATRulesWritten = natRules
+}
+
+// staleLevel orders per-service chains so that referrers come first:
+// KUBE-FW- jumps to KUBE-EXT-, which jumps to KUBE-SVC-/KUBE-SVL-, which
+// jump to KUBE-SEP-.
+func staleLevel(chain string) int {
+	for i, p := range []string{prefixFirewall, prefixExternal, prefixClusterPolicy, prefixLocalPolicy, prefixEndpoint} {
+		if strings.HasPrefix(chain, p) {
+			return i
+		}
+	}
+	return 0
 }
 
 func fixedFilterRules(cfg *Config, mark string) []string {
@@ -479,6 +619,15 @@ type editPlan struct {
 
 type portDiff struct {
 	old, cur *fragment
+}
+
+func (e *editPlan) touchesFilter() bool {
+	for _, d := range e.diffs {
+		if !slices.Equal(d.old.filterAll(), d.cur.filterAll()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fragment) filterAll() []string {

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/proxy/app"
+	"github.com/svcnet/svcnet/internal/proxy/iptables"
+)
+
+func newProxyCommand() *cobra.Command {
+	o := app.Defaults()
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Program this node's service rules, as kube-proxy does",
+		Long: `Watch Services and EndpointSlices and program the network namespace this
+process runs in so that cluster IPs, node ports, external and load-balancer
+IPs reach ready endpoints, as kube-proxy does. Modes: ` + strings.Join(app.ModeNames(), ", ") + `.
+It also serves /healthz (--healthz-bind-address), /metrics
+(--metrics-bind-address), and a health-check node port per Service with
+externalTrafficPolicy Local. Flags have kube-proxy's names.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return app.Run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API server")
+	f.StringVar(&o.Mode, "proxy-mode", o.Mode, "proxy mode: "+strings.Join(app.ModeNames(), " or "))
+	f.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "name of this node's Node object (default: the hostname)")
+	f.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "pod network; traffic from outside it to cluster IPs is masqueraded")
+	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 to disable)")
+	f.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "address of /healthz and /livez (0 to disable)")
+	f.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", o.NodePortAddresses, "addresses or CIDRs that accept node ports (default: all of the node's)")
+	f.DurationVar(&o.SyncPeriod, "iptables-sync-period", o.SyncPeriod, "longest time between two syncs (repairs rules, refreshes /healthz)")
+	f.DurationVar(&o.MinSyncPeriod, "iptables-min-sync-period", o.MinSyncPeriod, "least time between two syncs; changes within it are applied together")
+	f.BoolVar(&o.MasqueradeAll, "masquerade-all", o.MasqueradeAll, "masquerade all traffic to cluster IPs")
+	f.IntVar(&o.MasqueradeBit, "iptables-masquerade-bit", o.MasqueradeBit, "bit of the packet mark that asks for masquerading")
+	f.StringVar(&o.IPTablesBinary, "iptables-binary", o.IPTablesBinary, "iptables command: iptables, iptables-nft or iptables-legacy")
+	f.DurationVar(&o.UDPIdleTimeout, "udp-timeout", o.UDPIdleTimeout, "userspace mode: how long an idle UDP session lives")
+	f.BoolVar(&o.EditTopLevelChains, "iptables-edit-top-level", o.EditTopLevelChains,
+		"partial syncs edit KUBE-SERVICES rule by rule instead of rewriting it")
+	f.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "remove the rules of every mode from this namespace and exit")
+	cmd.AddCommand(newProxyTraceCommand())
+	return cmd
+}
+
+func newProxyTraceCommand() *cobra.Command {
+	var t app.TraceOptions
+	cmd := &cobra.Command{
+		Use:   "trace --src IP --dst IP:PORT/PROTO",
+		Short: "Show the path a packet takes through this node's service rules",
+		Long: `Read the filter and nat tables of the network namespace this process runs in
+(or an iptables-save dump, --file) and walk a new connection's first packet
+through them as the kernel would: each chain and rule it matches, the
+endpoints it may reach with their probabilities, and whether it is
+masqueraded. --local traces a packet the node itself sends.`,
+		Example: `  svcnet proxy trace --src 10.244.1.5 --dst 10.96.0.10:80/tcp
+  ip netns exec svcnet-node-1 svcnet proxy trace --src 192.168.77.100 --dst 192.168.77.1:30080/tcp`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return app.Trace(cmd.Context(), t, &iptables.Exec{Binary: t.IPTablesBinary}, app.Netlink{}, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&t.Src, "src", "", "source IP of the packet")
+	f.StringVar(&t.Dst, "dst", "", "destination, IP:PORT/PROTO (PROTO tcp, udp or sctp; default tcp)")
+	f.BoolVar(&t.Local, "local", false, "the packet is sent by the node itself, not by a pod or another host")
+	f.StringVar(&t.File, "file", "", "trace through an iptables-save dump (- for stdin) instead of this namespace's tables")
+	f.StringVar(&t.IPTablesBinary, "iptables-binary", "iptables", "iptables command whose -save to read")
+	f.StringSliceVar(&t.NodeIPs, "node-ip", nil, "more addresses that count as the node's own (addrtype LOCAL)")
+	_ = cmd.MarkFlagRequired("src")
+	_ = cmd.MarkFlagRequired("dst")
+	return cmd
+}

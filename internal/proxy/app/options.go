@@ -1,0 +1,231 @@
+// Package app assembles `svcnet proxy`: the client and informers, the
+// change tracker, the sync runner, the mode's proxier, the health-check
+// and metrics servers, and conntrack cleanup. It programs the network
+// namespace the process runs in; svcnet's node agent starts one inside
+// each node's namespace.
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/proxy/userspace"
+)
+
+// Options are `svcnet proxy`'s settings, named after kube-proxy's flags.
+type Options struct {
+	Kubeconfig string
+	// Mode is the proxy mode; see ModeNames. Default iptables.
+	Mode string
+	// HostnameOverride is the Node this proxy serves: its endpoints are
+	// local, its addresses are the node's. Default: the hostname.
+	HostnameOverride string
+	// ClusterCIDR is the pod network (comma-separated for dual-stack);
+	// traffic from it is not masqueraded. Empty: masquerade off-node
+	// clients only by the mark rules.
+	ClusterCIDR string
+	// MetricsBindAddress serves /metrics (and /healthz, /proxyMode);
+	// HealthzBindAddress serves /healthz and /livez. "" or "0" disables.
+	MetricsBindAddress string
+	HealthzBindAddress string
+	// NodePortAddresses limits node ports (and health-check node ports) to
+	// these addresses or CIDRs of the node; empty means all.
+	NodePortAddresses []string
+	// SyncPeriod is the longest time between syncs (a no-op when nothing
+	// changed, but it repairs flushed rules and keeps /healthz fresh);
+	// MinSyncPeriod is the least time between two, so bursts coalesce.
+	SyncPeriod    time.Duration
+	MinSyncPeriod time.Duration
+	MasqueradeAll bool
+	MasqueradeBit int
+	// IPTablesBinary is the iptables command (iptables, iptables-legacy,
+	// iptables-nft); -save and -restore are derived from it.
+	IPTablesBinary string
+	// UDPIdleTimeout ends userspace UDP sessions.
+	UDPIdleTimeout time.Duration
+	// EditTopLevelChains makes partial iptables syncs edit KUBE-SERVICES
+	// rule by rule instead of rewriting it (see iptables.Input).
+	EditTopLevelChains bool
+	// Cleanup removes the rules of every mode and exits.
+	Cleanup bool
+}
+
+// Defaults are kube-proxy's defaults, except the minimum sync period: a
+// one-change sync costs milliseconds here, so it is not held back a
+// second as kube-proxy holds it.
+func Defaults() Options {
+	return Options{
+		Mode:               "iptables",
+		MetricsBindAddress: "127.0.0.1:10249",
+		HealthzBindAddress: "0.0.0.0:10256",
+		SyncPeriod:         30 * time.Second,
+		MinSyncPeriod:      100 * time.Millisecond,
+		MasqueradeBit:      14,
+		IPTablesBinary:     "iptables",
+		UDPIdleTimeout:     250 * time.Millisecond,
+		EditTopLevelChains: true,
+	}
+}
+
+// modeInfo is one proxy mode svcnet knows of.
+type modeInfo struct {
+	name string
+	// start is nil for modes that are not built yet.
+	start func(*deps) (syncer, error)
+	// cleanup removes the mode's rules: at --cleanup, and when another
+	// mode starts in the same namespace.
+	cleanup func(context.Context, iptables.Executor) error
+	why     string // why a mode is not built
+}
+
+// modes is the registry of proxy modes: adding one means a folder under
+// internal/proxy and a line here.
+var modes = []modeInfo{
+	{name: "iptables", start: startIPTables, cleanup: iptables.Cleanup},
+	{name: "userspace", start: startUserspace, cleanup: userspace.Cleanup},
+	{name: "nftables", why: "not built into svcnet yet"},
+	{name: "ipvs", why: "not built into svcnet yet (and this kernel has no ip_vs)"},
+}
+
+// ModeNames lists the modes that can run.
+func ModeNames() []string {
+	var out []string
+	for _, m := range modes {
+		if m.start != nil {
+			out = append(out, m.name)
+		}
+	}
+	return out
+}
+
+func lookupMode(name string) (modeInfo, error) {
+	if name == "" {
+		name = "iptables"
+	}
+	var unbuilt []string
+	for _, m := range modes {
+		if m.start == nil {
+			unbuilt = append(unbuilt, m.name)
+		}
+		if m.name != strings.ToLower(name) {
+			continue
+		}
+		if m.start == nil {
+			return modeInfo{}, fmt.Errorf("--proxy-mode %s: %s; available modes: %s", name, m.why, strings.Join(ModeNames(), ", "))
+		}
+		return m, nil
+	}
+	return modeInfo{}, fmt.Errorf("--proxy-mode %s: unknown proxy mode; available modes: %s (not built yet: %s)",
+		name, strings.Join(ModeNames(), ", "), strings.Join(unbuilt, ", "))
+}
+
+// Validate checks everything that can be checked before connecting.
+func (o *Options) Validate() error {
+	if _, err := lookupMode(o.Mode); err != nil {
+		return err
+	}
+	if _, err := o.clusterCIDR(); err != nil {
+		return err
+	}
+	if _, _, err := o.nodePortFilter(); err != nil {
+		return err
+	}
+	if o.MasqueradeBit < 0 || o.MasqueradeBit > 31 {
+		return fmt.Errorf("--iptables-masquerade-bit %d: must be within 0..31", o.MasqueradeBit)
+	}
+	if o.SyncPeriod <= 0 {
+		return fmt.Errorf("--iptables-sync-period %s: must be positive", o.SyncPeriod)
+	}
+	for _, a := range []struct{ flag, value string }{{"--metrics-bind-address", o.MetricsBindAddress}, {"--healthz-bind-address", o.HealthzBindAddress}} {
+		if _, err := bindAddress(a.value, 0); err != nil {
+			return fmt.Errorf("%s: %w", a.flag, err)
+		}
+	}
+	return nil
+}
+
+// clusterCIDR returns the IPv4 pod network, if any.
+func (o *Options) clusterCIDR() (netip.Prefix, error) {
+	var out netip.Prefix
+	for _, s := range strings.Split(o.ClusterCIDR, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("--cluster-cidr %q: %w", s, err)
+		}
+		if p.Addr().Is4() && !out.IsValid() {
+			out = p.Masked()
+		}
+	}
+	return out, nil
+}
+
+// nodePortFilter splits --nodeport-addresses into addresses and CIDRs.
+func (o *Options) nodePortFilter() ([]netip.Addr, []netip.Prefix, error) {
+	var addrs []netip.Addr
+	var cidrs []netip.Prefix
+	for _, s := range o.NodePortAddresses {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "" || s == "primary":
+			continue
+		case strings.Contains(s, "/"):
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--nodeport-addresses %q: %w", s, err)
+			}
+			cidrs = append(cidrs, p.Masked())
+		default:
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--nodeport-addresses %q: %w", s, err)
+			}
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs, cidrs, nil
+}
+
+// nodePortAddresses resolves --nodeport-addresses against the node's
+// addresses: the listed ones, and those inside the listed CIDRs.
+func (o *Options) nodePortAddresses(local []netip.Addr, family v1.IPFamily) []netip.Addr {
+	addrs, cidrs, _ := o.nodePortFilter()
+	var out []netip.Addr
+	for _, a := range addrs {
+		if (family == v1.IPv4Protocol) == a.Is4() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	for _, a := range local {
+		if slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) }) && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// bindAddress accepts "ip:port", a bare "ip" (with defaultPort), and ""
+// or "0" for off.
+func bindAddress(s string, defaultPort int) (string, error) {
+	if s == "" || s == "0" {
+		return "", nil
+	}
+	if _, _, err := net.SplitHostPort(s); err == nil {
+		return s, nil
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return net.JoinHostPort(s, fmt.Sprint(defaultPort)), nil
+	}
+	return "", fmt.Errorf("%q is neither ip:port nor an ip", s)
+}

@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/proxy/trace"
+)
+
+// TraceOptions are `svcnet proxy trace`'s settings.
+type TraceOptions struct {
+	Src string // source IP
+	Dst string // IP:PORT/PROTO; PROTO defaults to tcp
+	// Local traces a packet the node itself sends (nat OUTPUT) rather
+	// than one arriving from a pod or the network (nat PREROUTING).
+	Local bool
+	// File reads iptables-save output from a file ("-": stdin) instead of
+	// the namespace's tables.
+	File           string
+	IPTablesBinary string
+	// NodeIPs add to the namespace's own addresses what addrtype LOCAL
+	// matches.
+	NodeIPs []string
+}
+
+// ParsePacket reads --src and --dst.
+func (t TraceOptions) ParsePacket() (trace.Packet, error) {
+	src, err := netip.ParseAddr(t.Src)
+	if err != nil {
+		return trace.Packet{}, fmt.Errorf("--src %q: %w", t.Src, err)
+	}
+	dst, proto, _ := strings.Cut(t.Dst, "/")
+	if proto == "" {
+		proto = "tcp"
+	}
+	proto = strings.ToLower(proto)
+	if proto != "tcp" && proto != "udp" && proto != "sctp" {
+		return trace.Packet{}, fmt.Errorf("--dst %q: protocol %q is not tcp, udp or sctp", t.Dst, proto)
+	}
+	ap, err := netip.ParseAddrPort(dst)
+	if err != nil {
+		return trace.Packet{}, fmt.Errorf("--dst %q: want IP:PORT/PROTO: %w", t.Dst, err)
+	}
+	if src.Is4() != ap.Addr().Is4() {
+		return trace.Packet{}, fmt.Errorf("--src %s and --dst %s are of different IP families", src, ap.Addr())
+	}
+	return trace.Packet{Src: src, SrcPort: 40000, Dst: ap, Proto: proto, Local: t.Local}, nil
+}
+
+// Trace walks a packet through the rules of the namespace it runs in
+// (or of a saved dump) and writes the paths it may take.
+func Trace(ctx context.Context, t TraceOptions, ex iptables.Executor, ifaces Interfaces, w io.Writer) error {
+	pkt, err := t.ParsePacket()
+	if err != nil {
+		return err
+	}
+	var dump []byte
+	switch t.File {
+	case "":
+		for _, table := range []string{"filter", "nat"} {
+			b, err := ex.Save(ctx, table)
+			if err != nil {
+				return fmt.Errorf("read the %s table: %w", table, err)
+			}
+			dump = append(dump, b...)
+		}
+	case "-":
+		if dump, err = io.ReadAll(os.Stdin); err != nil {
+			return err
+		}
+	default:
+		if dump, err = os.ReadFile(t.File); err != nil {
+			return err
+		}
+	}
+	rs, err := trace.Parse(dump)
+	if err != nil {
+		return fmt.Errorf("parse rules: %w", err)
+	}
+	family := v1.IPv4Protocol
+	if pkt.Dst.Addr().Is6() {
+		family = v1.IPv6Protocol
+	}
+	var local []netip.Addr
+	if t.File == "" {
+		if local, err = ifaces.Addrs(family); err != nil {
+			return err
+		}
+	}
+	for _, s := range t.NodeIPs {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return fmt.Errorf("--node-ip %q: %w", s, err)
+		}
+		if !slices.Contains(local, a) {
+			local = append(local, a)
+		}
+	}
+	return trace.Trace(rs, pkt, trace.Env{LocalAddrs: local}).Write(w)
+}

@@ -1,0 +1,256 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/svcnet/svcnet/internal/proxy"
+	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/proxy/userspace"
+	"github.com/svcnet/svcnet/internal/svcstate"
+	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func webService(i int, opts ...ServiceOption) *v1.Service {
+	return Service("default", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.96.1.%d", i),
+		append([]ServiceOption{Port("http", v1.ProtocolTCP, 80, int32(30000+i)), Type(v1.ServiceTypeNodePort)}, opts...)...)
+}
+
+func webSlice(i, n int, firstReady bool) *discovery.EndpointSlice {
+	name := fmt.Sprintf("web-%d", i)
+	opts := []SliceOption{SlicePort("http", v1.ProtocolTCP, 8080)}
+	for j := range n {
+		var eo []EndpointOption
+		if j == 0 && !firstReady {
+			eo = append(eo, NotReady())
+		}
+		opts = append(opts, Endpoint(fmt.Sprintf("10.244.%d.%d", 2+j, i), fmt.Sprintf("node-%d", j), eo...))
+	}
+	return Slice("default", name, name+"-abc", opts...)
+}
+
+// ourTables returns iptables-save output of the filter and nat tables in
+// a comparable form: our chains only (KUBE-), counters dropped, chains
+// sorted, and the rules of the top-level chains sorted, since editing
+// syncs may order them differently without changing any packet's fate.
+// It checks that the node-port jump ends nat KUBE-SERVICES.
+func ourTables(t *testing.T, ex *iptables.Exec) string {
+	t.Helper()
+	var out []string
+	for _, table := range []string{"filter", "nat"} {
+		data, err := ex.Save(context.Background(), table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains := map[string][]string{}
+		for _, l := range strings.Split(string(data), "\n") {
+			switch {
+			case strings.HasPrefix(l, ":KUBE-"):
+				name, _, _ := strings.Cut(l[1:], " ")
+				if chains[name] == nil {
+					chains[name] = []string{}
+				}
+			case strings.HasPrefix(l, "-A KUBE-"):
+				name, _, _ := strings.Cut(l[3:], " ")
+				chains[name] = append(chains[name], l)
+			}
+		}
+		if table == "nat" {
+			svc := chains["KUBE-SERVICES"]
+			if len(svc) == 0 || !strings.Contains(svc[len(svc)-1], "kubernetes service nodeports") {
+				t.Errorf("nat KUBE-SERVICES does not end with the node-port jump: %q", svc)
+			}
+		}
+		for _, name := range slices.Sorted(func(yield func(string) bool) {
+			for n := range chains {
+				if !yield(n) {
+					return
+				}
+			}
+		}) {
+			rules := chains[name]
+			switch name {
+			case "KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-EXTERNAL-SERVICES", "KUBE-PROXY-FIREWALL":
+				rules = slices.Sorted(slices.Values(rules))
+			}
+			out = append(out, table+" :"+name)
+			out = append(out, rules...)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestEditingSyncsOnTheKernel runs partial syncs that edit the top-level
+// chains with -D and -I inside `iptables-restore --noflush`, split into
+// several restores, on both iptables backends, and checks after every
+// change that the kernel holds exactly what a full sync into a fresh
+// namespace produces.
+func TestEditingSyncsOnTheKernel(t *testing.T) {
+	framework.RequireRoot(t)
+	for _, variant := range []string{"iptables", "iptables-legacy", "iptables-early"} {
+		t.Run(variant, func(t *testing.T) {
+			binary, early := strings.CutSuffix(variant, "-early")
+			ns := framework.NewNetns(t, "edit")
+			ex := &iptables.Exec{Binary: binary, Netns: ns.Name}
+			var apply iptables.Executor = ex
+			if early {
+				// EarlyCommit watches the kernel's notifications in the
+				// namespace the commands run in: run them all there.
+				apply = inNetns{ns: ns, ex: &iptables.Exec{Binary: binary, EarlyCommit: true}}
+			}
+			tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-0", Logger: quiet})
+			cfg := iptables.Config{Node: proxy.Node{Name: "node-0"}, ClusterCIDR: netipPrefix("10.244.0.0/16")}
+			p, err := iptables.NewProxier(iptables.ProxierConfig{Rules: cfg, Tracker: tracker, Executor: apply, Logger: quiet,
+				EditTopLevelChains: true, MaxChainsPerRestore: 12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			check := func(step string) {
+				t.Helper()
+				if err := p.Sync(ctx); err != nil {
+					t.Fatalf("%s: sync: %v", step, err)
+				}
+				// The reference: one full sync of the same snapshot into a
+				// fresh namespace.
+				ref := framework.NewNetns(t, "ref")
+				refEx := &iptables.Exec{Binary: binary, Netns: ref.Name}
+				rp, err := iptables.NewProxier(iptables.ProxierConfig{Rules: cfg, Tracker: tracker, Executor: refEx, Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := rp.Sync(ctx); err != nil {
+					t.Fatalf("%s: reference sync: %v", step, err)
+				}
+				if got, want := ourTables(t, ex), ourTables(t, refEx); got != want {
+					t.Errorf("%s: kernel differs from a full sync:\n%s", step, diffLines(want, got))
+				}
+			}
+			for i := range 20 {
+				tracker.OnServiceAdd(webService(i))
+				tracker.OnEndpointSliceAdd(webSlice(i, 3, true))
+			}
+			check("first sync")
+			tracker.OnEndpointSliceUpdate(nil, webSlice(7, 3, false))
+			check("one endpoint unready")
+			tracker.OnServiceDelete(webService(3))
+			check("service deleted")
+			tracker.OnEndpointSliceDelete(webSlice(4, 3, true))
+			check("service without endpoints")
+			tracker.OnServiceAdd(webService(40))
+			tracker.OnEndpointSliceAdd(webSlice(40, 2, true))
+			tracker.OnServiceUpdate(nil, webService(5, ExternalIPs("203.0.113.5"), ResourceVersion("2")))
+			check("service added, external IP added")
+			for i := 10; i < 20; i++ {
+				tracker.OnServiceDelete(webService(i))
+			}
+			check("ten services deleted at once")
+
+			// Someone flushes KUBE-SERVICES: the next editing sync cannot
+			// find the rule it deletes, fails as a whole, and the retry is
+			// a full sync that repairs everything.
+			ns.Run(binary, "-t", "nat", "-F", "KUBE-SERVICES")
+			tracker.OnServiceDelete(webService(1))
+			if err := p.Sync(ctx); err == nil {
+				t.Error("an edit of a flushed chain succeeded")
+			}
+			check("repaired after a flush")
+		})
+	}
+}
+
+func diffLines(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for _, l := range w {
+		if !slices.Contains(g, l) {
+			b.WriteString("- " + l + "\n")
+		}
+	}
+	for _, l := range g {
+		if !slices.Contains(w, l) {
+			b.WriteString("+ " + l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// TestCleanupOnTheKernel programs both modes' rules into a namespace and
+// checks that `svcnet proxy --cleanup` leaves nothing of either.
+func TestCleanupOnTheKernel(t *testing.T) {
+	framework.RequireRoot(t)
+	ns := framework.NewNetns(t, "cleanup")
+	ex := &iptables.Exec{Netns: ns.Name, Binary: "iptables"}
+	tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-0", Logger: quiet})
+	for i := range 5 {
+		tracker.OnServiceAdd(webService(i, LoadBalancer(fmt.Sprintf("198.51.100.%d", i)), SourceRanges("203.0.113.0/24")))
+		tracker.OnEndpointSliceAdd(webSlice(i, 3, true))
+	}
+	p, err := iptables.NewProxier(iptables.ProxierConfig{Tracker: tracker, Executor: ex, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// And the userspace mode's jumps and chains, by hand.
+	for _, j := range userspace.JumpRules() {
+		ns.Run("iptables", "-t", "nat", "-N", j.Target)
+		ns.Run("iptables", append([]string{"-t", "nat", "-I", j.Chain}, j.Args()...)...)
+	}
+	before := ns.Run("iptables-save")
+	if !strings.Contains(before, "KUBE-PORTALS-CONTAINER") || !strings.Contains(before, "KUBE-FW-") {
+		t.Fatalf("rules missing before the cleanup:\n%s", before)
+	}
+	ns.Run(framework.Binary(t), "proxy", "--cleanup")
+	if after := ns.Run("iptables-save"); strings.Contains(after, "KUBE-") {
+		t.Errorf("left after --cleanup:\n%s", after)
+	}
+}
+
+// inNetns runs every command of an Exec from a thread inside ns. All six
+// methods are wrapped: an Exec left to run one on its own would program
+// the test's own namespace, the host's.
+type inNetns struct {
+	ns *framework.Netns
+	ex *iptables.Exec
+}
+
+func (n inNetns) Restore(ctx context.Context, data []byte) error {
+	return n.ns.Do(func() error { return n.ex.Restore(ctx, data) })
+}
+
+func (n inNetns) Save(ctx context.Context, table string) (out []byte, err error) {
+	err = n.ns.Do(func() error { out, err = n.ex.Save(ctx, table); return err })
+	return out, err
+}
+
+func (n inNetns) EnsureChain(ctx context.Context, table, chain string) error {
+	return n.ns.Do(func() error { return n.ex.EnsureChain(ctx, table, chain) })
+}
+
+func (n inNetns) EnsureRule(ctx context.Context, table, chain string, args ...string) error {
+	return n.ns.Do(func() error { return n.ex.EnsureRule(ctx, table, chain, args...) })
+}
+
+func (n inNetns) DeleteRule(ctx context.Context, table, chain string, args ...string) error {
+	return n.ns.Do(func() error { return n.ex.DeleteRule(ctx, table, chain, args...) })
+}
+
+func (n inNetns) ChainExists(ctx context.Context, table, chain string) (ok bool, err error) {
+	err = n.ns.Do(func() error { ok, err = n.ex.ChainExists(ctx, table, chain); return err })
+	return ok, err
+}
+
+var _ iptables.Executor = inNetns{}

@@ -1,0 +1,330 @@
+package proxy_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+func TestProxyIPTables(t *testing.T)  { testProxy(t, "iptables") }
+func TestProxyUserspace(t *testing.T) { testProxy(t, "userspace") }
+
+// testProxy runs every scenario against one node running `svcnet proxy`
+// in mode, one after the other (each cleans up its services).
+func testProxy(t *testing.T, mode string) {
+	c := newCluster(t, mode, 4)
+	// The API server's own default/kubernetes service has no endpoints.
+	c.waitEndpoints(0)
+	for _, sc := range []struct {
+		name string
+		run  func(*testing.T, *cluster)
+	}{
+		{"cluster IP spreads over every ready endpoint", testClusterIP},
+		{"node port, Cluster policy: masqueraded", testNodePortCluster},
+		{"node port, Local policy: client address kept", testNodePortLocal},
+		{"hairpin: a pod reaches itself through its service", testHairpin},
+		{"an unready endpoint gets no new connections", testUnready},
+		{"a dead endpoint", testDeadEndpoint},
+		{"UDP clients move off a removed endpoint", testUDPConntrack},
+		{"health-check node port for Local policy", testHealthCheckNodePort},
+		{"svcnet proxy trace explains a cluster IP", testTraceCommand},
+		{"metrics and healthz", testMetrics},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			sub := *c
+			sub.t = t
+			sc.run(t, &sub)
+		})
+		// The scenario's services are gone: wait until the proxy has
+		// removed them too, before the next one counts endpoints.
+		c.waitEndpoints(0)
+	}
+}
+
+const connections = 300
+
+func testClusterIP(t *testing.T, c *cluster) {
+	svc := c.service("spread", nil)
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]), ready(c.pods[2]))
+	c.waitEndpoints(3)
+	h := c.hit(c.pods[3].ns, fmt.Sprintf("http://%s:80/", svc.Spec.ClusterIP), connections)
+	if h.failed > 0 {
+		t.Fatalf("%d of %d connections failed: %v", h.failed, connections, h.lastErr)
+	}
+	t.Logf("%s mode, %d connections from pod-3 to %s:80: %v", c.mode, connections, svc.Spec.ClusterIP, h.byPod)
+	for _, p := range c.pods[:3] {
+		// Binomial(300, 1/3) has a standard deviation of 8; ±50 is six of
+		// them. Userspace mode is exact round-robin.
+		if n := h.byPod[p.name]; n < 50 || n > 150 || (c.mode == "userspace" && n != connections/3) {
+			t.Errorf("%s got %d of %d connections: %v", p.name, n, connections, h.byPod)
+		}
+	}
+	if c.mode == "iptables" {
+		// Pod to pod on the node: the source is kept.
+		for p, clients := range h.clients {
+			if !clients[c.pods[3].ip] || len(clients) != 1 {
+				t.Errorf("%s saw clients %v, want only %s", p, clients, c.pods[3].ip)
+			}
+		}
+	}
+}
+
+func nodePort(mutate func(*v1.Service)) func(*v1.Service) {
+	return func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		if mutate != nil {
+			mutate(s)
+		}
+	}
+}
+
+func testNodePortCluster(t *testing.T, c *cluster) {
+	svc := c.service("np-cluster", nodePort(nil))
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]))
+	c.waitEndpoints(2)
+	url := fmt.Sprintf("http://%s:%d/", nodeIP, svc.Spec.Ports[0].NodePort)
+	h := c.hit(c.out, url, 50)
+	if h.failed > 0 || h.byPod["pod-0"] == 0 || h.byPod["pod-1"] == 0 {
+		t.Fatalf("node port %s from outside: %v, %d failed (%v)", url, h.byPod, h.failed, h.lastErr)
+	}
+	// Cluster policy may pick a pod on another node, so the reply must
+	// come back through this one: the source is the node's (its address
+	// on the pod bridge), never the client's.
+	for p, clients := range h.clients {
+		if len(clients) != 1 || !clients[bridgeIP] {
+			t.Errorf("%s saw clients %v, want %s (masqueraded)", p, clients, bridgeIP)
+		}
+	}
+}
+
+func testNodePortLocal(t *testing.T, c *cluster) {
+	svc := c.service("np-local", nodePort(func(s *v1.Service) {
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	}))
+	// pod-0 is local; 10.244.2.10 is on another node, which this test
+	// network does not have: reaching it would fail.
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ep{ip: "10.244.2.10", node: "node-2", ready: true})
+	c.waitEndpoints(2) // the cluster IP still reaches both
+	url := fmt.Sprintf("http://%s:%d/", nodeIP, svc.Spec.Ports[0].NodePort)
+	h := c.hit(c.out, url, 30)
+	if h.failed > 0 || h.byPod["pod-0"] != 30 {
+		t.Fatalf("node port %s with Local policy: %v, %d failed (%v)", url, h.byPod, h.failed, h.lastErr)
+	}
+	clients := h.clients["pod-0"]
+	switch c.mode {
+	case "iptables":
+		if len(clients) != 1 || !clients[clientIP] {
+			t.Errorf("pod-0 saw clients %v, want the client's own %s", clients, clientIP)
+		}
+	case "userspace":
+		// A user-space proxy opens its own connection to the pod: the
+		// client's address cannot survive it, whatever the policy.
+		t.Logf("userspace mode: pod-0 saw %v (the node), as it must", clients)
+	}
+}
+
+func testHairpin(t *testing.T, c *cluster) {
+	svc := c.service("hairpin", nil)
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]))
+	c.waitEndpoints(1)
+	h := c.hit(c.pods[0].ns, fmt.Sprintf("http://%s:80/", svc.Spec.ClusterIP), 20)
+	if h.failed > 0 || h.byPod["pod-0"] != 20 {
+		t.Fatalf("pod-0 to itself through its service: %v, %d failed (%v)", h.byPod, h.failed, h.lastErr)
+	}
+	// It would drop a reply from its own address to its own address:
+	// the request must arrive masqueraded.
+	if clients := h.clients["pod-0"]; len(clients) != 1 || !clients[bridgeIP] {
+		t.Errorf("pod-0 saw clients %v, want %s", clients, bridgeIP)
+	}
+}
+
+func testUnready(t *testing.T, c *cluster) {
+	svc := c.service("unready", nil)
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]), ready(c.pods[2]))
+	c.waitEndpoints(3)
+	url := fmt.Sprintf("http://%s:80/", svc.Spec.ClusterIP)
+	if h := c.hit(c.pods[3].ns, url, 30); h.byPod["pod-2"] == 0 {
+		t.Fatalf("pod-2 got nothing while ready: %v", h.byPod)
+	}
+	notReady := ready(c.pods[2])
+	notReady.ready = false
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]), notReady)
+	c.waitEndpoints(2)
+	h := c.hit(c.pods[3].ns, url, connections)
+	if h.failed > 0 || h.byPod["pod-2"] != 0 || h.byPod["pod-0"] == 0 || h.byPod["pod-1"] == 0 {
+		t.Errorf("after pod-2 turned unready: %v, %d failed (%v)", h.byPod, h.failed, h.lastErr)
+	}
+	if c.mode == "iptables" {
+		// The kernel's rules agree: two endpoints, half each.
+		out := c.traceFrom(c.pods[3].ip, svc.Spec.ClusterIP+":80", "tcp").Outcomes()
+		if len(out) != 2 || out[0].Probability != 0.5 {
+			t.Errorf("trace of the node's rules: %+v", out)
+		}
+	}
+}
+
+func testDeadEndpoint(t *testing.T, c *cluster) {
+	// Port 9380: pods 0 and 1 serve it, pod-2 does not (its process
+	// died, say) though the API still lists it as ready.
+	for _, p := range c.pods[:2] {
+		p.serveHTTP(t, 9380)
+	}
+	svc := c.service("dead", func(s *v1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromInt32(9380) })
+	c.slice(svc, 9380, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]), ready(c.pods[2]))
+	c.waitEndpoints(3)
+	h := c.hit(c.pods[3].ns, fmt.Sprintf("http://%s:80/", svc.Spec.ClusterIP), connections)
+	t.Logf("%s mode with a dead endpoint: %v, %d failed", c.mode, h.byPod, h.failed)
+	switch c.mode {
+	case "userspace":
+		// The proxy tries another endpoint: no client notices.
+		if h.failed > 0 || h.byPod["pod-0"] != connections/2 || h.byPod["pod-1"] != connections/2 {
+			t.Errorf("connections were not retried transparently: %v, %d failed (%v)", h.byPod, h.failed, h.lastErr)
+		}
+		if v, err := c.metric("svcnet_proxy_userspace_endpoint_dial_failures_total"); err != nil || v < connections/3-1 {
+			t.Errorf("dial failures counted: %v %v", v, err)
+		}
+	case "iptables":
+		// The kernel picks at random and cannot retry: about a third of
+		// the connections are refused. That is the documented trade-off.
+		if h.failed < connections/6 || h.failed > connections/2 {
+			t.Errorf("%d of %d connections failed, expected about a third", h.failed, connections)
+		}
+	}
+}
+
+func testUDPConntrack(t *testing.T, c *cluster) {
+	svc := c.service("udp", func(s *v1.Service) {
+		s.Spec.Ports[0] = v1.ServicePort{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, TargetPort: intstr.FromInt32(udpPort)}
+	})
+	c.slice(svc, udpPort, v1.ProtocolUDP, ready(c.pods[0]), ready(c.pods[1]))
+	c.waitEndpoints(2)
+	// One client socket, one source port, talking all the time: one
+	// conntrack entry (iptables mode) or one session (userspace mode).
+	conn := c.pods[3].ns.ListenPacket("udp", ":0")
+	dst := net.JoinHostPort(svc.Spec.ClusterIP, "53")
+	var first string
+	c.until("a UDP answer", 10*time.Second, func() error {
+		a, err := udpExchange(conn, dst)
+		first, _, _ = strings.Cut(a, " ")
+		return err
+	})
+	for range 5 {
+		if a, err := udpExchange(conn, dst); err != nil || !strings.HasPrefix(a, first+" ") {
+			t.Fatalf("the flow moved before any change: %q %v", a, err)
+		}
+	}
+	// Its endpoint leaves the service — the pod itself lives on and would
+	// keep answering a stale entry.
+	other, gone := c.pods[0], c.pods[1]
+	if first == "pod-0" {
+		other, gone = c.pods[1], c.pods[0]
+	}
+	c.slice(svc, udpPort, v1.ProtocolUDP, ready(other))
+	stop := time.Now().Add(10 * time.Second)
+	moved := false
+	for !moved && time.Now().Before(stop) {
+		a, _ := udpExchange(conn, dst)
+		moved = strings.HasPrefix(a, other.name+" ")
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !moved {
+		t.Fatalf("the client still talks to %s, which left the service", gone.name)
+	}
+	for range 10 {
+		if a, err := udpExchange(conn, dst); err != nil || !strings.HasPrefix(a, other.name+" ") {
+			t.Errorf("after the move: %q %v", a, err)
+		}
+	}
+}
+
+func testHealthCheckNodePort(t *testing.T, c *cluster) {
+	svc := c.service("lb-local", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	})
+	if svc.Spec.HealthCheckNodePort == 0 {
+		t.Fatal("the API server allocated no health-check node port")
+	}
+	url := fmt.Sprintf("http://%s:%d/", nodeIP, svc.Spec.HealthCheckNodePort)
+	check := func(wantCode, wantLocal int) {
+		t.Helper()
+		c.until(fmt.Sprintf("health check %d with %d local endpoints", wantCode, wantLocal), 20*time.Second, func() error {
+			code, body, err := c.get(c.out, url)
+			if err != nil {
+				return err
+			}
+			var r struct {
+				Service             struct{ Namespace, Name string }
+				LocalEndpoints      int  `json:"localEndpoints"`
+				ServiceProxyHealthy bool `json:"serviceProxyHealthy"`
+			}
+			if err := json.Unmarshal([]byte(body), &r); err != nil {
+				return fmt.Errorf("%d %q: %w", code, body, err)
+			}
+			if code != wantCode || r.LocalEndpoints != wantLocal || r.Service.Name != "lb-local" || !r.ServiceProxyHealthy {
+				return fmt.Errorf("%d %s", code, body)
+			}
+			return nil
+		})
+	}
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]), ep{ip: "10.244.2.10", node: "node-2", ready: true})
+	check(200, 2)
+	notReady := ready(c.pods[0])
+	notReady.ready = false
+	c.slice(svc, httpPort, v1.ProtocolTCP, notReady, ep{ip: "10.244.2.10", node: "node-2", ready: true})
+	check(503, 0)
+}
+
+func testTraceCommand(t *testing.T, c *cluster) {
+	svc := c.service("hostnames", nil)
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]), ready(c.pods[2]))
+	c.waitEndpoints(3)
+	out := c.node.Run(framework.Binary(t), "proxy", "trace", "--src", c.pods[3].ip, "--dst", svc.Spec.ClusterIP+":80/tcp")
+	t.Logf("svcnet proxy trace --src %s --dst %s:80/tcp (%s mode):\n%s", c.pods[3].ip, svc.Spec.ClusterIP, c.mode, out)
+	switch c.mode {
+	case "iptables":
+		for _, p := range c.pods[:3] {
+			if !strings.Contains(out, fmt.Sprintf("33.33%%  delivered to %s:%d (DNAT), source kept", p.ip, httpPort)) {
+				t.Errorf("trace does not send a third to %s", p.ip)
+			}
+		}
+		for _, want := range []string{"KUBE-SERVICES", "KUBE-SVC-", "KUBE-SEP-", "random 0.333", "random 0.5"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("trace lacks %q", want)
+			}
+		}
+	case "userspace":
+		if !strings.Contains(out, "REDIRECT") || !strings.Contains(out, "100.00%  delivered to "+bridgeIP+":") {
+			t.Errorf("trace does not show the redirect to the proxy socket")
+		}
+	}
+}
+
+func testMetrics(t *testing.T, c *cluster) {
+	_, body, err := c.get(c.node, "http://127.0.0.1:10249/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_network_programming_duration_seconds_bucket",
+		"kubeproxy_sync_proxy_rules_iptables_total{table=\"nat\"}", "svcnet_proxy_endpoints", "kubeproxy_sync_proxy_rules_last_timestamp_seconds",
+		"kubeproxy_sync_proxy_rules_iptables_restore_failures_total 0"} {
+		if !strings.Contains(body, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	code, body, err := c.get(c.out, fmt.Sprintf("http://%s:10256/healthz", nodeIP))
+	if err != nil || code != 200 || !strings.Contains(body, `"nodeEligible": true`) {
+		t.Errorf("/healthz from outside the node: %d %s %v", code, body, err)
+	}
+	if logs := c.proxy.Logs(); !strings.Contains(logs, "changed=") {
+		t.Errorf("the proxy's logs do not say what changed:\n%s", logs)
+	}
+}
