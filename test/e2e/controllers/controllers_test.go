@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
@@ -34,12 +35,18 @@ func TestEndpointSlicesFollowPods(t *testing.T) {
 	}
 	scale := func(n int32) {
 		t.Helper()
-		s, err := c.client.AppsV1().Deployments("default").GetScale(ctx, "web", metav1.GetOptions{})
+		// The controller writes the deployment's status meanwhile: a stale
+		// resourceVersion is a conflict, retried as clients do.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := c.client.AppsV1().Deployments("default").GetScale(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Replicas = n
+			_, err = c.client.AppsV1().Deployments("default").UpdateScale(ctx, "web", s, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.Replicas = n
-		if _, err := c.client.AppsV1().Deployments("default").UpdateScale(ctx, "web", s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
@@ -62,12 +63,16 @@ func TestLeaderElection(t *testing.T) {
 	until(t, "the standby to lead", 20*time.Second, func(ctx context.Context) (bool, error) {
 		return holder(ctx) == standby, nil
 	})
-	s, err := client.AppsV1().Deployments("default").GetScale(ctx, "le", metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := client.AppsV1().Deployments("default").GetScale(ctx, "le", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = 5
+		_, err = client.AppsV1().Deployments("default").UpdateScale(ctx, "le", s, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	s.Spec.Replicas = 5
-	if _, err := client.AppsV1().Deployments("default").UpdateScale(ctx, "le", s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	until(t, "5 pods under the new leader", 30*time.Second, func(ctx context.Context) (bool, error) { return podCount(ctx) == 5, nil })

@@ -263,9 +263,9 @@ func testHeadlessManual(t *testing.T, e *env) {
 	if got := addrs(e.dns.query(t, "tcp", "db-0.manual.default.svc.cluster.local.", dns.TypeA)); !slices.Equal(got, []string{"10.100.9.1"}) {
 		t.Errorf("db-0.manual: %v", got)
 	}
-	if got := addrs(e.dns.query(t, "udp", "warm.default.svc.cluster.local.", dns.TypeA)); !slices.Equal(got, []string{"10.100.9.3"}) {
-		t.Errorf("publishNotReadyAddresses: %v, want the unready endpoint", got)
-	}
+	until(t, "publishNotReadyAddresses to publish the unready endpoint", 10*time.Second, func() bool {
+		return slices.Equal(addrs(e.dns.query(t, "udp", "warm.default.svc.cluster.local.", dns.TypeA)), []string{"10.100.9.3"})
+	})
 
 	manual.Endpoints[1].Conditions.Ready = ptr.To(true)
 	if _, err := e.client.DiscoveryV1().EndpointSlices("default").Update(ctx, manual, metav1.UpdateOptions{}); err != nil {
