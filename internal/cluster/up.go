@@ -83,7 +83,7 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 Try next:
   kubectl apply -f examples/hostnames.yaml
   svcnet exec --name %s client -- curl -s 172.18.0.11:8477      # from outside the cluster
-  svcnet exec --name %s default/<pod> -- wget -qO- hostnames     # from a pod
+  svcnet exec --name %s default/<pod> -- curl -s hostnames       # from a pod
   svcnet status --name %s
   svcnet down --name %s
 `, st.Kubeconfig(), st.Kubeconfig(), opts.Name, opts.Name, opts.Name, opts.Name)

@@ -146,3 +146,27 @@ func TestLoadBalancer(t *testing.T) {
 		return err != nil
 	})
 }
+
+// TestUserspaceMode runs the reference scenario's traffic through the
+// userspace proxy: NodePort from outside and the service name from a pod.
+func TestUserspaceMode(t *testing.T) {
+	t.Parallel()
+	c := up(t, 2, "--proxy-mode", "userspace")
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	c.until("3 ready hostnames pods", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
+		return out == "3"
+	})
+	pods := podNames(c, "app=hostnames")
+	c.until("NodePort through the userspace proxy to reach all pods", 30*time.Second, func() bool {
+		return len(c.names("client", 9, "curl", "-s", "--max-time", "2", "172.18.0.12:8477")) == 3
+	})
+	c.until("the service name from a pod to reach all pods", 30*time.Second, func() bool {
+		return len(c.names("default/"+pods[0], 9, "curl", "-s", "--max-time", "2", "hostnames")) == 3
+	})
+	rules, err := c.exec("node/node-1", "iptables-save", "-t", "nat")
+	if err != nil || !strings.Contains(rules, "REDIRECT") || strings.Contains(rules, "KUBE-SEP-") {
+		t.Errorf("userspace mode's rules on node-1 (%v):\n%s", err, rules)
+	}
+}
