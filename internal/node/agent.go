@@ -300,7 +300,7 @@ func (a *Agent) updateStatus(ctx context.Context) error {
 		},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
 		NodeInfo: corev1.NodeSystemInfo{
-			KubeletVersion: Version, KubeProxyVersion: Version, OperatingSystem: "linux", Architecture: runtime.GOARCH,
+			KubeletVersion: Version, OperatingSystem: "linux", Architecture: runtime.GOARCH,
 			KernelVersion: uname.release, OSImage: osImage(), ContainerRuntimeVersion: "svcnet://" + Version,
 			MachineID: a.cfg.NodeName, SystemUUID: a.cfg.NodeName, BootID: uname.bootID,
 		},

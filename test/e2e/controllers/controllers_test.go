@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the test checks the v1 Endpoints a controller keeps (deprecated in Kubernetes 1.33, still served)
+
 package controllers_test
 
 import (
