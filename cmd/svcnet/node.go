@@ -14,6 +14,7 @@ func newNodeCommand() *cobra.Command {
 	var (
 		cfg              node.Config
 		nodeIP, podCIDR  string
+		clusterCIDR      string
 		labels           []string
 		proxyCommandLine string
 	)
@@ -32,6 +33,11 @@ svcnet up starts one per node; it needs root.`,
 			}
 			if cfg.PodCIDR, err = netip.ParsePrefix(podCIDR); err != nil {
 				return fmt.Errorf("--pod-cidr %q: %w", podCIDR, err)
+			}
+			if clusterCIDR != "" {
+				if cfg.ClusterCIDR, err = netip.ParsePrefix(clusterCIDR); err != nil {
+					return fmt.Errorf("--cluster-cidr %q: %w", clusterCIDR, err)
+				}
 			}
 			cfg.Labels = map[string]string{}
 			for _, l := range labels {
@@ -54,6 +60,7 @@ svcnet up starts one per node; it needs root.`,
 	f.StringVar(&nodeIP, "node-ip", "", "the node's address on the underlay")
 	f.StringVar(&podCIDR, "pod-cidr", "", "the node's pod CIDR")
 	f.StringVar(&cfg.Bridge, "pod-bridge", "cbr0", "the node's pod bridge")
+	f.StringVar(&clusterCIDR, "cluster-cidr", "", "every node's pods; traffic from this node's pods to elsewhere is masqueraded (empty: none)")
 	f.StringVar(&cfg.NetnsPrefix, "netns-prefix", "", "name prefix of pod network namespaces (svcnet-<cluster>-<node>-)")
 	f.StringVar(&cfg.StateDir, "root-dir", "", "directory of the agent's state, pod files and logs")
 	f.StringVar(&cfg.ClusterDNS, "cluster-dns", "10.96.0.10", "address of the cluster DNS in pods' resolv.conf")

@@ -157,6 +157,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		s.run(n.Name, []string{"internal", "netns-exec", "--netns", n.Netns, "--",
 			s.self, "node", "--kubeconfig", s.state.InCluster(n.Name), "--hostname-override", n.Name,
 			"--node-ip", n.IP.String(), "--pod-cidr", n.PodCIDR.String(), "--pod-bridge", PodBridge,
+			"--cluster-cidr", s.plan.ClusterCIDR.String(),
 			"--netns-prefix", n.Netns + "-", "--root-dir", dir, "--cluster-dns", s.dnsIP().String(),
 			"--proxy-command", proxyCmd, "--address", netip.AddrPortFrom(n.IP, 10250).String(),
 			"--tls-cert-file", filepath.Join(dir, "node.crt"), "--tls-private-key-file", filepath.Join(dir, "node.key"),

@@ -154,6 +154,16 @@ func Listen(name, network, addr string) (net.Listener, error) {
 	return l, err
 }
 
+// ListenPacket opens a packet listener (UDP) inside the named namespace.
+func ListenPacket(name, network, addr string) (net.PacketConn, error) {
+	var pc net.PacketConn
+	err := Do(name, func() (err error) {
+		pc, err = net.ListenPacket(network, addr)
+		return err
+	})
+	return pc, err
+}
+
 // DialContext connects from inside the named namespace.
 func DialContext(ctx context.Context, name, network, addr string) (net.Conn, error) {
 	var c net.Conn

@@ -40,10 +40,13 @@ const Version = "v1.37.2-svcnet"
 
 // Config configures an agent.
 type Config struct {
-	Kubeconfig    string
-	NodeName      string
-	NodeIP        netip.Addr
-	PodCIDR       netip.Prefix
+	Kubeconfig string
+	NodeName   string
+	NodeIP     netip.Addr
+	PodCIDR    netip.Prefix
+	// ClusterCIDR is every node's pods; traffic from this node's pods to
+	// anywhere else is masqueraded to the node, as a CNI plugin does.
+	ClusterCIDR   netip.Prefix
 	Bridge        string // the pod bridge in the node's namespace
 	NetnsPrefix   string // names of pod namespaces
 	StateDir      string
@@ -107,6 +110,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.recorder = controller.NewRecorder(ctx, a.client, "kubelet")
 	if err := a.register(ctx); err != nil {
 		return err
+	}
+	if a.cfg.ClusterCIDR.IsValid() {
+		if err := podEgress(a.cfg.PodCIDR, a.cfg.ClusterCIDR); err != nil {
+			return err
+		}
 	}
 	go a.heartbeat(ctx)
 

@@ -32,11 +32,18 @@ type Upstream struct {
 // StartUpstream starts a fake upstream and stops it when the test ends.
 func StartUpstream(t testing.TB) *Upstream {
 	t.Helper()
-	u := &Upstream{records: map[string][]dns.RR{}, truncate: map[string]bool{}}
 	pc, ln, err := ListenPair("127.0.0.1")
 	if err != nil {
 		t.Fatalf("fake upstream: %v", err)
 	}
+	return StartUpstreamOn(t, pc, ln)
+}
+
+// StartUpstreamOn serves a fake upstream on the given sockets (which a
+// test may have opened inside a network namespace of its own).
+func StartUpstreamOn(t testing.TB, pc net.PacketConn, ln net.Listener) *Upstream {
+	t.Helper()
+	u := &Upstream{records: map[string][]dns.RR{}, truncate: map[string]bool{}}
 	u.Addr = pc.LocalAddr().String()
 	udp := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(u.serve("udp"))}
 	tcp := &dns.Server{Listener: ln, Handler: dns.HandlerFunc(u.serve("tcp"))}
