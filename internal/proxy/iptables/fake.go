@@ -1,6 +1,8 @@
 package iptables
 
 import (
+	"github.com/svcnet/svcnet/internal/proxy/trace"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -368,39 +370,9 @@ func (f *Fake) Chains(table string) []string {
 }
 
 // Tokenize splits an iptables-restore line into words, honouring double
-// quotes as iptables-restore does.
-func Tokenize(l string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord, quoted := false, false
-	for i := 0; i < len(l); i++ {
-		c := l[i]
-		switch {
-		case c == '"':
-			quoted = !quoted
-			inWord = true
-		case c == '\\' && quoted && i+1 < len(l) && l[i+1] == '"':
-			cur.WriteByte('"')
-			i++
-		case (c == ' ' || c == '\t') && !quoted:
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	if quoted {
-		return nil, fmt.Errorf("unterminated quote in %q", l)
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
-}
+// quotes as iptables-restore does. The tracer's parser reads the same
+// grammar; there is one tokenizer, the tracer's.
+func Tokenize(l string) ([]string, error) { return trace.Tokenize(l) }
 
 // Join is the inverse of Tokenize.
 func Join(words []string) string {

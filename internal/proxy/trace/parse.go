@@ -127,7 +127,7 @@ func Parse(data []byte) (*Ruleset, error) {
 				c.Policy = f[1]
 			}
 		case strings.HasPrefix(l, "-A ") || strings.HasPrefix(l, "--append "):
-			words, err := tokenize(l)
+			words, err := Tokenize(l)
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %w", n, err)
 			}
@@ -337,7 +337,9 @@ func parseHex(s string, unsupported func(string)) uint32 {
 }
 
 // tokenize splits a rule into words, honouring double quotes.
-func tokenize(l string) ([]string, error) {
+// Tokenize splits an iptables-restore or iptables-save line into words,
+// honouring double quotes (and \" inside them) as iptables-restore does.
+func Tokenize(l string) ([]string, error) {
 	var words []string
 	var cur strings.Builder
 	inWord, quoted := false, false
@@ -361,7 +363,7 @@ func tokenize(l string) ([]string, error) {
 		}
 	}
 	if quoted {
-		return nil, fmt.Errorf("unterminated quote")
+		return nil, fmt.Errorf("unterminated quote in %q", l)
 	}
 	if inWord {
 		words = append(words, cur.String())
