@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/pki"
@@ -61,12 +59,8 @@ func waitFile(ctx context.Context, path string, timeout time.Duration) ([]byte, 
 }
 
 func (s *supervisor) client() (kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.state.Kubeconfig())
-	if err != nil {
-		return nil, err
-	}
-	cfg.WarningHandler = rest.NoWarnings{}
-	return kubernetes.NewForConfig(cfg)
+	_, client, err := s.state.client()
+	return client, err
 }
 
 func waitNodes(ctx context.Context, c kubernetes.Interface, n int) error {

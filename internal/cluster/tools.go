@@ -87,12 +87,7 @@ func Exec(ctx context.Context, o ExecOptions) error {
 // execPod runs the command in a pod's container through the API server,
 // exactly as kubectl exec does, so it has the container's environment.
 func execPod(ctx context.Context, st State, ns, pod string, o ExecOptions) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig())
-	if err != nil {
-		return err
-	}
-	cfg.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(cfg)
+	cfg, client, err := st.client()
 	if err != nil {
 		return err
 	}
@@ -129,12 +124,7 @@ func Status(ctx context.Context, name string, out io.Writer) error {
 		running = "NOT RUNNING (its supervisor is gone; svcnet down --name " + name + " cleans up)"
 	}
 	fmt.Fprintf(out, "Cluster %q: %s\nKubeconfig: %s\n\n", name, running, st.Kubeconfig())
-	cfg, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig())
-	if err != nil {
-		return err
-	}
-	cfg.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(cfg)
+	_, client, err := st.client()
 	if err != nil {
 		return err
 	}
@@ -206,4 +196,15 @@ func Status(ctx context.Context, name string, out io.Writer) error {
 		fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%s\n", s.Namespace, s.Name, s.Spec.Type, s.Spec.ClusterIP, strings.Join(ext, ","), strings.Join(ports, ","))
 	}
 	return w.Flush()
+}
+
+// client is an admin client of the cluster, and its config.
+func (s State) client() (*rest.Config, kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.WarningHandler = rest.NoWarnings{}
+	client, err := kubernetes.NewForConfig(cfg)
+	return cfg, client, err
 }

@@ -92,56 +92,59 @@ type execTarget struct {
 	uid                  string
 }
 
-// target finds a container of a pod this node runs.
-func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
+// worker finds the worker of a pod this node runs.
+func (a *Agent) worker(ns, pod string) (*podWorker, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, w := range a.workers {
-		p := w.newest()
-		if p.Namespace != ns || p.Name != pod {
-			continue
+		if p := w.newest(); p.Namespace == ns && p.Name == pod {
+			return w, nil
 		}
-		if container == "" {
-			if len(p.Spec.Containers) != 1 {
-				return nil, fmt.Errorf("a container name must be specified for pod %s", pod)
-			}
-			container = p.Spec.Containers[0].Name
-		}
-		t := w.exec.Load()
-		if t == nil {
-			return nil, fmt.Errorf("pod %s has not started yet", pod)
-		}
-		env, ok := t.env[container]
-		if !ok {
-			return nil, fmt.Errorf("container %s is not valid for pod %s", container, pod)
-		}
-		return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, env: env, uid: string(p.UID)}, nil
 	}
 	return nil, fmt.Errorf("pod %s/%s is not running on node %s", ns, pod, a.cfg.NodeName)
 }
 
-func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, w := range a.workers {
-		p := w.newest()
-		if p.Namespace != ns || p.Name != pod {
-			continue
-		}
-		name := container + ".log"
-		if previous {
-			name = container + ".previous.log"
-		}
-		path := filepath.Join(w.dir, name)
-		if _, err := os.Stat(path); err != nil {
-			if previous {
-				return "", fmt.Errorf("previous terminated container %q in pod %q not found", container, pod)
-			}
-			return "", fmt.Errorf("container %q in pod %q is waiting to start", container, pod)
-		}
-		return path, nil
+// target finds a container of a pod this node runs.
+func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
+	w, err := a.worker(ns, pod)
+	if err != nil {
+		return nil, err
 	}
-	return "", fmt.Errorf("pod %s/%s is not running on node %s", ns, pod, a.cfg.NodeName)
+	p := w.newest()
+	if container == "" {
+		if len(p.Spec.Containers) != 1 {
+			return nil, fmt.Errorf("a container name must be specified for pod %s", pod)
+		}
+		container = p.Spec.Containers[0].Name
+	}
+	t := w.exec.Load()
+	if t == nil {
+		return nil, fmt.Errorf("pod %s has not started yet", pod)
+	}
+	env, ok := t.env[container]
+	if !ok {
+		return nil, fmt.Errorf("container %s is not valid for pod %s", container, pod)
+	}
+	return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, env: env, uid: string(p.UID)}, nil
+}
+
+func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error) {
+	w, err := a.worker(ns, pod)
+	if err != nil {
+		return "", err
+	}
+	name := container + ".log"
+	if previous {
+		name = container + ".previous.log"
+	}
+	path := filepath.Join(w.dir, name)
+	if _, err := os.Stat(path); err != nil {
+		if previous {
+			return "", fmt.Errorf("previous terminated container %q in pod %q not found", container, pod)
+		}
+		return "", fmt.Errorf("container %q in pod %q is waiting to start", container, pod)
+	}
+	return path, nil
 }
 
 func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {

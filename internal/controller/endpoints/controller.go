@@ -43,44 +43,11 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *
 			c.queue.Add(key)
 		}
 	}
-	svcChanged := func(obj any) {
-		if svc, ok := obj.(*corev1.Service); ok {
-			c.selected.SetService(svc)
-		} else if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
-				c.selected.DeleteService(ns, name)
-			}
-		}
-		enqueue(obj)
-	}
-	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: svcChanged, UpdateFunc: func(_, o any) { svcChanged(o) }, DeleteFunc: svcChanged,
-	})
+	svcHandler, podHandler := c.selected.Handlers(c.queue.Add)
+	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(svcHandler)
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(podHandler)
 	_, _ = factory.Core().V1().Endpoints().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
-	})
-	podChanged := func(obj any, deleted bool) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj, deleted = tomb.Obj, true
-		}
-		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			return
-		}
-		var keys []string
-		if deleted {
-			keys = c.selected.DeletePod(pod)
-		} else {
-			keys = c.selected.SetPod(pod)
-		}
-		for _, k := range keys {
-			c.queue.Add(k)
-		}
-	}
-	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { podChanged(o, false) },
-		UpdateFunc: func(_, o any) { podChanged(o, false) },
-		DeleteFunc: func(o any) { podChanged(o, true) },
 	})
 	return c
 }

@@ -56,16 +56,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, m
 		written:     NewTracker(),
 	}
 	c.queue = controller.NewQueue("endpointslice", c.sync)
-	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueueService(obj) },
-		UpdateFunc: func(_, obj any) { c.enqueueService(obj) },
-		DeleteFunc: func(obj any) { c.enqueueService(obj) },
-	})
-	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueuePod(obj, nil) },
-		UpdateFunc: func(old, obj any) { c.enqueuePod(obj, old) },
-		DeleteFunc: c.podDeleted,
-	})
+	svcHandler, podHandler := c.selected.Handlers(c.trigger)
+	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(svcHandler)
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(podHandler)
 	_, _ = factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueueSlice(obj) },
 		UpdateFunc: func(_, obj any) { c.enqueueSlice(obj) },
@@ -78,19 +71,6 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, m
 // Run syncs services until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
-func (c *Controller) enqueueService(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return
-	}
-	if svc, ok := obj.(*corev1.Service); ok {
-		c.selected.SetService(svc)
-	} else if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
-		c.selected.DeleteService(ns, name)
-	}
-	c.trigger(key)
-}
-
 // trigger notes a change of service key and queues it.
 func (c *Controller) trigger(key string) {
 	c.mu.Lock()
@@ -99,37 +79,6 @@ func (c *Controller) trigger(key string) {
 	}
 	c.mu.Unlock()
 	c.queue.Add(key)
-}
-
-func (c *Controller) enqueuePod(obj, _ any) {
-	deleted := false
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj, deleted = tomb.Obj, true
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	var keys []string
-	if deleted {
-		keys = c.selected.DeletePod(pod)
-	} else {
-		keys = c.selected.SetPod(pod)
-	}
-	for _, k := range keys {
-		c.trigger(k)
-	}
-}
-
-func (c *Controller) podDeleted(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if pod, ok := obj.(*corev1.Pod); ok {
-		for _, k := range c.selected.DeletePod(pod) {
-			c.trigger(k)
-		}
-	}
 }
 
 func (c *Controller) enqueueSlice(obj any) {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Index maps services to the pods they select. It is safe for concurrent
@@ -160,4 +161,55 @@ func keys(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// Handlers keep the index current from Service and Pod events and call
+// changed with the key of every Service whose pods may have changed (a
+// Service's own events included). Registering them is all a controller
+// needs to do to use the index.
+func (x *Index) Handlers(changed func(serviceKey string)) (services, pods cache.ResourceEventHandlerFuncs) {
+	svc := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj, deleted = tomb.Obj, true
+		}
+		s, ok := obj.(*corev1.Service)
+		if !ok {
+			return
+		}
+		if deleted {
+			x.DeleteService(s.Namespace, s.Name)
+		} else {
+			x.SetService(s)
+		}
+		changed(key(s.Namespace, s.Name))
+	}
+	pod := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj, deleted = tomb.Obj, true
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		var keys []string
+		if deleted {
+			keys = x.DeletePod(p)
+		} else {
+			keys = x.SetPod(p)
+		}
+		for _, k := range keys {
+			changed(k)
+		}
+	}
+	services = cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { svc(o, false) },
+		UpdateFunc: func(_, o any) { svc(o, false) },
+		DeleteFunc: func(o any) { svc(o, true) },
+	}
+	pods = cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { pod(o, false) },
+		UpdateFunc: func(_, o any) { pod(o, false) },
+		DeleteFunc: func(o any) { pod(o, true) },
+	}
+	return services, pods
 }

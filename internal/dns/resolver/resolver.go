@@ -77,10 +77,10 @@ func New(cfg Config) *Resolver {
 // business (it depends on the transport), so the OPT record is ignored.
 func (r *Resolver) Answer(idx *index.Index, req *dns.Msg, client netip.Addr) Result {
 	if req.Opcode != dns.OpcodeQuery {
-		return Result{Msg: errorReply(req, dns.RcodeNotImplemented)}
+		return Result{Msg: ErrorReply(req, dns.RcodeNotImplemented)}
 	}
 	if req.Response || len(req.Question) != 1 || len(req.Answer) != 0 || len(req.Ns) != 0 {
-		return Result{Msg: errorReply(req, dns.RcodeFormatError)}
+		return Result{Msg: ErrorReply(req, dns.RcodeFormatError)}
 	}
 	q := req.Question[0]
 	res := r.Resolve(idx, Question{Name: q.Name, Type: q.Qtype, Class: q.Qclass, Client: client})
@@ -92,9 +92,9 @@ func (r *Resolver) Answer(idx *index.Index, req *dns.Msg, client netip.Addr) Res
 	return res
 }
 
-// errorReply echoes the request's header and question, which is what
+// ErrorReply echoes the request's header and question, which is what
 // clients match replies on, with rcode.
-func errorReply(req *dns.Msg, rcode int) *dns.Msg {
+func ErrorReply(req *dns.Msg, rcode int) *dns.Msg {
 	m := new(dns.Msg)
 	m.Id = req.Id
 	m.Response = true

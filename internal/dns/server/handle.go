@@ -81,9 +81,9 @@ func (s *Server) beginAt(idx *index.Index, raw []byte, client netip.Addr, tcp bo
 	q.opt = opt
 	switch {
 	case optCount > 1:
-		q.resp, q.source = errorReply(req, dns.RcodeFormatError), sourceInvalid
+		q.resp, q.source = resolver.ErrorReply(req, dns.RcodeFormatError), sourceInvalid
 	case opt != nil && opt.Version() != 0:
-		q.resp, q.source = errorReply(req, dns.RcodeBadVers), sourceInvalid // RFC 6891 6.1.3
+		q.resp, q.source = resolver.ErrorReply(req, dns.RcodeBadVers), sourceInvalid // RFC 6891 6.1.3
 	default:
 		q.resp, q.source, q.until, q.wait = s.answer(idx, req, client, opt)
 	}
@@ -132,7 +132,7 @@ func (s *Server) finish(q *query, buf []byte) []byte {
 		// Data from an upstream that does not pack again; say so rather
 		// than send nothing.
 		s.log.Debug("dns pack", "err", err)
-		resp = errorReply(req, dns.RcodeServerFailure)
+		resp = resolver.ErrorReply(req, dns.RcodeServerFailure)
 		out, _ = resp.Pack()
 	}
 	s.observe(q.start, proto, req, resp.Rcode, q.source, q.client, len(out))
@@ -155,7 +155,7 @@ func (s *Server) answer(idx *index.Index, req *dns.Msg, client netip.Addr, opt *
 
 	if res.Forward {
 		if up == nil {
-			m := errorReply(req, dns.RcodeRefused)
+			m := resolver.ErrorReply(req, dns.RcodeRefused)
 			m.RecursionAvailable = false
 			return m, sourceForward, time.Time{}, nil
 		}
@@ -170,7 +170,7 @@ func (s *Server) answer(idx *index.Index, req *dns.Msg, client netip.Addr, opt *
 			ans, err := up.Exchange(fctx, q, do)
 			if err != nil {
 				s.log.Debug("dns forward", "name", q.Name, "err", err)
-				return errorReply(req, dns.RcodeServerFailure), sourceForward
+				return resolver.ErrorReply(req, dns.RcodeServerFailure), sourceForward
 			}
 			return forwarded(req, ans, do), sourceForward
 		}
@@ -203,7 +203,7 @@ func (s *Server) answer(idx *index.Index, req *dns.Msg, client netip.Addr, opt *
 
 // forwarded is the response to req carrying an upstream's answer.
 func forwarded(req, ans *dns.Msg, do bool) *dns.Msg {
-	m := errorReply(req, ans.Rcode)
+	m := resolver.ErrorReply(req, ans.Rcode)
 	m.Answer, m.Ns, m.Extra = ans.Answer, ans.Ns, ans.Extra
 	m.AuthenticatedData = ans.AuthenticatedData && do
 	return m
@@ -223,21 +223,6 @@ func edns(m *dns.Msg) (*dns.OPT, int) {
 		}
 	}
 	return first, n
-}
-
-func errorReply(req *dns.Msg, rcode int) *dns.Msg {
-	m := new(dns.Msg)
-	m.Id = req.Id
-	m.Response = true
-	m.Opcode = req.Opcode
-	m.RecursionDesired = req.RecursionDesired
-	m.CheckingDisabled = req.CheckingDisabled
-	m.RecursionAvailable = true
-	if len(req.Question) == 1 {
-		m.Question = []dns.Question{req.Question[0]}
-	}
-	m.Rcode = rcode
-	return m
 }
 
 // formErrHeader answers a packet that does not parse: its ID, opcode and

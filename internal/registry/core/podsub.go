@@ -29,6 +29,26 @@ type NodeConnection interface {
 	Transport() http.RoundTripper
 }
 
+// nodeTarget finds the pod, its container (the only one when none is
+// named) and the base URL of its node's agent.
+func nodeTarget(ctx context.Context, pods *genericregistry.Store, nodes NodeConnection, name, container string) (*corev1.Pod, string, *url.URL, error) {
+	if nodes == nil {
+		return nil, "", nil, apierrors.NewServiceUnavailable("this API server has no connection to node agents (start it with --kubelet-connection)")
+	}
+	pod, err := podNode(ctx, pods, name)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if container, err = defaultContainer(pod, container); err != nil {
+		return nil, "", nil, err
+	}
+	loc, err := nodes.Location(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return pod, container, loc, nil
+}
+
 // podNode finds the node a running pod is on.
 func podNode(ctx context.Context, pods *genericregistry.Store, name string) (*corev1.Pod, error) {
 	obj, err := pods.Get(ctx, name, &metav1.GetOptions{})
@@ -78,18 +98,7 @@ func (r *LogREST) ProducesObject(string) any         { return "" }
 // Get streams the logs of a container.
 func (r *LogREST) Get(ctx context.Context, name string, opts runtime.Object) (runtime.Object, error) {
 	o := opts.(*corev1.PodLogOptions)
-	if r.Nodes == nil {
-		return nil, apierrors.NewServiceUnavailable("this API server has no connection to node agents (pods/log needs one)")
-	}
-	pod, err := podNode(ctx, r.Pods, name)
-	if err != nil {
-		return nil, err
-	}
-	container, err := defaultContainer(pod, o.Container)
-	if err != nil {
-		return nil, err
-	}
-	loc, err := r.Nodes.Location(ctx, pod.Spec.NodeName)
+	pod, container, loc, err := nodeTarget(ctx, r.Pods, r.Nodes, name, o.Container)
 	if err != nil {
 		return nil, err
 	}
@@ -139,26 +148,15 @@ func (r *ExecREST) ConnectMethods() []string { return []string{"GET", "POST"} }
 // to the node agent.
 func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
 	o := opts.(*corev1.PodExecOptions)
-	if r.Nodes == nil {
-		return nil, apierrors.NewServiceUnavailable("this API server has no connection to node agents (pods/exec needs one)")
-	}
 	if len(o.Command) == 0 {
 		return nil, apierrors.NewBadRequest("you must specify at least 1 command")
 	}
-	pod, err := podNode(ctx, r.Pods, name)
+	pod, container, loc, err := nodeTarget(ctx, r.Pods, r.Nodes, name, o.Container)
 	if err != nil {
 		return nil, err
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot exec into a container in a completed pod; current phase is %s", pod.Status.Phase))
-	}
-	container, err := defaultContainer(pod, o.Container)
-	if err != nil {
-		return nil, err
-	}
-	loc, err := r.Nodes.Location(ctx, pod.Spec.NodeName)
-	if err != nil {
-		return nil, err
 	}
 	loc.Path = fmt.Sprintf("/exec/%s/%s/%s", pod.Namespace, pod.Name, container)
 	q := url.Values{"command": o.Command}
