@@ -140,9 +140,9 @@ func TestInformerSurvivesRestart(t *testing.T) {
 	if _, err := c.CoreV1().Services("default").Create(ctx, nodePortService("after-restart"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Handlers run after the store is updated: wait for the handler.
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		_, exists, _ := inf.GetStore().GetByKey("default/after-restart")
-		return exists, nil
+		return adds.Load() >= 102, nil
 	})
 	if err != nil {
 		t.Fatal("the informer did not see a service created after the restart")
