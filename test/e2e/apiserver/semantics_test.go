@@ -123,13 +123,17 @@ func TestInformerSurvivesRestart(t *testing.T) {
 	var adds, updates, deletes atomic.Int64
 	factory := informers.NewSharedInformerFactory(c, 0)
 	inf := factory.Core().V1().Services().Informer()
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { adds.Add(1) },
 		UpdateFunc: func(any, any) { updates.Add(1) },
 		DeleteFunc: func(any) { deletes.Add(1) },
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	// The registration's HasSynced covers delivery to the handler too.
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		t.Fatal("informer did not sync")
 	}
 	if adds.Load() != 101 {
@@ -141,7 +145,7 @@ func TestInformerSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Handlers run after the store is updated: wait for the handler.
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return adds.Load() >= 102, nil
 	})
 	if err != nil {
