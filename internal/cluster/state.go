@@ -56,7 +56,6 @@ func (s State) Kubeconfig() string          { return s.path("kubeconfig") }
 func (s State) APIServerDir() string        { return s.path("apiserver") }
 func (s State) InCluster(id string) string  { return s.path("in-cluster", id+".kubeconfig") }
 func (s State) NodeDir(node string) string  { return s.path("nodes", node) }
-func (s State) TokenFile() string           { return s.path("node-token") }
 func (s State) Log(component string) string { return s.path("logs", component+".log") }
 func (s State) progress() string            { return s.path("progress") }
 func (s State) pidFile() string             { return s.path("supervisor.pid") }

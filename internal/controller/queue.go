@@ -9,6 +9,7 @@ import (
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -34,12 +35,6 @@ func NewQueue(name string, sync SyncFunc) *Queue {
 
 // Add enqueues key.
 func (q *Queue) Add(key string) { q.queue.Add(key) }
-
-// AddAfter enqueues key after d.
-func (q *Queue) AddAfter(key string, d time.Duration) { q.queue.AddAfter(key, d) }
-
-// Len is the number of keys waiting.
-func (q *Queue) Len() int { return q.queue.Len() }
 
 // Run drains the queue with workers until ctx ends.
 func (q *Queue) Run(ctx context.Context, workers int) {
@@ -80,4 +75,21 @@ func (q *Queue) next(ctx context.Context) bool {
 		q.queue.Forget(key)
 	}
 	return true
+}
+
+// AddObject enqueues the namespace/name key of an informer object
+// (tombstones of missed deletes included).
+func (q *Queue) AddObject(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		q.queue.Add(key)
+	}
+}
+
+// Handler enqueues the key of every added, updated and deleted object.
+func (q *Queue) Handler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    q.AddObject,
+		UpdateFunc: func(_, obj any) { q.AddObject(obj) },
+		DeleteFunc: q.AddObject,
+	}
 }

@@ -52,14 +52,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		recorder:    recorder,
 	}
 	c.queue = controller.NewQueue("deployment", c.sync)
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queue.Add(key)
-		}
-	}
-	_, _ = factory.Apps().V1().Deployments().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
-	})
+	_, _ = factory.Apps().V1().Deployments().Informer().AddEventHandler(c.queue.Handler())
 	owner := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj

@@ -38,16 +38,11 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *
 		selected:  podselector.New(factory.Core().V1().Pods().Lister()),
 	}
 	c.queue = controller.NewQueue("endpoints", c.sync)
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queue.Add(key)
-		}
-	}
 	svcHandler, podHandler := c.selected.Handlers(c.queue.Add)
 	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(svcHandler)
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(podHandler)
 	_, _ = factory.Core().V1().Endpoints().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
+		UpdateFunc: func(_, o any) { c.queue.AddObject(o) }, DeleteFunc: c.queue.AddObject,
 	})
 	return c
 }

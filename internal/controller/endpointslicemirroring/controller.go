@@ -53,12 +53,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, m
 		written:   endpointslice.NewTracker(),
 	}
 	c.queue = controller.NewQueue("endpointslicemirroring", c.sync)
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queue.Add(key)
-		}
-	}
-	handlers := cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue}
+	handlers := c.queue.Handler()
 	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(handlers)
 	_, _ = factory.Core().V1().Endpoints().Informer().AddEventHandler(handlers)
 	_, _ = factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -56,14 +56,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		recorder: recorder,
 	}
 	c.queue = controller.NewQueue("replicaset", c.sync)
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queue.Add(key)
-		}
-	}
-	_, _ = factory.Apps().V1().ReplicaSets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
-	})
+	_, _ = factory.Apps().V1().ReplicaSets().Informer().AddEventHandler(c.queue.Handler())
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.podAdded,
 		UpdateFunc: c.podUpdated,

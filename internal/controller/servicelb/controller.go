@@ -45,15 +45,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, p
 		recorder: recorder,
 	}
 	c.queue = controller.NewQueue("service-lb", c.sync)
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queue.Add(key)
-		}
-	}
 	svcInf := factory.Core().V1().Services().Informer()
-	_, _ = svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue,
-	})
+	_, _ = svcInf.AddEventHandler(c.queue.Handler())
 	nodeInf := factory.Core().V1().Nodes().Informer()
 	_, _ = nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.all() },

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	v1 "k8s.io/api/core/v1"
 )
 
 // Executor is every effect the iptables mode has on the host. Exec runs
@@ -57,14 +55,6 @@ type Exec struct {
 // earlyMaxBytes bounds the restores EarlyCommit watches: for each object a
 // commit changes, the kernel sends a notification to every subscriber.
 const earlyMaxBytes = 64 << 10
-
-// NewExec returns an Exec for the default binaries of family.
-func NewExec(family v1.IPFamily) *Exec {
-	if family == v1.IPv6Protocol {
-		return &Exec{Binary: "ip6tables"}
-	}
-	return &Exec{Binary: "iptables"}
-}
 
 // lockWait makes concurrent iptables users (kubelet, CNI plugins) queue
 // for the xtables lock instead of failing.
