@@ -1,6 +1,7 @@
 // Package controller holds what svcnet's controllers share: a keyed,
-// rate-limited work queue with its worker loop. The controllers live in
-// the folders below, one each.
+// rate-limited work queue with its worker loop, informer-event helpers and
+// create/delete expectations. The controllers live in the folders below,
+// one each.
 package controller
 
 import (
@@ -31,6 +32,16 @@ func NewQueue(name string, sync SyncFunc) *Queue {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
 	return &Queue{name: name, queue: q, sync: sync}
+}
+
+// As returns an event handler's object as a T, looking through the
+// tombstone a delete delivers when the watch missed the object's end.
+func As[T any](obj any) (T, bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	t, ok := obj.(T)
+	return t, ok
 }
 
 // Add enqueues key.

@@ -54,10 +54,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 	c.queue = controller.NewQueue("deployment", c.sync)
 	_, _ = factory.Apps().V1().Deployments().Informer().AddEventHandler(c.queue.Handler())
 	owner := func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		rs, ok := obj.(*appsv1.ReplicaSet)
+		rs, ok := controller.As[*appsv1.ReplicaSet](obj)
 		if !ok {
 			return
 		}
@@ -71,10 +68,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 	// Recreate waits for old pods to be gone.
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
+			if pod, ok := controller.As[*corev1.Pod](obj); ok {
 				if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "ReplicaSet" {
 					if rs, err := c.sets.ReplicaSets(pod.Namespace).Get(ref.Name); err == nil {
 						owner(rs)

@@ -82,10 +82,7 @@ func (c *Controller) trigger(key string) {
 }
 
 func (c *Controller) enqueueSlice(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	s, ok := obj.(*discoveryv1.EndpointSlice)
+	s, ok := controller.As[*discoveryv1.EndpointSlice](obj)
 	if !ok || s.Labels[discoveryv1.LabelManagedBy] != ManagedBy || s.Labels[discoveryv1.LabelServiceName] == "" {
 		return
 	}

@@ -63,10 +63,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, m
 }
 
 func (c *Controller) enqueueSlice(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok && s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
+	if s, ok := controller.As[*discoveryv1.EndpointSlice](obj); ok && s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
 		c.queue.Add(s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName])
 	}
 }

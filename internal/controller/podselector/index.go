@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // Index maps services to the pods they select. It is safe for concurrent
@@ -169,10 +171,7 @@ func keys(m map[string]bool) []string {
 // needs to do to use the index.
 func (x *Index) Handlers(changed func(serviceKey string)) (services, pods cache.ResourceEventHandlerFuncs) {
 	svc := func(obj any, deleted bool) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj, deleted = tomb.Obj, true
-		}
-		s, ok := obj.(*corev1.Service)
+		s, ok := controller.As[*corev1.Service](obj)
 		if !ok {
 			return
 		}
@@ -184,10 +183,7 @@ func (x *Index) Handlers(changed func(serviceKey string)) (services, pods cache.
 		changed(key(s.Namespace, s.Name))
 	}
 	pod := func(obj any, deleted bool) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj, deleted = tomb.Obj, true
-		}
-		p, ok := obj.(*corev1.Pod)
+		p, ok := controller.As[*corev1.Pod](obj)
 		if !ok {
 			return
 		}

@@ -105,10 +105,7 @@ func (c *Controller) podUpdated(old, obj any) {
 }
 
 func (c *Controller) podDeleted(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := controller.As[*corev1.Pod](obj)
 	if !ok {
 		return
 	}
