@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -531,6 +532,29 @@ func TestListen(t *testing.T) {
 	}
 	if _, err := New(Options{Registerer: prometheus.NewRegistry()}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestReuseportGroup checks that every socket of the UDP group is served:
+// 64 clients, each from a port of its own, land on all four sockets (the
+// chance that one socket gets none of them is under 1e-7), and each must
+// get its answer.
+func TestReuseportGroup(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	s := start(t, Options{}, buildIndex(fixture()))
+	if len(s.udp) != 4 {
+		t.Fatalf("%d UDP sockets for GOMAXPROCS 4", len(s.udp))
+	}
+	for _, c := range s.udp {
+		if c.LocalAddr().String() != s.Addr() {
+			t.Fatalf("socket on %s, server on %s", c.LocalAddr(), s.Addr())
+		}
+	}
+	for i := range 64 {
+		r := exchange(t, s.Addr(), "udp", question("kubernetes.default.svc.cluster.local.", dns.TypeA))
+		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+			t.Fatalf("client %d: %v", i, r)
+		}
 	}
 }
 

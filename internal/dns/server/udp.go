@@ -40,17 +40,18 @@ func newBatchConn(c *net.UDPConn) batchConn {
 	return ipv6.NewPacketConn(c)
 }
 
-// serveUDP is one of GOMAXPROCS read loops. A loop answers what the zone
-// or the forward cache can answer on the spot, in its own buffers: no
+// serveUDP is one of GOMAXPROCS read loops, each on a socket of its own.
+// A loop answers what the zone or the forward cache can answer on the
+// spot, in its own buffers: no
 // goroutine, no stack to grow, no allocation for the wire, which is what
 // the bulk of a cluster's queries (cluster names, cached outside names,
 // the NXDOMAINs of search-path walks) cost. Only a question that must
 // wait for an upstream gets a goroutine, bounded by the inflight
 // semaphore, which turns overload into kernel-side drops rather than
 // unbounded goroutines.
-func (s *Server) serveUDP(ctx context.Context) {
+func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 	defer s.wg.Done()
-	conn := newBatchConn(s.udp)
+	conn := newBatchConn(udp)
 	in := make([]ipv4.Message, batchSize)
 	out := make([]ipv4.Message, batchSize)
 	outBufs := make([][]byte, batchSize)
@@ -83,7 +84,7 @@ func (s *Server) serveUDP(ctx context.Context) {
 			oob := replyOOB(m.OOB[:m.NN])
 			resp, later := s.answerUDP(ctx, m.Buffers[0][:m.N], addr, outBufs[k], &key)
 			if later != nil {
-				if !s.answerLater(ctx, *later, addr, oob) {
+				if !s.answerLater(ctx, udp, *later, addr, oob) {
 					return
 				}
 				continue
@@ -143,7 +144,7 @@ func (s *Server) answerUDP(ctx context.Context, raw []byte, addr *net.UDPAddr, b
 
 // answerLater gives a query that waits for an upstream a goroutine of
 // its own; false means the server is stopping.
-func (s *Server) answerLater(ctx context.Context, q query, addr *net.UDPAddr, oob []byte) bool {
+func (s *Server) answerLater(ctx context.Context, udp *net.UDPConn, q query, addr *net.UDPAddr, oob []byte) bool {
 	select {
 	case s.inflight <- struct{}{}:
 	case <-ctx.Done():
@@ -155,7 +156,7 @@ func (s *Server) answerLater(ctx context.Context, q query, addr *net.UDPAddr, oo
 		defer func() { <-s.inflight }()
 		q.resp, q.source = q.wait(ctx)
 		if resp := s.finish(&q, nil); resp != nil {
-			if _, _, err := s.udp.WriteMsgUDP(resp, oob, addr); err != nil && !errors.Is(err, net.ErrClosed) {
+			if _, _, err := udp.WriteMsgUDP(resp, oob, addr); err != nil && !errors.Is(err, net.ErrClosed) {
 				s.log.Debug("dns udp write", "client", addr, "err", err)
 			}
 		}

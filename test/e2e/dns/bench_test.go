@@ -3,7 +3,6 @@ package dns_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -17,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
+	"github.com/svcnet/svcnet/internal/dns/server"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -39,16 +40,24 @@ const (
 var (
 	benchSeconds = flag.Int("dns.seconds", 10, "length of each dnsperf run, in seconds")
 	benchFixed   = flag.Int("dns.fixed-qps", 50000, "also hold this rate (1.5x CoreDNS's maximum for cluster names in FACTS.md) and report its latency; 0 skips it")
+	benchLayouts = flag.String("dns.layouts", "shared,split", "where the server and dnsperf run: shared (all cores for both), split (server on CPU 0, dnsperf on CPU 1), or both, comma-separated")
+	benchCoreDNS = flag.String("dns.coredns", "", "also measure this CoreDNS binary the same way, side by side (go install github.com/coredns/coredns@v1.14.7)")
 	benchProfile = flag.String("dns.cpuprofile", "", "write a CPU profile of svcnet dns during the cluster-name maximum-rate run to this file")
 )
 
 // BenchmarkDNS10kServices measures `svcnet dns` with dnsperf on this
 // machine: the maximum rate and the latency at 80 % of it, for cluster
 // names, outside names answered from the cache, and NXDOMAIN, with
-// 10,000 Services in the zone. dnsperf and the server share the machine's
-// cores, as in FACTS.md's CoreDNS figures. Run it with
+// 10,000 Services in the zone. Run it with
 //
 //	go test ./test/e2e/dns -run - -bench DNS10k -benchtime 1x
+//
+// It measures two layouts (-dns.layouts): "shared", where dnsperf and the
+// server share all the machine's cores as in FACTS.md's CoreDNS figures,
+// and "split", where the server is bound to CPU 0 and dnsperf to CPU 1,
+// as dnsperf's own documentation asks (the load generator must not take
+// the server's CPU). On two cores the shared layout's tail is the
+// scheduler time-slicing four busy threads on two cores.
 //
 // Each class runs three times: once flat out (dnsperf -q 100, the rate
 // is the maximum), then held with -Q at 80 % of that rate and at
@@ -58,6 +67,20 @@ var (
 func BenchmarkDNS10kServices(b *testing.B) {
 	if _, err := exec.LookPath("dnsperf"); err != nil {
 		b.Skip("dnsperf not installed (Debian package dnsperf; make deps installs it)")
+	}
+	var layouts []benchLayout
+	for l := range strings.SplitSeq(*benchLayouts, ",") {
+		switch l {
+		case "shared":
+			layouts = append(layouts, benchLayout{name: l})
+		case "split":
+			if runtime.NumCPU() < 2 {
+				b.Fatalf("layout split needs two CPUs, this process may use %d", runtime.NumCPU())
+			}
+			layouts = append(layouts, benchLayout{name: l, server: "0", client: "1"})
+		default:
+			b.Fatalf("-dns.layouts: unknown layout %q (shared, split)", l)
+		}
 	}
 	api := framework.StartAPIServer(b)
 	client := api.Client()
@@ -76,70 +99,112 @@ func BenchmarkDNS10kServices(b *testing.B) {
 		up.Add(b, n+" 3600 IN A 192.0.2."+strconv.Itoa(1+i%250))
 		external = append(external, n)
 	}
-	d := startDNS(b, api, up.Addr)
-	last := names[len(names)-1]
-	start := time.Now()
-	for {
-		m, err := d.exchange("udp", last, dns.TypeA, time.Second)
-		if err == nil && len(m.Answer) == 1 {
-			break
-		}
-		if time.Since(start) > time.Minute {
-			b.Fatalf("%s not answered a minute after the last create", last)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Warm the cache so that the external class measures cache hits.
-	for _, n := range external {
-		if m, err := d.exchange("udp", n, dns.TypeA, time.Second); err != nil || len(m.Answer) != 1 {
-			b.Fatalf("warming %s: %v %v", n, summary(m), err)
-		}
-	}
-
 	var nx []string
 	for i := range benchServices {
 		nx = append(nx, fmt.Sprintf("nope-%05d.ns-%02d.svc.cluster.local.", i, i%benchNamespaces))
 	}
 	classes := []struct {
-		name  string
-		names []string
+		name string
+		file string
 	}{
-		{"cluster", names},
-		{"external-cached", external},
-		{"nxdomain", nx},
+		{"cluster", writeQueries(b, names)},
+		{"external-cached", writeQueries(b, external)},
+		{"nxdomain", writeQueries(b, nx)},
 	}
-	host, port, _ := strings.Cut(d.Addr, ":")
 	b.ResetTimer()
-	b.Run("new-service", func(b *testing.B) { benchNewService(b, api, d) })
-	var clusterHeld int
-	for _, c := range classes {
-		file := writeQueries(b, c.names)
-		b.Run(c.name, func(b *testing.B) {
-			var prof chan []byte
-			if *benchProfile != "" && c.name == "cluster" {
-				prof = d.profile(b, *benchSeconds-2)
+	for i, l := range layouts {
+		d := startDNSOnCPUs(b, l.server, api, up.Addr)
+		prepare(b, d.Addr, names[len(names)-1], external)
+		if i == 0 {
+			b.Run("new-service", func(b *testing.B) { benchNewService(b, api, d) })
+		}
+		var clusterHeld int
+		for _, c := range classes {
+			b.Run(l.name+"/"+c.name, func(b *testing.B) {
+				var prof chan []byte
+				if *benchProfile != "" && c.name == "cluster" && i == 0 {
+					prof = d.profile(b, *benchSeconds-2)
+				}
+				held := measure(b, c.name, newTarget(d.Addr, l.client, func() float64 { return d.cpuSeconds(b) }), c.file, prof)
+				if c.name == "cluster" {
+					clusterHeld = held
+				}
+			})
+		}
+		d.proc.Stop()
+		if *benchCoreDNS != "" {
+			cd := startCoreDNS(b, *benchCoreDNS, l.server, api.KubeconfigOf("dns"), up.Addr)
+			prepare(b, cd.addr, names[len(names)-1], external)
+			for _, c := range classes {
+				b.Run(l.name+"/coredns-"+c.name, func(b *testing.B) {
+					measure(b, "coredns "+c.name, newTarget(cd.addr, l.client, func() float64 { return cd.cpuSeconds(b) }), c.file, nil)
+				})
 			}
-			held := measure(b, c.name, host, port, file, func() float64 { return d.cpuSeconds(b) }, prof)
-			if c.name == "cluster" {
-				clusterHeld = held
+			cd.stop()
+		}
+		// The machine's floor: a UDP responder that does no DNS work at
+		// all (it flips the query into a reply), measured the same way,
+		// also at the rate the cluster names were held at. What latency it
+		// shows is dnsperf's, the kernel's and the scheduler's.
+		b.Run(l.name+"/floor-echo", func(b *testing.B) {
+			t := newTarget(startEcho(b, l.server), l.client, nil)
+			measure(b, "floor-echo", t, classes[0].file, nil)
+			if clusterHeld > 0 {
+				r := runDNSPerf(b, t, classes[0].file, clusterHeld, true)
+				b.ReportMetric(float64(r.p99.Microseconds())/1000, "cluster-rate-p99-ms")
+				b.Logf("floor-echo: at the cluster names' held rate %.0f q/s: p50 %s p99 %s p99.9 %s", r.qps, r.p50, r.p99, r.p999)
 			}
 		})
 	}
-	// The machine's floor: a UDP responder that does no DNS work at all
-	// (it flips the query into a reply), measured the same way, also at
-	// the rate the cluster names were held at. What latency it shows is
-	// dnsperf's, the kernel's and the scheduler's on these two cores.
-	b.Run("floor-echo", func(b *testing.B) {
-		echo := startEcho(b)
-		file := writeQueries(b, names)
-		_, eport, _ := strings.Cut(echo, ":")
-		measure(b, "floor-echo", host, eport, file, nil, nil)
-		if clusterHeld > 0 {
-			r := runDNSPerf(b, host, eport, file, clusterHeld, true)
-			b.ReportMetric(float64(r.p99.Microseconds())/1000, "cluster-rate-p99-ms")
-			b.Logf("floor-echo: at the cluster names' held rate %.0f q/s: p50 %s p99 %s p99.9 %s", r.qps, r.p50, r.p99, r.p999)
+}
+
+// prepare waits until the server at addr answers last, the last Service
+// created, and warms its cache with the outside names, so that the
+// external class measures cache hits.
+func prepare(b *testing.B, addr, last string, external []string) {
+	start := time.Now()
+	for {
+		m, err := ask(addr, last, time.Second)
+		if err == nil && len(m.Answer) == 1 {
+			break
 		}
-	})
+		if time.Since(start) > time.Minute {
+			b.Fatalf("%s: %s not answered a minute after the last create", addr, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, n := range external {
+		if m, err := ask(addr, n, time.Second); err != nil || len(m.Answer) != 1 {
+			b.Fatalf("warming %s: %v %v", n, summary(m), err)
+		}
+	}
+}
+
+// ask sends one A question to addr over UDP.
+func ask(addr, name string, timeout time.Duration) (*dns.Msg, error) {
+	req := new(dns.Msg)
+	req.SetQuestion(name, dns.TypeA)
+	c := &dns.Client{Timeout: timeout}
+	m, _, err := c.Exchange(req, addr)
+	return m, err
+}
+
+// benchLayout says which CPUs the server and dnsperf are bound to ("" for
+// any).
+type benchLayout struct {
+	name, server, client string
+}
+
+// target is what dnsperf asks: host:port, from the CPUs in cpus ("" for
+// any); cpu, when set, reads the server's CPU seconds.
+type target struct {
+	host, port, cpus string
+	cpu              func() float64
+}
+
+func newTarget(addr, cpus string, cpu func() float64) target {
+	host, port, _ := strings.Cut(addr, ":")
+	return target{host, port, cpus, cpu}
 }
 
 // benchNewService creates Services one at a time with 10,000 in the zone
@@ -196,15 +261,15 @@ func metricValue(body, name string) float64 {
 }
 
 // measure runs dnsperf flat out, then held at 80 % of that rate and at
-// -dns.fixed-qps, reports the figures and returns the held rate. cpu,
-// when set, reads the server's CPU seconds; prof, when set, is a profile
-// being taken during the flat-out run.
-func measure(b *testing.B, name, host, port, file string, cpu func() float64, prof chan []byte) int {
+// -dns.fixed-qps, reports the figures and returns the held rate. prof,
+// when set, is a profile being taken during the flat-out run.
+func measure(b *testing.B, name string, t target, file string, prof chan []byte) int {
+	cpu := t.cpu
 	var cpu0, cpu1 float64
 	if cpu != nil {
 		cpu0 = cpu()
 	}
-	max := runDNSPerf(b, host, port, file, 0, false)
+	max := runDNSPerf(b, t, file, 0, false)
 	if cpu != nil {
 		cpu1 = cpu()
 	}
@@ -214,9 +279,9 @@ func measure(b *testing.B, name, host, port, file string, cpu func() float64, pr
 		}
 	}
 	rate := int(max.qps * 0.8)
-	held := runDNSPerf(b, host, port, file, rate, true)
+	held := runDNSPerf(b, t, file, rate, true)
 	if *benchFixed > 0 {
-		fixed := runDNSPerf(b, host, port, file, *benchFixed, true)
+		fixed := runDNSPerf(b, t, file, *benchFixed, true)
 		b.ReportMetric(float64(fixed.p99.Microseconds())/1000, "fixed-p99-ms")
 		b.Logf("%s: at %.0f q/s: p50 %s p99 %s p99.9 %s, lost %.1f%%", name, fixed.qps, fixed.p50, fixed.p99, fixed.p999,
 			float64(fixed.lostPermille)/10)
@@ -239,52 +304,93 @@ func measure(b *testing.B, name, host, port, file string, cpu func() float64, pr
 	return rate
 }
 
-// startEcho runs the floor responder on 127.0.0.1 until the benchmark
-// ends: GOMAXPROCS loops of recvmmsg, set QR and NXDOMAIN, sendmmsg —
-// the same batch I/O as the server, none of its work.
-func startEcho(b *testing.B) string {
+// echoEnv, set in its environment, makes the test binary the floor
+// responder instead of running tests (see TestMain).
+const echoEnv = "SVCNET_DNS_BENCH_ECHO"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(echoEnv) != "" {
+		runEcho()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// startEcho runs the floor responder on 127.0.0.1, as a process of its
+// own bound to cpus ("" for any) as the server is, until the benchmark
+// ends, and returns its address.
+func startEcho(b *testing.B, cpus string) string {
 	b.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	self, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { c.Close() })
-	pc := ipv4.NewPacketConn(c)
-	for range runtime.GOMAXPROCS(0) {
-		go func() {
-			ms := make([]ipv4.Message, 32)
-			for i := range ms {
-				ms[i].Buffers = [][]byte{make([]byte, 4096)}
-			}
-			for {
-				n, err := pc.ReadBatch(ms, 0)
-				if err != nil {
-					if errors.Is(err, net.ErrClosed) {
-						return
-					}
-					continue
-				}
-				out := make([]ipv4.Message, 0, n)
-				for _, m := range ms[:n] {
-					p := m.Buffers[0][:m.N]
-					if len(p) < 12 {
-						continue
-					}
-					p[2] |= 0x80
-					p[3] = p[3]&0xf0 | dns.RcodeNameError
-					out = append(out, ipv4.Message{Buffers: [][]byte{p}, Addr: m.Addr})
-				}
-				for len(out) > 0 {
-					k, err := pc.WriteBatch(out, 0)
-					if err != nil {
-						k = max(k, 1)
-					}
-					out = out[k:]
-				}
-			}
-		}()
+	cmd := exec.Command(self)
+	if cpus != "" {
+		cmd = exec.Command("taskset", "-c", cpus, self)
 	}
-	return c.LocalAddr().String()
+	cmd.Env = append(os.Environ(), echoEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("floor responder: %v", err)
+	}
+	return strings.TrimSpace(addr)
+}
+
+// runEcho is the floor responder: GOMAXPROCS loops of recvmmsg, set QR
+// and NXDOMAIN, sendmmsg, each on a socket of its own in one
+// SO_REUSEPORT group — the server's socket layout and batch I/O, none of
+// its work. It prints its address and runs until killed.
+func runEcho() {
+	group, err := server.ListenUDPGroup(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, runtime.GOMAXPROCS(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(group[0].LocalAddr())
+	for _, c := range group {
+		go echoLoop(ipv4.NewPacketConn(c))
+	}
+	select {}
+}
+
+func echoLoop(pc *ipv4.PacketConn) {
+	ms := make([]ipv4.Message, 32)
+	for i := range ms {
+		ms[i].Buffers = [][]byte{make([]byte, 4096)}
+	}
+	for {
+		n, err := pc.ReadBatch(ms, 0)
+		if err != nil {
+			continue
+		}
+		out := make([]ipv4.Message, 0, n)
+		for _, m := range ms[:n] {
+			p := m.Buffers[0][:m.N]
+			if len(p) < 12 {
+				continue
+			}
+			p[2] |= 0x80
+			p[3] = p[3]&0xf0 | dns.RcodeNameError
+			out = append(out, ipv4.Message{Buffers: [][]byte{p}, Addr: m.Addr})
+		}
+		for len(out) > 0 {
+			k, err := pc.WriteBatch(out, 0)
+			if err != nil {
+				k = max(k, 1)
+			}
+			out = out[k:]
+		}
+	}
 }
 
 // createBenchServices makes benchServices ClusterIP Services over
@@ -366,12 +472,12 @@ var (
 // runDNSPerf runs dnsperf against host:port for -dns.seconds, flat out
 // with 100 queries outstanding, or held at rate with per-query latencies.
 // Only loopback is ever asked: host comes from the server's --listen.
-func runDNSPerf(b *testing.B, host, port, file string, rate int, verbose bool) perfResult {
+func runDNSPerf(b *testing.B, t target, file string, rate int, verbose bool) perfResult {
 	b.Helper()
-	if host != "127.0.0.1" {
-		b.Fatalf("refusing to run dnsperf against %s: loopback only", host)
+	if t.host != "127.0.0.1" {
+		b.Fatalf("refusing to run dnsperf against %s: loopback only", t.host)
 	}
-	args := []string{"-s", host, "-p", port, "-d", file, "-l", strconv.Itoa(*benchSeconds), "-q", "100", "-t", "2"}
+	args := []string{"-s", t.host, "-p", t.port, "-d", file, "-l", strconv.Itoa(*benchSeconds), "-q", "100", "-t", "2"}
 	if rate > 0 {
 		args = append(args, "-Q", strconv.Itoa(rate))
 	}
@@ -387,6 +493,9 @@ func runDNSPerf(b *testing.B, host, port, file string, rate int, verbose bool) p
 	}
 	defer outFile.Close()
 	cmd := exec.Command("dnsperf", args...)
+	if t.cpus != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", t.cpus, "dnsperf"}, args...)...)
+	}
 	cmd.Stdout = outFile
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

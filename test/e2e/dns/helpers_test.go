@@ -48,6 +48,12 @@ var (
 // reads the machine's resolv.conf.
 func startDNS(t testing.TB, api *framework.APIServer, upstream string, extra ...string) *dnsServer {
 	t.Helper()
+	return startDNSOnCPUs(t, "", api, upstream, extra...)
+}
+
+// startDNSOnCPUs is startDNS with the server bound to cpus ("" for any).
+func startDNSOnCPUs(t testing.TB, cpus string, api *framework.APIServer, upstream string, extra ...string) *dnsServer {
+	t.Helper()
 	args := append([]string{"dns",
 		"--kubeconfig", api.KubeconfigOf("dns"),
 		"--listen", "127.0.0.1:0",
@@ -58,7 +64,7 @@ func startDNS(t testing.TB, api *framework.APIServer, upstream string, extra ...
 		"--service-cidr", serviceCIDR,
 		"--pod-cidr", podCIDR,
 	}, extra...)
-	p := framework.StartProcess(t, args...)
+	p := framework.StartProcessOnCPUs(t, cpus, args...)
 	s := &dnsServer{proc: p}
 	deadline := time.Now().Add(30 * time.Second)
 	for s.Addr == "" || s.HTTP == "" {

@@ -20,9 +20,21 @@ type Process struct {
 
 // StartProcess runs `svcnet args...` until Stop or the end of the test.
 func StartProcess(t testing.TB, args ...string) *Process {
+	return StartProcessOnCPUs(t, "", args...)
+}
+
+// StartProcessOnCPUs is StartProcess with the process bound to cpus
+// (taskset's list syntax, "" for any): benchmarks give a server and its
+// load generator cores of their own. Go sizes GOMAXPROCS from the
+// affinity it starts with.
+func StartProcessOnCPUs(t testing.TB, cpus string, args ...string) *Process {
 	t.Helper()
 	p := &Process{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command(Binary(t), args...)
+	if cpus == "" {
+		p.cmd = exec.Command(Binary(t), args...)
+	} else {
+		p.cmd = exec.Command("taskset", append([]string{"-c", cpus, Binary(t)}, args...)...)
+	}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	w := &lockedWriter{w: &p.logs, mu: &p.mu}
 	p.cmd.Stdout, p.cmd.Stderr = w, w
