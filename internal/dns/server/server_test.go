@@ -530,6 +530,17 @@ func TestListen(t *testing.T) {
 	if port == "0" || port == "" {
 		t.Errorf("Addr() = %q", s2.Addr())
 	}
+	// The UDP sockets may share their port (SO_REUSEPORT), but a second
+	// server on a port in use must still fail, not split the queries.
+	s3, err := New(Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.Listen(s2.Addr()); err == nil {
+		closeAll(s3.udp)
+		s3.tcp.Close()
+		t.Errorf("a second server listened on %s", s2.Addr())
+	}
 	if _, err := New(Options{Registerer: prometheus.NewRegistry()}); err != nil {
 		t.Error(err)
 	}
