@@ -37,6 +37,7 @@ network is not touched.`,
 	f.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "pod CIDR (one /24 per node)")
 	f.IntVar(&o.APIPort, "api-port", 0, "API server port on the host's loopback (default 6443 if free)")
 	f.StringSliceVar(&o.APIServerArgs, "apiserver-arg", nil, "extra flag for the API server, e.g. --apiserver-arg=--etcd-compaction-interval=1m")
+	f.StringSliceVar(&o.ControllerManagerArgs, "controller-manager-arg", nil, "extra flag for the controller manager, e.g. --controller-manager-arg=--node-monitor-grace-period=20s")
 	f.StringVar(&o.DNSUpstream, "dns-upstream", "", "upstream servers for names outside the cluster (none by default: the cluster has no route out)")
 	return cmd
 }

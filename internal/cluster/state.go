@@ -24,6 +24,8 @@ type Options struct {
 	APIPort int
 	// APIServerArgs pass through to `svcnet apiserver`.
 	APIServerArgs []string
+	// ControllerManagerArgs pass through to `svcnet controller-manager`.
+	ControllerManagerArgs []string
 	// DNSUpstream is where the cluster DNS forwards outside names (none by
 	// default: the cluster has no route out).
 	DNSUpstream string

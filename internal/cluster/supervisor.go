@@ -128,9 +128,9 @@ func (s *supervisor) start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.run("controller-manager", []string{"controller-manager",
+	s.run("controller-manager", append([]string{"controller-manager",
 		"--kubeconfig", filepath.Join(s.state.APIServerDir(), apiserver.KubeconfigDir, "controller-manager.kubeconfig"),
-		"--bind-address", "0", "--leader-elect=false", "--load-balancer-pool", s.plan.LBPool})
+		"--bind-address", "0", "--leader-elect=false", "--load-balancer-pool", s.plan.LBPool}, s.opts.ControllerManagerArgs...))
 
 	for _, n := range s.plan.Nodes {
 		if err := write(n.Name, apiserver.NodeUserPrefix+n.Name, apiserver.NodeGroup); err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/endpoints"
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
 	"github.com/svcnet/svcnet/internal/controller/endpointslicemirroring"
+	"github.com/svcnet/svcnet/internal/controller/nodelifecycle"
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
 	"github.com/svcnet/svcnet/internal/controller/servicelb"
@@ -48,6 +49,10 @@ type Options struct {
 	LoadBalancerPool  string
 	LoadBalancerClass string
 	BindAddress       string // /healthz and /metrics, e.g. 127.0.0.1:10257
+	// NodeMonitorGracePeriod is how long a node may post nothing before
+	// it is marked Unknown; NodeMonitorPeriod how often nodes are checked.
+	NodeMonitorGracePeriod time.Duration
+	NodeMonitorPeriod      time.Duration
 
 	LeaderElect    bool
 	LeaseNamespace string
@@ -66,6 +71,7 @@ func Defaults() Options {
 		LeaderElect: true, LeaseNamespace: "kube-system", LeaseName: "svcnet-controller-manager",
 		Identity:      fmt.Sprintf("%s_%d", host, os.Getpid()),
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		NodeMonitorGracePeriod: nodelifecycle.DefaultGracePeriod, NodeMonitorPeriod: nodelifecycle.DefaultPeriod,
 	}
 }
 
@@ -109,6 +115,10 @@ var controllers = []struct {
 		c := scheduler.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "default-scheduler"))
 		return func(ctx context.Context) { c.Run(ctx, 1) }, nil
 	}},
+	{"nodelifecycle", func(ctx context.Context, d deps) (func(context.Context), error) {
+		c := nodelifecycle.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "node-controller"), d.opts.NodeMonitorGracePeriod)
+		return func(ctx context.Context) { c.Run(ctx, d.opts.NodeMonitorPeriod) }, nil
+	}},
 	{"service-lb", func(ctx context.Context, d deps) (func(context.Context), error) {
 		if d.opts.LoadBalancerPool == "" {
 			return nil, nil
@@ -145,6 +155,9 @@ func Run(ctx context.Context, o Options) error {
 		if n != "*" && !slices.Contains(Names(), strings.TrimPrefix(n, "-")) {
 			return fmt.Errorf("unknown controller %q; known: %s", n, strings.Join(Names(), ", "))
 		}
+	}
+	if o.NodeMonitorPeriod <= 0 || o.NodeMonitorGracePeriod <= 0 {
+		return fmt.Errorf("--node-monitor-period (%s) and --node-monitor-grace-period (%s) must be positive", o.NodeMonitorPeriod, o.NodeMonitorGracePeriod)
 	}
 	if o.LoadBalancerPool != "" {
 		if _, err := servicelb.ParsePool(o.LoadBalancerPool); err != nil {

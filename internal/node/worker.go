@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -485,10 +486,13 @@ func (w *podWorker) finishDeletion(ctx context.Context) {
 	}
 }
 
-// push writes the pod's status when it changed.
+// push writes the pod's status when it changed, or when the API's copy
+// says otherwise: the node lifecycle controller marks the pods of a node
+// it has not heard from not ready, and an agent that was only cut off
+// must put them back, as kubelet's status manager does.
 func (w *podWorker) push(ctx context.Context) {
 	st := w.status()
-	if w.pushed != nil && apiequality.Semantic.DeepEqual(st, *w.pushed) {
+	if w.pushed != nil && apiequality.Semantic.DeepEqual(st, *w.pushed) && sameConditions(st, w.pod.Status) {
 		return
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": w.uid}, "status": st})
@@ -503,4 +507,16 @@ func (w *podWorker) push(ctx context.Context) {
 		return
 	}
 	w.pushed = &st
+}
+
+// sameConditions reports whether b has every condition of a with the
+// same status.
+func sameConditions(a, b corev1.PodStatus) bool {
+	for _, c := range a.Conditions {
+		i := slices.IndexFunc(b.Conditions, func(o corev1.PodCondition) bool { return o.Type == c.Type })
+		if i < 0 || b.Conditions[i].Status != c.Status {
+			return false
+		}
+	}
+	return true
 }

@@ -4,6 +4,7 @@ package controllers_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
@@ -35,24 +35,7 @@ func TestEndpointSlicesFollowPods(t *testing.T) {
 	if st.ports[9376] != 3 {
 		t.Errorf("named target port not resolved: %v", st)
 	}
-	scale := func(n int32) {
-		t.Helper()
-		// The controller writes the deployment's status meanwhile: a stale
-		// resourceVersion is a conflict, retried as clients do.
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			s, err := c.client.AppsV1().Deployments("default").GetScale(ctx, "web", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			s.Spec.Replicas = n
-			_, err = c.client.AppsV1().Deployments("default").UpdateScale(ctx, "web", s, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	scale(5)
+	scale(t, c.client, "web", 5)
 	waitSlices(t, c.client, "web", func(s sliceState) bool { return s.ready == 5 && s.total == 5 })
 
 	// Readiness: an unready pod leaves the ready set and comes back.
@@ -89,7 +72,7 @@ func TestEndpointSlicesFollowPods(t *testing.T) {
 	c.kubelet.HoldDeletions(false)
 	waitSlices(t, c.client, "web", func(s sliceState) bool { return s.terminating == 0 && s.total == 5 && s.ready == 5 })
 
-	scale(0)
+	scale(t, c.client, "web", 0)
 	waitSlices(t, c.client, "web", func(s sliceState) bool { return s.total == 0 })
 	l, err := c.client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=web"})
 	if err != nil || len(l.Items) != 1 {
@@ -356,4 +339,77 @@ func TestLoadBalancer(t *testing.T) {
 	if s, _ := svcs.Get(ctx, "other-class", metav1.GetOptions{}); len(s.Status.LoadBalancer.Ingress) != 0 || len(s.Finalizers) != 0 {
 		t.Errorf("foreign class touched: %+v", s)
 	}
+}
+
+// TestNodeLifecycle silences one node's agent: after the grace period the
+// node is Unknown and tainted unreachable, its pods leave the Service's
+// ready endpoints, and new pods go to the other node; when the agent
+// speaks again the taints go and its pods are ready endpoints again.
+func TestNodeLifecycle(t *testing.T) {
+	c := startCluster(t, "--node-monitor-grace-period=3s", "--node-monitor-period=200ms")
+	ctx := framework.Context(t, 2*time.Minute)
+	if _, err := c.client.CoreV1().Services("default").Create(ctx, service("life"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.AppsV1().Deployments("default").Create(ctx, deployment("life", 4), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSlices(t, c.client, "life", func(s sliceState) bool { return s.total == 4 && s.ready == 4 })
+	// Longer than the grace period with every agent alive: nothing moves.
+	time.Sleep(4 * time.Second)
+	if st, err := slicesOf(ctx, c.client, "default", "life"); err != nil || st.ready != 4 {
+		t.Fatalf("with every node alive: %v %v", st, err)
+	}
+
+	if err := c.kubelet.Silence(ctx, "node-2", true); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "node-2 Unknown and tainted unreachable", 20*time.Second, func(ctx context.Context) (bool, error) {
+		n, err := c.client.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		var taints []string
+		for _, tn := range n.Spec.Taints {
+			taints = append(taints, tn.Key+":"+string(tn.Effect))
+		}
+		slices.Sort(taints)
+		return nodeReady(n) == corev1.ConditionUnknown && slices.Equal(taints, []string{
+			"node.kubernetes.io/unreachable:NoExecute", "node.kubernetes.io/unreachable:NoSchedule"}), nil
+	})
+	st := waitSlices(t, c.client, "life", func(s sliceState) bool { return s.total == 4 && s.ready == 2 })
+	t.Logf("node-2 silent: %v", st)
+	if n, err := c.client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{}); err != nil || nodeReady(n) != corev1.ConditionTrue || len(n.Spec.Taints) != 0 {
+		t.Fatalf("node-1 changed: %v %v", n, err)
+	}
+	scale(t, c.client, "life", 6)
+	until(t, "the new pods on node-1", 20*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=life"})
+		if err != nil {
+			return false, err
+		}
+		per := map[string]int{}
+		for _, p := range pods.Items {
+			per[p.Spec.NodeName]++
+		}
+		return len(pods.Items) == 6 && per["node-1"] == 4 && per["node-2"] == 2, nil
+	})
+
+	if err := c.kubelet.Silence(ctx, "node-2", false); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "node-2 Ready without taints", 20*time.Second, func(ctx context.Context) (bool, error) {
+		n, err := c.client.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+		return err == nil && nodeReady(n) == corev1.ConditionTrue && len(n.Spec.Taints) == 0, err
+	})
+	waitSlices(t, c.client, "life", func(s sliceState) bool { return s.total == 6 && s.ready == 6 })
+}
+
+func nodeReady(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
@@ -122,4 +123,24 @@ func waitSlices(t *testing.T, c kubernetes.Interface, svc string, want func(slic
 		return err == nil && want(st), err
 	})
 	return st
+}
+
+// scale sets a deployment's replicas through its scale subresource. The
+// controller writes the deployment's status meanwhile: a stale
+// resourceVersion is a conflict, retried as clients do.
+func scale(t *testing.T, c kubernetes.Interface, name string, n int32) {
+	t.Helper()
+	ctx := framework.Context(t, 30*time.Second)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := c.AppsV1().Deployments("default").GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = n
+		_, err = c.AppsV1().Deployments("default").UpdateScale(ctx, name, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

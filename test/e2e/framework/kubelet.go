@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,23 +17,31 @@ import (
 )
 
 // HollowKubelet stands in for node agents in controller tests: it
-// registers ready Nodes and moves every pod bound to them to Running with
-// an address, Ready unless the test says otherwise, and finishes graceful
-// deletions at once (or when told). It does not run anything.
+// registers ready Nodes, renews their Leases, moves every pod bound to
+// them to Running with an address, Ready unless the test says otherwise
+// (and back to that when something else changed it, as a kubelet's
+// status manager does), and finishes graceful deletions at once (or when
+// told). It does not run anything.
 type HollowKubelet struct {
 	t       testing.TB
 	client  kubernetes.Interface
+	pods    cache.Store
 	mu      sync.Mutex
 	unready map[string]bool // pod name -> keep unready
 	hold    bool            // do not finish graceful deletions
+	silent  map[string]bool // node -> posts nothing, as a dead agent
 	nextIP  map[string]int
 	nodes   map[string]int
 }
 
+// leaseRenewal is how often the hollow kubelet renews its nodes' Leases
+// (a real one: every 10 s); tests shorten the grace period to match.
+const leaseRenewal = time.Second
+
 // StartHollowKubelet registers the nodes and runs until the test ends.
 func StartHollowKubelet(t testing.TB, client kubernetes.Interface, nodes ...string) *HollowKubelet {
 	t.Helper()
-	k := &HollowKubelet{t: t, client: client, unready: map[string]bool{}, nextIP: map[string]int{}, nodes: map[string]int{}}
+	k := &HollowKubelet{t: t, client: client, unready: map[string]bool{}, silent: map[string]bool{}, nextIP: map[string]int{}, nodes: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	for i, n := range nodes {
@@ -46,8 +55,10 @@ func StartHollowKubelet(t testing.TB, client kubernetes.Interface, nodes ...stri
 			t.Fatalf("register node %s: %v", n, err)
 		}
 	}
+	go k.renewLeases(ctx)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Pods().Informer()
+	k.pods = inf.GetStore()
 	work := make(chan *corev1.Pod, 4096)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { work <- o.(*corev1.Pod) },
@@ -96,20 +107,91 @@ func (k *HollowKubelet) FinishDeletion(ctx context.Context, ns, name string) err
 	return err
 }
 
+// Silence makes a node's agent fall silent (no Lease renewals, no
+// statuses), as when it dies, or speak again: then it posts the node
+// Ready and puts its pods' readiness back.
+func (k *HollowKubelet) Silence(ctx context.Context, node string, silent bool) error {
+	k.mu.Lock()
+	k.silent[node] = silent
+	k.mu.Unlock()
+	if silent {
+		return nil
+	}
+	if err := k.renew(ctx, node); err != nil {
+		return err
+	}
+	n, err := k.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
+	if _, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	for _, o := range k.pods.List() {
+		k.handle(ctx, o.(*corev1.Pod))
+	}
+	return nil
+}
+
+func (k *HollowKubelet) renewLeases(ctx context.Context) {
+	tick := time.NewTicker(leaseRenewal)
+	defer tick.Stop()
+	for {
+		for n := range k.nodes {
+			k.mu.Lock()
+			silent := k.silent[n]
+			k.mu.Unlock()
+			if !silent {
+				if err := k.renew(ctx, n); err != nil && ctx.Err() == nil {
+					k.t.Logf("hollow kubelet: lease of %s: %v", n, err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (k *HollowKubelet) renew(ctx context.Context, node string) error {
+	leases := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	now := metav1.NewMicroTime(time.Now())
+	l, err := leases.Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, RenewTime: &now}}, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	l.Spec.RenewTime = &now
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}
+
 func (k *HollowKubelet) handle(ctx context.Context, pod *corev1.Pod) {
 	if _, mine := k.nodes[pod.Spec.NodeName]; !mine {
 		return
 	}
 	k.mu.Lock()
-	hold := k.hold
+	hold, silent, wantReady := k.hold, k.silent[pod.Spec.NodeName], !k.unready[pod.Name]
 	k.mu.Unlock()
+	if silent {
+		return
+	}
 	if pod.DeletionTimestamp != nil {
 		if !hold {
 			_ = k.FinishDeletion(ctx, pod.Namespace, pod.Name)
 		}
 		return
 	}
-	if pod.Status.Phase == corev1.PodRunning {
+	if pod.Status.Phase == corev1.PodRunning && podReady(pod) == wantReady {
 		return
 	}
 	if err := k.writeStatus(ctx, pod); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -146,4 +228,13 @@ func (k *HollowKubelet) writeStatus(ctx context.Context, pod *corev1.Pod) error 
 	}
 	_, err := k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
 	return err
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -1,0 +1,115 @@
+package cluster_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFrozenNodeAgent stops node-2's agent (SIGSTOP: alive but silent, as
+// when it is cut off from the API server). The node lifecycle controller
+// marks node-2 NotReady and its pods unready, so the NodePort on node-1
+// answers from node-1's pods only; when the agent runs again, it puts
+// its pods' readiness back and they answer again.
+func TestFrozenNodeAgent(t *testing.T) {
+	t.Parallel()
+	// The agent renews its Lease every 10 s: the grace period must be
+	// longer than that.
+	c := up(t, 2, "--controller-manager-arg=--node-monitor-grace-period=15s", "--controller-manager-arg=--node-monitor-period=500ms")
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	k.MustRun("", "scale", "deployment", "hostnames", "--replicas=4")
+	c.until("4 ready hostnames pods", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
+		return out == "4"
+	})
+	onNode := func(node string) []string {
+		out := k.MustRun("", "get", "pods", "-l", "app=hostnames", "--field-selector", "spec.nodeName="+node,
+			"-o", `jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}`)
+		names := strings.Fields(out)
+		slices.Sort(names)
+		return names
+	}
+	node1, node2 := onNode("node-1"), onNode("node-2")
+	if len(node1) == 0 || len(node2) == 0 {
+		t.Fatalf("pods not on both nodes: %v %v", node1, node2)
+	}
+	answers := func() []string {
+		var got []string
+		for n := range c.names("client", 16, "curl", "-s", "--max-time", "2", "172.18.0.11:8477") {
+			got = append(got, n)
+		}
+		slices.Sort(got)
+		return got
+	}
+	all := slices.Sorted(slices.Values(append(slices.Clone(node1), node2...)))
+	c.until("node-1's NodePort to reach all 4 pods", 30*time.Second, func() bool { return slices.Equal(answers(), all) })
+
+	pid := agentPid(t, c, "node-2")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	})
+	c.until("node-2 NotReady", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "node", "node-2", "--no-headers")
+		return strings.Contains(out, "NotReady")
+	})
+	taints := k.MustRun("", "get", "node", "node-2", "-o", `jsonpath={range .spec.taints[*]}{.key}:{.effect} {end}`)
+	if !strings.Contains(taints, "node.kubernetes.io/unreachable:NoSchedule") || !strings.Contains(taints, "node.kubernetes.io/unreachable:NoExecute") {
+		t.Errorf("node-2's taints: %q", taints)
+	}
+	c.until("node-1's NodePort to answer from node-1's pods only", 30*time.Second, func() bool { return slices.Equal(answers(), node1) })
+	if out, _, _ := k.Run("", "get", "node", "node-1", "--no-headers"); strings.Contains(out, "NotReady") {
+		t.Errorf("node-1: %s", out)
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	c.until("node-2 Ready again", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "node", "node-2", "--no-headers")
+		return strings.Contains(out, " Ready") && !strings.Contains(out, "NotReady")
+	})
+	c.until("all 4 pods answering again", time.Minute, func() bool { return slices.Equal(answers(), all) })
+	if taints := k.MustRun("", "get", "node", "node-2", "-o", "jsonpath={.spec.taints}"); taints != "" {
+		t.Errorf("node-2 still tainted: %s", taints)
+	}
+}
+
+// agentPid finds the node agent of node among the cluster's processes.
+func agentPid(t *testing.T, c *localCluster, node string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.home, c.name, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.Fields(string(data)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", f, "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
+		if len(argv) > 1 && argv[1] == "node" && slices.Contains(argv, "--hostname-override") &&
+			argv[slices.Index(argv, "--hostname-override")+1] == node {
+			return pid
+		}
+	}
+	t.Fatalf("no node agent of %s among the cluster's processes", node)
+	return 0
+}
