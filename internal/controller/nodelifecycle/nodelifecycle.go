@@ -4,8 +4,11 @@
 // conditions set to Unknown and the unreachable taints, and its pods are
 // marked not ready, so that they leave every Service's ready endpoints
 // and the scheduler stops placing pods there. A node that reports Ready
-// again loses the taints. Taint-based eviction (deleting pods once their
-// NoExecute toleration runs out) is not built.
+// again loses the taints. Pods on a node with NoExecute taints are
+// evicted (deleted) once they do not tolerate a taint, at once or when
+// their tolerationSeconds run out, as kube-controller-manager's taint
+// eviction controller does; the API server gives every pod 300 s for the
+// not-ready and unreachable taints unless it says otherwise.
 package nodelifecycle
 
 import (
@@ -25,6 +28,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 )
 
 // Defaults of kube-controller-manager's --node-monitor-grace-period and
@@ -150,10 +154,82 @@ func (c *Controller) check(ctx context.Context, node *corev1.Node, now time.Time
 	}
 	// The cached node decides whether to write, so that a quiet cluster
 	// costs no requests; after marking it the cache is behind.
-	if marked || !sameTaints(Taints(node, metav1.NewTime(now)), node.Spec.Taints) {
-		return c.setTaints(ctx, node.Name)
+	taints := node.Spec.Taints
+	if marked || !sameTaints(Taints(node, metav1.NewTime(now)), taints) {
+		var err error
+		if taints, err = c.setTaints(ctx, node.Name); err != nil {
+			return err
+		}
+	}
+	return c.evict(ctx, node.Name, taints, now)
+}
+
+// evict deletes the pods on the node that do not tolerate its NoExecute
+// taints, or whose toleration has run out.
+func (c *Controller) evict(ctx context.Context, nodeName string, taints []corev1.Taint, now time.Time) error {
+	if !slices.ContainsFunc(taints, func(t corev1.Taint) bool { return t.Effect == corev1.TaintEffectNoExecute }) {
+		return nil
+	}
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != nodeName || pod.DeletionTimestamp != nil {
+			continue
+		}
+		at, ok := EvictionTime(pod, taints, now)
+		if !ok || now.Before(at) {
+			continue
+		}
+		slog.Info("evicting pod", "pod", pod.Namespace+"/"+pod.Name, "node", nodeName)
+		c.recorder.Eventf(pod, corev1.EventTypeNormal, "TaintManagerEviction", "Marking for deletion Pod %s/%s", pod.Namespace, pod.Name)
+		err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
 	}
 	return nil
+}
+
+// EvictionTime is when a pod on a node with these taints is to be
+// evicted: at once when it does not tolerate one of the NoExecute taints,
+// else when the shortest tolerationSeconds among the tolerations that
+// match has passed since the taint was added (now, when the taint has no
+// time). ok is false when the pod may stay for good: every matching
+// toleration is without tolerationSeconds.
+func EvictionTime(pod *corev1.Pod, taints []corev1.Taint, now time.Time) (at time.Time, ok bool) {
+	for _, taint := range taints {
+		if taint.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		since := now
+		if taint.TimeAdded != nil {
+			since = taint.TimeAdded.Time
+		}
+		var limit *time.Time
+		tolerated := false
+		for _, tol := range pod.Spec.Tolerations {
+			if !tol.ToleratesTaint(klog.Background(), &taint, false) {
+				continue
+			}
+			tolerated = true
+			if tol.TolerationSeconds == nil {
+				continue // no limit of its own; another toleration's still counts, as in Kubernetes
+			}
+			t := since.Add(time.Duration(max(0, *tol.TolerationSeconds)) * time.Second)
+			if limit == nil || t.Before(*limit) {
+				limit = &t
+			}
+		}
+		switch {
+		case !tolerated:
+			return now, true
+		case limit != nil && (!ok || limit.Before(at)):
+			at, ok = *limit, true
+		}
+	}
+	return at, ok
 }
 
 // markUnknown sets the node's conditions to Unknown, as the node
@@ -255,23 +331,28 @@ func hasTaint(ts []corev1.Taint, t corev1.Taint) bool {
 
 // setTaints writes the node's taints when its Ready condition calls for
 // others, reading the node afresh: the condition may have just changed.
-func (c *Controller) setTaints(ctx context.Context, name string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// It returns the node's taints as they now are.
+func (c *Controller) setTaints(ctx context.Context, name string) ([]corev1.Taint, error) {
+	var taints []corev1.Taint
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			if apierrors.IsNotFound(err) {
+				taints = nil
 				return nil
 			}
 			return err
 		}
-		want := Taints(node, metav1.NewTime(c.now()))
-		if sameTaints(want, node.Spec.Taints) {
+		taints = Taints(node, metav1.NewTime(c.now()))
+		if sameTaints(taints, node.Spec.Taints) {
+			taints = node.Spec.Taints // with their times
 			return nil
 		}
-		node.Spec.Taints = want
+		node.Spec.Taints = taints
 		_, err = c.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
+	return taints, err
 }
 
 func sameTaints(a, b []corev1.Taint) bool {

@@ -128,12 +128,19 @@ func TestSilentNode(t *testing.T) {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: name},
 			Spec: coordinationv1.LeaseSpec{RenewTime: &mt}}
 	}
-	pod := func(name, nodeName string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{NodeName: nodeName},
+	pod := func(name, nodeName string, tolerationSeconds int64) *corev1.Pod {
+		var tols []corev1.Toleration
+		for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+			tols = append(tols, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute,
+				TolerationSeconds: &tolerationSeconds})
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{NodeName: nodeName, Tolerations: tols},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
 	}
+	// The API server gives pods 300 s (DefaultTolerationSeconds); one
+	// pod asks for 10.
 	client := fake.NewClientset(node("alive"), node("silent"), lease("alive", t0), lease("silent", t0),
-		pod("on-alive", "alive"), pod("on-silent", "silent"))
+		pod("on-alive", "alive", 300), pod("on-silent", "silent", 300), pod("impatient", "silent", 10))
 	factory := informers.NewSharedInformerFactory(client, 0)
 	const grace = 40 * time.Second
 	c := New(client, factory, record.NewFakeRecorder(100), grace)
@@ -176,6 +183,24 @@ func TestSilentNode(t *testing.T) {
 		t.Errorf("pods ready: on-silent %v (want false), on-alive %v (want true)", podReadyNow("on-silent"), podReadyNow("on-alive"))
 	}
 
+	// The impatient pod's 10 s run out; the others' 300 s do not.
+	exists := func(name string) bool {
+		_, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	if !exists("impatient") {
+		t.Fatal("impatient evicted before its 10 s")
+	}
+	waitFor(t, func() bool {
+		n, err := c.nodes.Get("silent")
+		return err == nil && len(n.Spec.Taints) == 2
+	})
+	clock = clock.Add(11 * time.Second)
+	c.Sync(ctx)
+	if exists("impatient") || !exists("on-silent") || !exists("on-alive") {
+		t.Errorf("after 11 s: impatient %v (want gone), on-silent %v, on-alive %v", exists("impatient"), exists("on-silent"), exists("on-alive"))
+	}
+
 	// The agent comes back and posts Ready.
 	back := get("silent")
 	back.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(clock)}}
@@ -213,5 +238,48 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("the informer cache did not catch up in 5 s")
 		}
+	}
+}
+
+func TestEvictionTime(t *testing.T) {
+	added := time.Unix(1000, 0)
+	now := added.Add(10 * time.Second)
+	unreachableNoExec := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: added}}
+	noSchedule := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}
+	other := corev1.Taint{Key: "maintenance", Effect: corev1.TaintEffectNoExecute}
+	secs := func(n int64) *int64 { return &n }
+	tol := func(key string, seconds *int64) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds}
+	}
+	cases := []struct {
+		name   string
+		tols   []corev1.Toleration
+		taints []corev1.Taint
+		at     time.Time
+		ok     bool
+	}{
+		{"no NoExecute taint", nil, []corev1.Taint{noSchedule}, time.Time{}, false},
+		{"not tolerated: at once", nil, []corev1.Taint{unreachableNoExec}, now, true},
+		{"default 300 s from the taint's time", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, secs(300))},
+			[]corev1.Taint{unreachableNoExec}, added.Add(300 * time.Second), true},
+		{"tolerated for good", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, nil)}, []corev1.Taint{unreachableNoExec}, time.Time{}, false},
+		{"for good and 60 s: 60 s counts", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, nil), tol(corev1.TaintNodeUnreachable, secs(60))},
+			[]corev1.Taint{unreachableNoExec}, added.Add(time.Minute), true},
+		{"everything tolerated", []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, []corev1.Taint{unreachableNoExec, other}, time.Time{}, false},
+		{"a second taint not tolerated", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, secs(300))},
+			[]corev1.Taint{unreachableNoExec, other}, now, true},
+		{"the shortest of two taints, no time on the second", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, secs(300)), tol("maintenance", secs(5))},
+			[]corev1.Taint{unreachableNoExec, other}, now.Add(5 * time.Second), true},
+		{"negative seconds: at once", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, secs(-1))},
+			[]corev1.Taint{unreachableNoExec}, added, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{Spec: corev1.PodSpec{Tolerations: tc.tols}}
+			at, ok := EvictionTime(pod, tc.taints, now)
+			if ok != tc.ok || !at.Equal(tc.at) {
+				t.Errorf("EvictionTime = %v %v, want %v %v", at, ok, tc.at, tc.ok)
+			}
+		})
 	}
 }

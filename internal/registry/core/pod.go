@@ -16,6 +16,8 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/registry"
 )
@@ -38,6 +40,7 @@ var Pod = &registry.Kind{
 			pod.Spec.ServiceAccountName = "default"
 		}
 		pod.Spec.DeprecatedServiceAccount = pod.Spec.ServiceAccountName
+		pod.Spec.Tolerations = DefaultTolerations(pod.Spec.Tolerations)
 	},
 	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
 		pod := obj.(*corev1.Pod)
@@ -305,4 +308,31 @@ func setPodCondition(pod *corev1.Pod, c corev1.PodCondition) {
 		}
 	}
 	pod.Status.Conditions = append(pod.Status.Conditions, c)
+}
+
+// DefaultTolerationSeconds is how long a pod stays on a node that is not
+// ready or unreachable before the node lifecycle controller evicts it,
+// unless the pod says otherwise: kube-apiserver's DefaultTolerationSeconds
+// admission plugin and its default of 300 s (its flags to change it are
+// not offered).
+const DefaultTolerationSeconds = 300
+
+// DefaultTolerations is tols with a NoExecute toleration of the not-ready
+// and unreachable taints for DefaultTolerationSeconds added for each the
+// pod does not tolerate yet.
+func DefaultTolerations(tols []corev1.Toleration) []corev1.Toleration {
+	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+		taint := corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute}
+		tolerated := false
+		for _, t := range tols {
+			if t.ToleratesTaint(klog.Background(), &taint, false) {
+				tolerated = true
+			}
+		}
+		if !tolerated {
+			tols = append(tols, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists,
+				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](DefaultTolerationSeconds)})
+		}
+	}
+	return tols
 }

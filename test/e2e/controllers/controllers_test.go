@@ -343,8 +343,10 @@ func TestLoadBalancer(t *testing.T) {
 
 // TestNodeLifecycle silences one node's agent: after the grace period the
 // node is Unknown and tainted unreachable, its pods leave the Service's
-// ready endpoints, and new pods go to the other node; when the agent
-// speaks again the taints go and its pods are ready endpoints again.
+// ready endpoints, a pod that tolerates that for 2 s is evicted and
+// replaced on the other node while those with the default 300 s stay, and
+// new pods go to the other node; when the agent speaks again the taints
+// go and its pods are ready endpoints again.
 func TestNodeLifecycle(t *testing.T) {
 	c := startCluster(t, "--node-monitor-grace-period=3s", "--node-monitor-period=200ms")
 	ctx := framework.Context(t, 2*time.Minute)
@@ -355,6 +357,23 @@ func TestNodeLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSlices(t, c.client, "life", func(s sliceState) bool { return s.total == 4 && s.ready == 4 })
+	// quick tolerates an unreachable node for 2 s only; life has the
+	// API server's default, 300 s. (Created once life is spread 2 and 2.)
+	quick := deployment("quick", 2)
+	quick.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists,
+		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](2)}}
+	if _, err := c.client.AppsV1().Deployments("default").Create(ctx, quick, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=life"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatal(pods, err)
+	}
+	if !slices.ContainsFunc(pods.Items[0].Spec.Tolerations, func(tol corev1.Toleration) bool {
+		return tol.Key == corev1.TaintNodeUnreachable && tol.Effect == corev1.TaintEffectNoExecute && ptr.Deref(tol.TolerationSeconds, 0) == 300
+	}) {
+		t.Errorf("no default toleration of unreachable nodes: %+v", pods.Items[0].Spec.Tolerations)
+	}
 	// Longer than the grace period with every agent alive: nothing moves.
 	time.Sleep(4 * time.Second)
 	if st, err := slicesOf(ctx, c.client, "default", "life"); err != nil || st.ready != 4 {
@@ -382,6 +401,32 @@ func TestNodeLifecycle(t *testing.T) {
 	if n, err := c.client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{}); err != nil || nodeReady(n) != corev1.ConditionTrue || len(n.Spec.Taints) != 0 {
 		t.Fatalf("node-1 changed: %v %v", n, err)
 	}
+	// quick's pod on node-2 is evicted (it stays Terminating: no agent
+	// finishes it) and replaced on node-1; life's pods stay.
+	until(t, "quick evicted from node-2 and replaced on node-1", 30*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=quick"})
+		if err != nil {
+			return false, err
+		}
+		live, terminating := map[string]int{}, 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				terminating++
+			} else {
+				live[p.Spec.NodeName]++
+			}
+		}
+		return terminating == 1 && live["node-1"] == 2 && live["node-2"] == 0, nil
+	})
+	lifePods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=life"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range lifePods.Items {
+		if p.DeletionTimestamp != nil {
+			t.Errorf("%s evicted before its 300 s", p.Name)
+		}
+	}
 	scale(t, c.client, "life", 6)
 	until(t, "the new pods on node-1", 20*time.Second, func(ctx context.Context) (bool, error) {
 		pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=life"})
@@ -403,6 +448,10 @@ func TestNodeLifecycle(t *testing.T) {
 		return err == nil && nodeReady(n) == corev1.ConditionTrue && len(n.Spec.Taints) == 0, err
 	})
 	waitSlices(t, c.client, "life", func(s sliceState) bool { return s.total == 6 && s.ready == 6 })
+	until(t, "the evicted pod gone once node-2's agent is back", 20*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=quick"})
+		return err == nil && len(pods.Items) == 2, err
+	})
 }
 
 func nodeReady(n *corev1.Node) corev1.ConditionStatus {

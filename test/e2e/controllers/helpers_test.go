@@ -120,7 +120,10 @@ func waitSlices(t *testing.T, c kubernetes.Interface, svc string, want func(slic
 	until(t, "endpoint slices of "+svc, 30*time.Second, func(ctx context.Context) (bool, error) {
 		var err error
 		st, err = slicesOf(ctx, c, "default", svc)
-		return err == nil && want(st), err
+		if err == nil && !want(st) {
+			err = fmt.Errorf("last seen: %v", st)
+		}
+		return err == nil, err
 	})
 	return st
 }
