@@ -12,7 +12,7 @@ func newControllerManagerCommand() *cobra.Command {
 	o := controllermanager.Defaults()
 	cmd := &cobra.Command{
 		Use:   "controller-manager",
-		Short: "Run the controllers: endpoint slices, endpoints, deployments, replica sets, scheduler, node lifecycle, load balancers",
+		Short: "Run the controllers: endpoint slices, endpoints, deployments, replica sets, scheduler, node lifecycle, pod garbage collector, load balancers",
 		Long: `Keep the cluster's objects true, as kube-controller-manager (and kube-scheduler and a
 cloud controller manager) do, through the Kubernetes API only, so it runs against
 svcnet's API server or any other. Controllers: ` + strings.Join(controllermanager.Names(), ", ") + `.
@@ -32,6 +32,8 @@ The service-lb controller runs when --load-balancer-pool is set.`,
 	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of /healthz and /metrics (0 to disable)")
 	f.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", o.NodeMonitorGracePeriod, "how long a node may post neither a Lease renewal nor a status before it is marked Unknown and its pods not ready")
 	f.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "how often the node lifecycle controller checks nodes")
+	f.DurationVar(&o.PodGCPeriod, "pod-gc-period", o.PodGCPeriod, "how often the pod garbage collector looks for pods of deleted nodes (svcnet's; Kubernetes has it fixed at 20s)")
+	f.DurationVar(&o.OrphanPodQuarantine, "orphan-pod-quarantine", o.OrphanPodQuarantine, "how long a pod's node must be gone before the pod is deleted (svcnet's; Kubernetes has it fixed at 40s)")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader through a Lease so that only one replica acts")
 	f.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "namespace of the leader Lease")
 	f.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "name of the leader Lease")

@@ -32,6 +32,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
 	"github.com/svcnet/svcnet/internal/controller/endpointslicemirroring"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle"
+	"github.com/svcnet/svcnet/internal/controller/podgc"
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
 	"github.com/svcnet/svcnet/internal/controller/servicelb"
@@ -53,6 +54,10 @@ type Options struct {
 	// it is marked Unknown; NodeMonitorPeriod how often nodes are checked.
 	NodeMonitorGracePeriod time.Duration
 	NodeMonitorPeriod      time.Duration
+	// OrphanPodQuarantine is how long a pod's node must be missing before
+	// the pod is deleted; PodGCPeriod how often pods are checked.
+	OrphanPodQuarantine time.Duration
+	PodGCPeriod         time.Duration
 
 	LeaderElect    bool
 	LeaseNamespace string
@@ -72,6 +77,7 @@ func Defaults() Options {
 		Identity:      fmt.Sprintf("%s_%d", host, os.Getpid()),
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		NodeMonitorGracePeriod: nodelifecycle.DefaultGracePeriod, NodeMonitorPeriod: nodelifecycle.DefaultPeriod,
+		OrphanPodQuarantine: podgc.DefaultQuarantine, PodGCPeriod: podgc.DefaultPeriod,
 	}
 }
 
@@ -119,6 +125,10 @@ var controllers = []struct {
 		c := nodelifecycle.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "node-controller"), d.opts.NodeMonitorGracePeriod)
 		return func(ctx context.Context) { c.Run(ctx, d.opts.NodeMonitorPeriod) }, nil
 	}},
+	{"podgc", func(ctx context.Context, d deps) (func(context.Context), error) {
+		c := podgc.New(d.client, d.factory, d.opts.OrphanPodQuarantine)
+		return func(ctx context.Context) { c.Run(ctx, d.opts.PodGCPeriod) }, nil
+	}},
 	{"service-lb", func(ctx context.Context, d deps) (func(context.Context), error) {
 		if d.opts.LoadBalancerPool == "" {
 			return nil, nil
@@ -156,8 +166,9 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("unknown controller %q; known: %s", n, strings.Join(Names(), ", "))
 		}
 	}
-	if o.NodeMonitorPeriod <= 0 || o.NodeMonitorGracePeriod <= 0 {
-		return fmt.Errorf("--node-monitor-period (%s) and --node-monitor-grace-period (%s) must be positive", o.NodeMonitorPeriod, o.NodeMonitorGracePeriod)
+	if o.NodeMonitorPeriod <= 0 || o.NodeMonitorGracePeriod <= 0 || o.PodGCPeriod <= 0 || o.OrphanPodQuarantine < 0 {
+		return fmt.Errorf("--node-monitor-period (%s), --node-monitor-grace-period (%s) and --pod-gc-period (%s) must be positive, --orphan-pod-quarantine (%s) not negative",
+			o.NodeMonitorPeriod, o.NodeMonitorGracePeriod, o.PodGCPeriod, o.OrphanPodQuarantine)
 	}
 	if o.LoadBalancerPool != "" {
 		if _, err := servicelb.ParsePool(o.LoadBalancerPool); err != nil {

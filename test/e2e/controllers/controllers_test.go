@@ -462,3 +462,35 @@ func nodeReady(n *corev1.Node) corev1.ConditionStatus {
 	}
 	return ""
 }
+
+// TestPodGC deletes a Node: its pods are deleted after the quarantine
+// and their ReplicaSet replaces them on the node that is left.
+func TestPodGC(t *testing.T) {
+	c := startCluster(t, "--orphan-pod-quarantine=1s", "--pod-gc-period=200ms")
+	ctx := framework.Context(t, time.Minute)
+	if _, err := c.client.AppsV1().Deployments("default").Create(ctx, deployment("orphans", 4), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	perNode := func(ctx context.Context) (map[string]int, error) {
+		pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=orphans"})
+		if err != nil {
+			return nil, err
+		}
+		per := map[string]int{}
+		for _, p := range pods.Items {
+			per[p.Spec.NodeName]++
+		}
+		return per, nil
+	}
+	until(t, "4 pods over both nodes", 30*time.Second, func(ctx context.Context) (bool, error) {
+		per, err := perNode(ctx)
+		return err == nil && per["node-1"] == 2 && per["node-2"] == 2, err
+	})
+	if err := c.client.CoreV1().Nodes().Delete(ctx, "node-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "node-2's pods deleted and replaced on node-1", 30*time.Second, func(ctx context.Context) (bool, error) {
+		per, err := perNode(ctx)
+		return err == nil && per["node-1"] == 4 && per["node-2"] == 0, err
+	})
+}

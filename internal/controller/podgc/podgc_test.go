@@ -1,0 +1,68 @@
+package podgc
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestCollect: pods of a node that is gone go once the quarantine has
+// passed, never before; pods of existing nodes and pending pods stay;
+// an unscheduled pod being deleted goes at once.
+func TestCollect(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pod := func(name, node string, deleting bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
+		if deleting {
+			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			p.Finalizers = []string{"example.com/hold"} // what keeps a deleting pod in the fake tracker
+		}
+		return p
+	}
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "here"}},
+		pod("on-here", "here", false), pod("on-gone-1", "gone", false), pod("on-gone-2", "gone", false),
+		pod("pending", "", false), pod("never-scheduled", "", true))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	const quarantine = 40 * time.Second
+	c := New(client, factory, quarantine)
+	clock := time.Now()
+	c.now = func() time.Time { return clock }
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	left := func() []string {
+		l, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range l.Items {
+			names = append(names, p.Name)
+		}
+		slices.Sort(names)
+		return names
+	}
+	steps := []struct {
+		after time.Duration
+		want  []string
+	}{
+		{0, []string{"on-gone-1", "on-gone-2", "on-here", "pending"}},
+		{quarantine - time.Second, []string{"on-gone-1", "on-gone-2", "on-here", "pending"}},
+		{quarantine, []string{"on-here", "pending"}},
+	}
+	start := clock
+	for _, s := range steps {
+		clock = start.Add(s.after)
+		c.Sync(ctx)
+		if got := left(); !slices.Equal(got, s.want) {
+			t.Fatalf("after %s: pods %v, want %v", s.after, got, s.want)
+		}
+	}
+}
