@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
@@ -271,6 +272,21 @@ func (a *Agent) register(ctx context.Context) error {
 	return a.updateStatus(ctx)
 }
 
+// readyInAPI reports whether the API server's copy of the node is Ready
+// (true when it cannot tell: the regular update will come).
+func (a *Agent) readyInAPI(ctx context.Context) bool {
+	node, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return true
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 func (a *Agent) updateStatus(ctx context.Context) error {
 	node, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
@@ -338,8 +354,12 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			slog.Warn("node lease", "err", err)
 		}
-		if i%4 == 3 {
-			if err := a.updateStatus(ctx); err != nil && ctx.Err() == nil {
+		// The full status every 40 s, and at once when the API's copy is
+		// not Ready: the node lifecycle controller marked the node
+		// Unknown while this agent was cut off, and until it says Ready
+		// again the node stays tainted and its pods' eviction clocks run.
+		if i%4 == 3 || !a.readyInAPI(ctx) {
+			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return a.updateStatus(ctx) }); err != nil && ctx.Err() == nil {
 				slog.Warn("node status", "err", err)
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordlisters "k8s.io/client-go/listers/coordination/v1"
@@ -67,6 +68,18 @@ type Controller struct {
 	// off, and after a restart of this controller every node gets the
 	// whole grace period again.
 	probes map[string]probe
+	// tainted remembers when each pod was first seen on a node with each
+	// NoExecute taint: tolerationSeconds count from then, as in
+	// Kubernetes' taint eviction controller (a taint's timeAdded may be
+	// missing, and a pod bound to a node that is tainted already gets its
+	// whole toleration).
+	tainted map[taintedPod]time.Time
+}
+
+type taintedPod struct {
+	uid    types.UID
+	key    string
+	effect corev1.TaintEffect
 }
 
 type probe struct {
@@ -87,6 +100,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		grace:    grace,
 		now:      time.Now,
 		probes:   map[string]probe{},
+		tainted:  map[taintedPod]time.Time{},
 	}
 }
 
@@ -112,9 +126,10 @@ func (c *Controller) Sync(ctx context.Context) {
 	}
 	now := c.now()
 	names := map[string]bool{}
+	seen := map[taintedPod]bool{}
 	for _, n := range nodes {
 		names[n.Name] = true
-		if err := c.check(ctx, n, now); err != nil && ctx.Err() == nil {
+		if err := c.check(ctx, n, now, seen); err != nil && ctx.Err() == nil {
 			slog.Warn("node lifecycle", "node", n.Name, "err", err)
 		}
 	}
@@ -124,10 +139,15 @@ func (c *Controller) Sync(ctx context.Context) {
 			delete(c.probes, n)
 		}
 	}
+	for k := range c.tainted {
+		if !seen[k] {
+			delete(c.tainted, k)
+		}
+	}
 	c.mu.Unlock()
 }
 
-func (c *Controller) check(ctx context.Context, node *corev1.Node, now time.Time) error {
+func (c *Controller) check(ctx context.Context, node *corev1.Node, now time.Time, seen map[taintedPod]bool) error {
 	var p probe
 	if ready := readyCondition(node); ready != nil {
 		p.heartbeat = ready.LastHeartbeatTime
@@ -161,12 +181,12 @@ func (c *Controller) check(ctx context.Context, node *corev1.Node, now time.Time
 			return err
 		}
 	}
-	return c.evict(ctx, node.Name, taints, now)
+	return c.evict(ctx, node.Name, taints, now, seen)
 }
 
 // evict deletes the pods on the node that do not tolerate its NoExecute
 // taints, or whose toleration has run out.
-func (c *Controller) evict(ctx context.Context, nodeName string, taints []corev1.Taint, now time.Time) error {
+func (c *Controller) evict(ctx context.Context, nodeName string, taints []corev1.Taint, now time.Time, seen map[taintedPod]bool) error {
 	if !slices.ContainsFunc(taints, func(t corev1.Taint) bool { return t.Effect == corev1.TaintEffectNoExecute }) {
 		return nil
 	}
@@ -178,7 +198,19 @@ func (c *Controller) evict(ctx context.Context, nodeName string, taints []corev1
 		if pod.Spec.NodeName != nodeName || pod.DeletionTimestamp != nil {
 			continue
 		}
-		at, ok := EvictionTime(pod, taints, now)
+		since := func(t corev1.Taint) time.Time {
+			k := taintedPod{pod.UID, t.Key, t.Effect}
+			seen[k] = true
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			first, ok := c.tainted[k]
+			if !ok {
+				first = now
+				c.tainted[k] = now
+			}
+			return first
+		}
+		at, ok := EvictionTime(pod, taints, now, since)
 		if !ok || now.Before(at) {
 			continue
 		}
@@ -195,18 +227,15 @@ func (c *Controller) evict(ctx context.Context, nodeName string, taints []corev1
 // EvictionTime is when a pod on a node with these taints is to be
 // evicted: at once when it does not tolerate one of the NoExecute taints,
 // else when the shortest tolerationSeconds among the tolerations that
-// match has passed since the taint was added (now, when the taint has no
-// time). ok is false when the pod may stay for good: every matching
+// match has passed since(taint), when the pod was first seen with the
+// taint. ok is false when the pod may stay for good: every matching
 // toleration is without tolerationSeconds.
-func EvictionTime(pod *corev1.Pod, taints []corev1.Taint, now time.Time) (at time.Time, ok bool) {
+func EvictionTime(pod *corev1.Pod, taints []corev1.Taint, now time.Time, since func(corev1.Taint) time.Time) (at time.Time, ok bool) {
 	for _, taint := range taints {
 		if taint.Effect != corev1.TaintEffectNoExecute {
 			continue
 		}
-		since := now
-		if taint.TimeAdded != nil {
-			since = taint.TimeAdded.Time
-		}
+		start := since(taint)
 		var limit *time.Time
 		tolerated := false
 		for _, tol := range pod.Spec.Tolerations {
@@ -217,7 +246,7 @@ func EvictionTime(pod *corev1.Pod, taints []corev1.Taint, now time.Time) (at tim
 			if tol.TolerationSeconds == nil {
 				continue // no limit of its own; another toleration's still counts, as in Kubernetes
 			}
-			t := since.Add(time.Duration(max(0, *tol.TolerationSeconds)) * time.Second)
+			t := start.Add(time.Duration(max(0, *tol.TolerationSeconds)) * time.Second)
 			if limit == nil || t.Before(*limit) {
 				limit = &t
 			}

@@ -260,7 +260,7 @@ func TestEvictionTime(t *testing.T) {
 	}{
 		{"no NoExecute taint", nil, []corev1.Taint{noSchedule}, time.Time{}, false},
 		{"not tolerated: at once", nil, []corev1.Taint{unreachableNoExec}, now, true},
-		{"default 300 s from the taint's time", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, secs(300))},
+		{"default 300 s from first sight", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, secs(300))},
 			[]corev1.Taint{unreachableNoExec}, added.Add(300 * time.Second), true},
 		{"tolerated for good", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, nil)}, []corev1.Taint{unreachableNoExec}, time.Time{}, false},
 		{"for good and 60 s: 60 s counts", []corev1.Toleration{tol(corev1.TaintNodeUnreachable, nil), tol(corev1.TaintNodeUnreachable, secs(60))},
@@ -276,7 +276,14 @@ func TestEvictionTime(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{Spec: corev1.PodSpec{Tolerations: tc.tols}}
-			at, ok := EvictionTime(pod, tc.taints, now)
+			// The pod was first seen with a taint at its timeAdded, or now.
+			since := func(t corev1.Taint) time.Time {
+				if t.TimeAdded != nil {
+					return t.TimeAdded.Time
+				}
+				return now
+			}
+			at, ok := EvictionTime(pod, tc.taints, now, since)
 			if ok != tc.ok || !at.Equal(tc.at) {
 				t.Errorf("EvictionTime = %v %v, want %v %v", at, ok, tc.at, tc.ok)
 			}

@@ -210,30 +210,49 @@ func (s *Server) Listen(addr string) error {
 // ListenUDPGroup binds n UDP sockets to ua with SO_REUSEPORT, the first
 // choosing the port when ua's is 0 and the others joining it: the socket
 // layout of the server's read loops (the dnsperf benchmark's floor
-// responder uses it too).
+// responder uses it too). The first is bound without SO_REUSEPORT, which
+// it gets only once bound: so the bind fails on a port another socket
+// holds, even one in a reuseport group of the same user, and port 0 never
+// picks such a port — the group never shares its queries with a stranger.
 func ListenUDPGroup(ua *net.UDPAddr, n int) ([]*net.UDPConn, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	var group []*net.UDPConn
-	at := ua.String()
-	for range n {
+	first, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, err
+	}
+	group := []*net.UDPConn{first}
+	if err := setReusePort(first); err != nil {
+		closeAll(group)
+		return nil, err
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error { return reusePort(c) }}
+	at := first.LocalAddr().String()
+	for range n - 1 {
 		pc, err := lc.ListenPacket(context.Background(), "udp", at)
 		if err != nil {
 			closeAll(group)
 			return nil, err
 		}
-		c := pc.(*net.UDPConn)
-		group = append(group, c)
-		at = c.LocalAddr().String()
+		group = append(group, pc.(*net.UDPConn))
 	}
 	return group, nil
+}
+
+func setReusePort(c *net.UDPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return reusePort(rc)
+}
+
+func reusePort(c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 func closeAll(cs []*net.UDPConn) {

@@ -530,8 +530,18 @@ func TestListen(t *testing.T) {
 	if port == "0" || port == "" {
 		t.Errorf("Addr() = %q", s2.Addr())
 	}
-	// The UDP sockets may share their port (SO_REUSEPORT), but a second
-	// server on a port in use must still fail, not split the queries.
+	// The UDP sockets share their port (SO_REUSEPORT), but no second
+	// group may join them, not even one of the same user with
+	// SO_REUSEPORT on every socket: the queries would be split with it.
+	ua, err := net.ResolveUDPAddr("udp", s2.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := ListenUDPGroup(ua, 2); err == nil {
+		closeAll(g)
+		t.Errorf("a second UDP group bound %s", s2.Addr())
+	}
+	// Nor a second server (whose TCP bind would fail too).
 	s3, err := New(Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -566,6 +576,47 @@ func TestReuseportGroup(t *testing.T) {
 		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
 			t.Fatalf("client %d: %v", i, r)
 		}
+	}
+}
+
+// TestUDPGroupSpreads checks that the kernel spreads clients over the
+// group's sockets (the first joins the group only after its bind): 64
+// clients from ports of their own must reach more than one of 4 sockets
+// (all on one has a chance of 4^-63).
+func TestUDPGroupSpreads(t *testing.T) {
+	group, err := ListenUDPGroup(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(group)
+	for range 64 {
+		c, err := net.DialUDP("udp", nil, group[0].LocalAddr().(*net.UDPAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	reached, total := 0, 0
+	buf := make([]byte, 16)
+	for _, c := range group {
+		n := 0
+		for {
+			_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			if _, _, err := c.ReadFromUDP(buf); err != nil {
+				break
+			}
+			n++
+		}
+		if n > 0 {
+			reached++
+		}
+		total += n
+	}
+	if total != 64 || reached < 2 {
+		t.Errorf("%d datagrams reached %d of 4 sockets", total, reached)
 	}
 }
 

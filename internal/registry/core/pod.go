@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +17,6 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/registry"
@@ -319,17 +319,15 @@ const DefaultTolerationSeconds = 300
 
 // DefaultTolerations is tols with a NoExecute toleration of the not-ready
 // and unreachable taints for DefaultTolerationSeconds added for each the
-// pod does not tolerate yet.
+// pod has no toleration of yet. As in Kubernetes' plugin, a toleration
+// counts by key (or no key) and effect (NoExecute or none), whatever its
+// operator and value.
 func DefaultTolerations(tols []corev1.Toleration) []corev1.Toleration {
 	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
-		taint := corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute}
-		tolerated := false
-		for _, t := range tols {
-			if t.ToleratesTaint(klog.Background(), &taint, false) {
-				tolerated = true
-			}
-		}
-		if !tolerated {
+		has := slices.ContainsFunc(tols, func(t corev1.Toleration) bool {
+			return (t.Key == key || t.Key == "") && (t.Effect == corev1.TaintEffectNoExecute || t.Effect == "")
+		})
+		if !has {
 			tols = append(tols, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists,
 				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](DefaultTolerationSeconds)})
 		}

@@ -18,6 +18,8 @@ func TestDefaultTolerations(t *testing.T) {
 		{"none: both defaults", nil, map[string]int64{corev1.TaintNodeNotReady: 300, corev1.TaintNodeUnreachable: 300}, 2},
 		{"own unreachable kept", []corev1.Toleration{unreachable60}, map[string]int64{corev1.TaintNodeNotReady: 300, corev1.TaintNodeUnreachable: 60}, 2},
 		{"everything tolerated: nothing added", []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, map[string]int64{}, 1},
+		{"an Equal toleration counts by key and effect", []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpEqual, Value: "x", Effect: corev1.TaintEffectNoExecute}},
+			map[string]int64{corev1.TaintNodeNotReady: -1, corev1.TaintNodeUnreachable: 300}, 2},
 		{"a NoSchedule toleration does not count", []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 			map[string]int64{corev1.TaintNodeNotReady: 300, corev1.TaintNodeUnreachable: 300}, 3},
 	}

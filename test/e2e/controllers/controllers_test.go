@@ -348,7 +348,8 @@ func TestLoadBalancer(t *testing.T) {
 // new pods go to the other node; when the agent speaks again the taints
 // go and its pods are ready endpoints again.
 func TestNodeLifecycle(t *testing.T) {
-	c := startCluster(t, "--node-monitor-grace-period=3s", "--node-monitor-period=200ms")
+	// The hollow kubelet renews Leases every second.
+	c := startCluster(t, "--node-monitor-grace-period=5s", "--node-monitor-period=200ms")
 	ctx := framework.Context(t, 2*time.Minute)
 	if _, err := c.client.CoreV1().Services("default").Create(ctx, service("life"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -375,7 +376,7 @@ func TestNodeLifecycle(t *testing.T) {
 		t.Errorf("no default toleration of unreachable nodes: %+v", pods.Items[0].Spec.Tolerations)
 	}
 	// Longer than the grace period with every agent alive: nothing moves.
-	time.Sleep(4 * time.Second)
+	time.Sleep(6 * time.Second)
 	if st, err := slicesOf(ctx, c.client, "default", "life"); err != nil || st.ready != 4 {
 		t.Fatalf("with every node alive: %v %v", st, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 )
 
 // HollowKubelet stands in for node agents in controller tests: it
@@ -120,16 +121,6 @@ func (k *HollowKubelet) Silence(ctx context.Context, node string, silent bool) e
 	if err := k.renew(ctx, node); err != nil {
 		return err
 	}
-	n, err := k.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	now := metav1.Now()
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
-		Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
-	if _, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
 	for _, o := range k.pods.List() {
 		k.handle(ctx, o.(*corev1.Pod))
 	}
@@ -158,7 +149,35 @@ func (k *HollowKubelet) renewLeases(ctx context.Context) {
 	}
 }
 
+// renew renews the node's Lease and, when the API's copy of the node is
+// not Ready (the node lifecycle controller marked it while it was silent,
+// or a slow renewal made it think so), posts Ready, as node agents do.
 func (k *HollowKubelet) renew(ctx context.Context, node string) error {
+	if err := k.renewLease(ctx, node); err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := k.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // deleted by the test
+		}
+		if err != nil {
+			return err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		now := metav1.Now()
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
+		_, err = k.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func (k *HollowKubelet) renewLease(ctx context.Context, node string) error {
 	leases := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	now := metav1.NewMicroTime(time.Now())
 	l, err := leases.Get(ctx, node, metav1.GetOptions{})
