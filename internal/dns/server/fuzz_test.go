@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -63,7 +62,7 @@ func FuzzHandle(f *testing.F) {
 	s.SetIndex(buildIndex(fixture()), time.Time{})
 	client := netip.MustParseAddr("127.0.0.1")
 
-	addr := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5353}
+	addr := netip.MustParseAddrPort("127.0.0.1:5353")
 	buf := make([]byte, dns.MaxMsgSize)
 	var key []byte
 	f.Fuzz(func(t *testing.T, pkt []byte) {

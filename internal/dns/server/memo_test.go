@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -43,14 +44,14 @@ func TestMemoAnswersLikeTheFullPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SetIndex(buildIndex(fixture()), time.Time{})
-	pod := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5353} // a pod of the fixture: autopath applies
-	other := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 5353}
+	pod := netip.MustParseAddrPort("127.0.0.1:5353") // a pod of the fixture: autopath applies
+	other := netip.MustParseAddrPort("127.0.0.2:5353")
 	edns := func(size uint16, do bool) func(*dns.Msg) { return func(m *dns.Msg) { m.SetEdns0(size, do) } }
 
 	cases := []struct {
 		name     string
 		pkt      []byte
-		client   *net.UDPAddr
+		client   netip.AddrPort
 		memoized bool
 	}{
 		{"A", pack(t, "kubernetes.default.svc.cluster.local.", dns.TypeA, nil), other, true},
@@ -96,12 +97,12 @@ func TestMemoAnswersLikeTheFullPath(t *testing.T) {
 			again[0], again[1] = 0xbe, 0xef
 			again[2] ^= 0x01
 			again[3] ^= 0x10
-			want := s.handle(context.Background(), again, tc.client.AddrPort().Addr(), false)
+			want := s.handle(context.Background(), again, tc.client.Addr(), false)
 			got, _ := s.answerUDP(context.Background(), again, tc.client, buf, &key)
 			if !bytes.Equal(got, want) {
 				t.Errorf("second answer differs from the full path's:\n got %x\nwant %x", got, want)
 			}
-			if wantFirst := s.handle(context.Background(), tc.pkt, tc.client.AddrPort().Addr(), false); !bytes.Equal(first, wantFirst) {
+			if wantFirst := s.handle(context.Background(), tc.pkt, tc.client.Addr(), false); !bytes.Equal(first, wantFirst) {
 				t.Errorf("first answer differs from the full path's:\n got %x\nwant %x", first, wantFirst)
 			}
 		})
@@ -119,7 +120,7 @@ func TestMemoDiesWithItsSnapshot(t *testing.T) {
 		return index.Build(index.Options{}, []*corev1.Service{dnstest.Service("default", "moving", []string{ip})}, nil, nil)
 	}
 	pkt := pack(t, "moving.default.svc.cluster.local.", dns.TypeA, nil)
-	client := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	client := netip.MustParseAddrPort("127.0.0.1:1")
 	buf := make([]byte, 512)
 	var key []byte
 	for _, ip := range []string{"10.96.0.5", "10.96.0.6", "10.96.0.5"} {
@@ -195,7 +196,7 @@ func TestMemoRepeatsTheForwardCacheWhileItHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SetIndex(buildIndex(fixture()), time.Time{})
-	client := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 1}
+	client := netip.MustParseAddrPort("127.0.0.2:1")
 	pkt := pack(t, "www.example.org.", dns.TypeA, nil)
 	buf := make([]byte, 512)
 	var key []byte

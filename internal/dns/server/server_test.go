@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
@@ -617,6 +619,114 @@ func TestUDPGroupSpreads(t *testing.T) {
 	}
 	if total != 64 || reached < 2 {
 		t.Errorf("%d datagrams reached %d of 4 sockets", total, reached)
+	}
+}
+
+// TestSockaddr round-trips the addresses recvmmsg and sendmmsg carry.
+func TestSockaddr(t *testing.T) {
+	for _, ap := range []string{"127.0.0.1:53", "10.244.1.7:40000", "[::1]:53", "[fd00::30]:65535", "[::ffff:10.0.0.1]:1"} {
+		t.Run(ap, func(t *testing.T) {
+			want := netip.MustParseAddrPort(ap)
+			var sa unix.RawSockaddrInet6
+			putSockaddr(&sa, want)
+			if got := sockaddrPort(&sa); got != want {
+				t.Errorf("round trip: %v", got)
+			}
+		})
+	}
+	if got := sockaddrPort(&unix.RawSockaddrInet6{Family: unix.AF_UNIX}); got.IsValid() {
+		t.Errorf("AF_UNIX read as %v", got)
+	}
+}
+
+// TestIPv6Loopback answers a client over IPv6, UDP and TCP.
+func TestIPv6Loopback(t *testing.T) {
+	if c, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback}); err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	} else {
+		c.Close()
+	}
+	s, err := New(Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen("[::1]:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	s.SetIndex(buildIndex(fixture()), time.Time{})
+	for _, network := range []string{"udp", "tcp"} {
+		r := exchange(t, s.Addr(), network, question("kubernetes.default.svc.cluster.local.", dns.TypeA))
+		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+			t.Errorf("%s: %v", network, r)
+		}
+	}
+}
+
+// TestUDPPathAllocates checks that a repeated question costs the read
+// loop no allocation at all — read, memo, write — so that load does not
+// wake the garbage collector (whose pauses were the latency tail).
+func TestUDPPathAllocates(t *testing.T) {
+	s, err := New(Options{Logger: quiet, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetIndex(buildIndex(fixture()), time.Time{})
+	group, err := ListenUDPGroup(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(group)
+	io, err := newBatchIO(group[0], batchSize, maxUDPQuery, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := net.DialUDP("udp", nil, group[0].LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	m := question("kubernetes.default.svc.cluster.local.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	q, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]outMsg, 1)
+	resp, reply := make([]byte, 4096), make([]byte, 4096)
+	var key []byte
+	var failed error
+	round := func() {
+		if _, err := client.Write(q); err != nil {
+			failed = err
+			return
+		}
+		n, err := io.read()
+		if err != nil || n != 1 {
+			failed = fmt.Errorf("read %d: %v", n, err)
+			return
+		}
+		raw, from, _ := io.msg(0)
+		b, later := s.answerUDP(context.Background(), raw, from, resp, &key)
+		if later != nil || b == nil {
+			failed = errors.New("no answer on the spot")
+			return
+		}
+		out[0] = outMsg{buf: b, to: from}
+		if _, err := io.write(out); err != nil {
+			failed = err
+			return
+		}
+		if _, err := client.Read(reply); err != nil {
+			failed = err
+		}
+	}
+	round() // the first answer fills the memo
+	if allocs := testing.AllocsPerRun(200, round); allocs != 0 || failed != nil {
+		t.Errorf("%.1f allocations per query (%v)", allocs, failed)
 	}
 }
 

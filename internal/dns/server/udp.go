@@ -24,22 +24,6 @@ const batchSize = 32
 var udpOOBSize = max(len(ipv4.NewControlMessage(ipv4.FlagDst|ipv4.FlagInterface)),
 	len(ipv6.NewControlMessage(ipv6.FlagDst|ipv6.FlagInterface)))
 
-// batchConn is the batch I/O of x/net's ipv4 and ipv6 packet conns; both
-// use the same Message type.
-type batchConn interface {
-	ReadBatch(ms []ipv4.Message, flags int) (int, error)
-	WriteBatch(ms []ipv4.Message, flags int) (int, error)
-}
-
-// newBatchConn wraps the UDP socket for batch I/O, as the family of its
-// address needs (a wildcard socket is dual-stack and IPv6).
-func newBatchConn(c *net.UDPConn) batchConn {
-	if a, ok := c.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() != nil {
-		return ipv4.NewPacketConn(c)
-	}
-	return ipv6.NewPacketConn(c)
-}
-
 // serveUDP is one of GOMAXPROCS read loops, each on a socket of its own.
 // A loop answers what the zone or the forward cache can answer on the
 // spot, in its own buffers: no
@@ -51,40 +35,39 @@ func newBatchConn(c *net.UDPConn) batchConn {
 // unbounded goroutines.
 func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 	defer s.wg.Done()
-	conn := newBatchConn(udp)
-	in := make([]ipv4.Message, batchSize)
-	out := make([]ipv4.Message, batchSize)
+	io, err := newBatchIO(udp, batchSize, maxUDPQuery, udpOOBSize)
+	if err != nil {
+		s.log.Error("dns udp", "err", err)
+		return
+	}
+	out := make([]outMsg, 0, batchSize)
 	outBufs := make([][]byte, batchSize)
-	var key []byte
-	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, maxUDPQuery)}
-		in[i].OOB = make([]byte, udpOOBSize)
-		out[i].Buffers = make([][]byte, 1)
+	for i := range outBufs {
 		outBufs[i] = make([]byte, 2*int(s.opts.UDPSize))
 	}
+	var key []byte
 	for {
-		n, err := conn.ReadBatch(in, 0)
+		n, err := io.read()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+			if isClosed(err) || ctx.Err() != nil {
 				return
 			}
-			// ICMP errors from earlier sends surface here; keep serving,
+			// Errors queued on the socket surface here; keep serving,
 			// but never spin on an error that repeats.
 			s.log.Debug("dns udp read", "err", err)
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		k := 0
-		for i := range in[:n] {
-			m := &in[i]
-			addr, _ := m.Addr.(*net.UDPAddr)
-			if addr == nil {
+		out = out[:0]
+		for i := range n {
+			raw, from, oobIn := io.msg(i)
+			if !from.IsValid() {
 				continue
 			}
-			oob := replyOOB(m.OOB[:m.NN])
-			resp, later := s.answerUDP(ctx, m.Buffers[0][:m.N], addr, outBufs[k], &key)
+			oob := replyOOB(oobIn)
+			resp, later := s.answerUDP(ctx, raw, from, outBufs[len(out)], &key)
 			if later != nil {
-				if !s.answerLater(ctx, udp, *later, addr, oob) {
+				if !s.answerLater(ctx, udp, *later, from, oob) {
 					return
 				}
 				continue
@@ -92,10 +75,14 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 			if resp == nil {
 				continue
 			}
-			out[k].Buffers[0], out[k].OOB, out[k].Addr = resp, oob, addr
-			k++
+			out = append(out, outMsg{buf: resp, oob: oob, to: from})
 		}
-		s.writeBatch(conn, out[:k])
+		if _, err := io.write(out); err != nil {
+			if isClosed(err) {
+				return
+			}
+			s.log.Debug("dns udp write", "err", err)
+		}
 	}
 }
 
@@ -104,8 +91,8 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 // before, else through the full path (and into the memo when the answer
 // depends on nothing but the question). A query that must wait for an
 // upstream comes back as later instead.
-func (s *Server) answerUDP(ctx context.Context, raw []byte, addr *net.UDPAddr, buf []byte, key *[]byte) ([]byte, *query) {
-	client := addr.AddrPort().Addr().Unmap()
+func (s *Server) answerUDP(ctx context.Context, raw []byte, from netip.AddrPort, buf []byte, key *[]byte) ([]byte, *query) {
+	client := from.Addr().Unmap()
 	m := s.memo.Load()
 	k, memoable := []byte(nil), !s.opts.QueryLog && len(raw) >= 12 && raw[2]&0x80 == 0
 	if memoable {
@@ -144,7 +131,7 @@ func (s *Server) answerUDP(ctx context.Context, raw []byte, addr *net.UDPAddr, b
 
 // answerLater gives a query that waits for an upstream a goroutine of
 // its own; false means the server is stopping.
-func (s *Server) answerLater(ctx context.Context, udp *net.UDPConn, q query, addr *net.UDPAddr, oob []byte) bool {
+func (s *Server) answerLater(ctx context.Context, udp *net.UDPConn, q query, to netip.AddrPort, oob []byte) bool {
 	select {
 	case s.inflight <- struct{}{}:
 	case <-ctx.Done():
@@ -156,28 +143,12 @@ func (s *Server) answerLater(ctx context.Context, udp *net.UDPConn, q query, add
 		defer func() { <-s.inflight }()
 		q.resp, q.source = q.wait(ctx)
 		if resp := s.finish(&q, nil); resp != nil {
-			if _, _, err := udp.WriteMsgUDP(resp, oob, addr); err != nil && !errors.Is(err, net.ErrClosed) {
-				s.log.Debug("dns udp write", "client", addr, "err", err)
+			if _, _, err := udp.WriteMsgUDPAddrPort(resp, oob, to); err != nil && !errors.Is(err, net.ErrClosed) {
+				s.log.Debug("dns udp write", "client", to, "err", err)
 			}
 		}
 	}()
 	return true
-}
-
-// writeBatch sends ms, going past a message the kernel refuses (a
-// client's ICMP error, say) so that one bad peer costs only its answer.
-func (s *Server) writeBatch(conn batchConn, ms []ipv4.Message) {
-	for len(ms) > 0 {
-		n, err := conn.WriteBatch(ms, 0)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			s.log.Debug("dns udp write", "client", ms[0].Addr, "err", err)
-			n = max(n, 1)
-		}
-		ms = ms[n:]
-	}
 }
 
 // replyOOB turns a query's control messages into the reply's: the
