@@ -34,6 +34,7 @@ The service-lb controller runs when --load-balancer-pool is set.`,
 	f.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "how often the node lifecycle controller checks nodes")
 	f.DurationVar(&o.PodGCPeriod, "pod-gc-period", o.PodGCPeriod, "how often the pod garbage collector looks for pods of deleted nodes (svcnet's; Kubernetes has it fixed at 20s)")
 	f.DurationVar(&o.OrphanPodQuarantine, "orphan-pod-quarantine", o.OrphanPodQuarantine, "how long a pod's node must be gone before the pod is deleted (svcnet's; Kubernetes has it fixed at 40s)")
+	f.IntVar(&o.TerminatedPodGCThreshold, "terminated-pod-gc-threshold", o.TerminatedPodGCThreshold, "terminated pods that may exist before the oldest are deleted (0 or less: never)")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader through a Lease so that only one replica acts")
 	f.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "namespace of the leader Lease")
 	f.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "name of the leader Lease")

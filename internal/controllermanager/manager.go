@@ -58,6 +58,9 @@ type Options struct {
 	// the pod is deleted; PodGCPeriod how often pods are checked.
 	OrphanPodQuarantine time.Duration
 	PodGCPeriod         time.Duration
+	// TerminatedPodGCThreshold is how many terminated pods may stay (0:
+	// all).
+	TerminatedPodGCThreshold int
 
 	LeaderElect    bool
 	LeaseNamespace string
@@ -77,7 +80,7 @@ func Defaults() Options {
 		Identity:      fmt.Sprintf("%s_%d", host, os.Getpid()),
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		NodeMonitorGracePeriod: nodelifecycle.DefaultGracePeriod, NodeMonitorPeriod: nodelifecycle.DefaultPeriod,
-		OrphanPodQuarantine: podgc.DefaultQuarantine, PodGCPeriod: podgc.DefaultPeriod,
+		OrphanPodQuarantine: podgc.DefaultQuarantine, PodGCPeriod: podgc.DefaultPeriod, TerminatedPodGCThreshold: podgc.DefaultTerminatedThreshold,
 	}
 }
 
@@ -126,7 +129,7 @@ var controllers = []struct {
 		return func(ctx context.Context) { c.Run(ctx, d.opts.NodeMonitorPeriod) }, nil
 	}},
 	{"podgc", func(ctx context.Context, d deps) (func(context.Context), error) {
-		c := podgc.New(d.client, d.factory, d.opts.OrphanPodQuarantine)
+		c := podgc.New(d.client, d.factory, d.opts.OrphanPodQuarantine, d.opts.TerminatedPodGCThreshold)
 		return func(ctx context.Context) { c.Run(ctx, d.opts.PodGCPeriod) }, nil
 	}},
 	{"service-lb", func(ctx context.Context, d deps) (func(context.Context), error) {

@@ -4,12 +4,15 @@
 // confirms the node is gone, so that a node being re-registered or a
 // stale cache does not cost its pods) and terminating pods that were
 // never scheduled. Both are deleted at once (grace period 0): no agent
-// is there to stop their containers.
+// is there to stop their containers. Past a threshold of terminated
+// (Succeeded or Failed) pods, the oldest are deleted too.
 package podgc
 
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +30,9 @@ import (
 const (
 	DefaultPeriod     = 20 * time.Second
 	DefaultQuarantine = 40 * time.Second
+	// DefaultTerminatedThreshold is kube-controller-manager's
+	// --terminated-pod-gc-threshold.
+	DefaultTerminatedThreshold = 12500
 )
 
 // Controller is the pod garbage collector.
@@ -35,6 +41,9 @@ type Controller struct {
 	pods       corelisters.PodLister
 	nodes      corelisters.NodeLister
 	quarantine time.Duration
+	// terminated is how many terminated pods may stay; 0 or less keeps
+	// them all.
+	terminated int
 	now        func() time.Time
 
 	mu      sync.Mutex
@@ -42,12 +51,13 @@ type Controller struct {
 }
 
 // New wires the collector to factory's informers.
-func New(client kubernetes.Interface, factory informers.SharedInformerFactory, quarantine time.Duration) *Controller {
+func New(client kubernetes.Interface, factory informers.SharedInformerFactory, quarantine time.Duration, terminatedThreshold int) *Controller {
 	return &Controller{
 		client:     client,
 		pods:       factory.Core().V1().Pods().Lister(),
 		nodes:      factory.Core().V1().Nodes().Lister(),
 		quarantine: quarantine,
+		terminated: terminatedThreshold,
 		now:        time.Now,
 		missing:    map[string]time.Time{},
 	}
@@ -94,6 +104,7 @@ func (c *Controller) Sync(ctx context.Context) {
 			}
 		}
 	}
+	c.collectTerminated(ctx, pods)
 	c.mu.Lock()
 	for n := range c.missing {
 		if !stillMissing[n] {
@@ -126,5 +137,31 @@ func (c *Controller) delete(ctx context.Context, pod *corev1.Pod, why string) {
 		GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
 		slog.Warn("pod gc", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	}
+}
+
+// collectTerminated deletes the oldest terminated pods beyond the
+// threshold.
+func (c *Controller) collectTerminated(ctx context.Context, pods []*corev1.Pod) {
+	if c.terminated <= 0 {
+		return
+	}
+	var done []*corev1.Pod
+	for _, p := range pods {
+		if (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) && p.DeletionTimestamp == nil {
+			done = append(done, p)
+		}
+	}
+	if len(done) <= c.terminated {
+		return
+	}
+	slices.SortFunc(done, func(a, b *corev1.Pod) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	for _, p := range done[:len(done)-c.terminated] {
+		c.delete(ctx, p, "terminated, beyond the threshold of terminated pods")
 	}
 }
