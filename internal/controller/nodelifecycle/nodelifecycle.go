@@ -23,13 +23,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordlisters "k8s.io/client-go/listers/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/controller/podendpoint"
 )
 
 // Defaults of kube-controller-manager's --node-monitor-grace-period and
@@ -57,7 +61,7 @@ type Controller struct {
 	client   kubernetes.Interface
 	nodes    corelisters.NodeLister
 	leases   coordlisters.LeaseLister
-	pods     corelisters.PodLister
+	pods     cache.Indexer // by nodeIndex
 	recorder record.EventRecorder
 	grace    time.Duration
 	now      func() time.Time
@@ -95,7 +99,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		client:   client,
 		nodes:    factory.Core().V1().Nodes().Lister(),
 		leases:   factory.Coordination().V1().Leases().Lister(),
-		pods:     factory.Core().V1().Pods().Lister(),
+		pods:     podsByNode(factory),
 		recorder: recorder,
 		grace:    grace,
 		now:      time.Now,
@@ -106,16 +110,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 
 // Run checks every node each period until ctx ends.
 func (c *Controller) Run(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		c.Sync(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	wait.UntilWithContext(ctx, c.Sync, period)
 }
 
 // Sync checks every node once.
@@ -190,12 +185,13 @@ func (c *Controller) evict(ctx context.Context, nodeName string, taints []corev1
 	if !slices.ContainsFunc(taints, func(t corev1.Taint) bool { return t.Effect == corev1.TaintEffectNoExecute }) {
 		return nil
 	}
-	pods, err := c.pods.List(labels.Everything())
+	pods, err := c.pods.ByIndex(nodeIndex, nodeName)
 	if err != nil {
 		return err
 	}
-	for _, pod := range pods {
-		if pod.Spec.NodeName != nodeName || pod.DeletionTimestamp != nil {
+	for _, obj := range pods {
+		pod := obj.(*corev1.Pod)
+		if pod.DeletionTimestamp != nil {
 			continue
 		}
 		since := func(t corev1.Taint) time.Time {
@@ -277,12 +273,13 @@ func (c *Controller) markUnknown(ctx context.Context, node *corev1.Node, now tim
 		c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: node.Name, UID: node.UID}, corev1.EventTypeNormal,
 			"NodeNotReady", "Node %s status is now: NodeNotReady", node.Name)
 	}
-	pods, err := c.pods.List(labels.Everything())
+	pods, err := c.pods.ByIndex(nodeIndex, node.Name)
 	if err != nil {
 		return marked, err
 	}
-	for _, pod := range pods {
-		if pod.Spec.NodeName != node.Name || !podReady(pod) {
+	for _, obj := range pods {
+		pod := obj.(*corev1.Pod)
+		if !podendpoint.PodReady(pod) {
 			continue
 		}
 		upd := pod.DeepCopy()
@@ -397,11 +394,18 @@ func readyCondition(node *corev1.Node) *corev1.NodeCondition {
 	return nil
 }
 
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+// nodeIndex indexes pods by spec.nodeName: each check looks at one
+// node's pods, not every pod of the cluster.
+const nodeIndex = "spec.nodeName"
+
+func podsByNode(factory informers.SharedInformerFactory) cache.Indexer {
+	inf := factory.Core().V1().Pods().Informer()
+	// Only fails once the informer has started; New runs before.
+	_ = inf.AddIndexers(cache.Indexers{nodeIndex: func(obj any) ([]string, error) {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+			return []string{pod.Spec.NodeName}, nil
 		}
-	}
-	return false
+		return nil, nil
+	}})
+	return inf.GetIndexer()
 }

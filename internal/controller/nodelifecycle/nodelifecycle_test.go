@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/svcnet/svcnet/internal/controller/podendpoint"
 )
 
 func nodeWith(ready corev1.ConditionStatus, taints ...corev1.Taint) *corev1.Node {
@@ -177,7 +179,7 @@ func TestSilentNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return podReady(p)
+		return podendpoint.PodReady(p)
 	}
 	if podReadyNow("on-silent") || !podReadyNow("on-alive") {
 		t.Errorf("pods ready: on-silent %v (want false), on-alive %v (want true)", podReadyNow("on-silent"), podReadyNow("on-alive"))

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/binary"
-	"errors"
 	"net"
 	"net/netip"
 	"syscall"
@@ -40,7 +39,6 @@ type batchIO struct {
 	outName  []unix.RawSockaddrInet6
 	want     int
 	sent     int
-	dropped  int
 	writeErr syscall.Errno
 	writeFn  func(fd uintptr) bool
 }
@@ -152,11 +150,11 @@ func putSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) uint32 {
 }
 
 // write sends ms, going past a datagram the kernel refuses (an address
-// of the wrong family, say) so that one bad peer costs only its answer.
-// It returns how many were refused.
-func (b *batchIO) write(ms []outMsg) (int, error) {
+// of the wrong family, say) so that one bad peer costs only its answer;
+// the error is the last refusal's.
+func (b *batchIO) write(ms []outMsg) error {
 	if len(ms) == 0 {
-		return 0, nil
+		return nil
 	}
 	for i, m := range ms {
 		h := &b.out[i].hdr
@@ -173,12 +171,12 @@ func (b *batchIO) write(ms []outMsg) (int, error) {
 		}
 		h.Flags = 0
 	}
-	b.want, b.sent, b.dropped, b.writeErr = len(ms), 0, 0, 0
+	b.want, b.sent, b.writeErr = len(ms), 0, 0
 	err := b.rc.Write(b.writeFn)
 	if err == nil && b.writeErr != 0 {
 		err = b.writeErr
 	}
-	return b.dropped, err
+	return err
 }
 
 func (b *batchIO) send(fd uintptr) bool {
@@ -193,13 +191,9 @@ func (b *batchIO) send(fd uintptr) bool {
 			// sendmmsg fails only when its first datagram fails: skip it.
 			b.writeErr = errno
 			b.sent++
-			b.dropped++
 		default:
 			b.sent += int(r)
 		}
 	}
 	return true
 }
-
-// isClosed reports whether err says the socket was closed.
-func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }

@@ -716,7 +716,7 @@ func TestUDPPathAllocates(t *testing.T) {
 			return
 		}
 		out[0] = outMsg{buf: b, to: from}
-		if _, err := io.write(out); err != nil {
+		if err := io.write(out); err != nil {
 			failed = err
 			return
 		}

@@ -49,7 +49,7 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 	for {
 		n, err := io.read()
 		if err != nil {
-			if isClosed(err) || ctx.Err() != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return
 			}
 			// Errors queued on the socket surface here; keep serving,
@@ -77,8 +77,8 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 			}
 			out = append(out, outMsg{buf: resp, oob: oob, to: from})
 		}
-		if _, err := io.write(out); err != nil {
-			if isClosed(err) {
+		if err := io.write(out); err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			s.log.Debug("dns udp write", "err", err)

@@ -137,10 +137,10 @@ func BenchmarkDNS10kServices(b *testing.B) {
 			prepare(b, cd.addr, names[len(names)-1], external)
 			for _, c := range classes {
 				b.Run(l.name+"/coredns-"+c.name, func(b *testing.B) {
-					measure(b, "coredns "+c.name, newTarget(cd.addr, l.client, func() float64 { return cd.cpuSeconds(b) }), c.file, nil)
+					measure(b, "coredns "+c.name, newTarget(cd.addr, l.client, func() float64 { return cpuSecondsAt(b, cd.metrics) }), c.file, nil)
 				})
 			}
-			cd.stop()
+			cd.proc.Stop()
 		}
 		// The machine's floor: a UDP responder that does no DNS work at
 		// all (it flips the query into a reply), measured the same way,
@@ -325,10 +325,7 @@ func startEcho(b *testing.B, cpus string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(self)
-	if cpus != "" {
-		cmd = exec.Command("taskset", "-c", cpus, self)
-	}
+	cmd := framework.CommandOnCPUs(cpus, self)
 	cmd.Env = append(os.Environ(), echoEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -492,10 +489,7 @@ func runDNSPerf(b *testing.B, t target, file string, rate int, verbose bool) per
 		b.Fatal(err)
 	}
 	defer outFile.Close()
-	cmd := exec.Command("dnsperf", args...)
-	if t.cpus != "" {
-		cmd = exec.Command("taskset", append([]string{"-c", t.cpus, "dnsperf"}, args...)...)
-	}
+	cmd := framework.CommandOnCPUs(t.cpus, "dnsperf", args...)
 	cmd.Stdout = outFile
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -2,18 +2,13 @@ package dns_test
 
 import (
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
 // coreDNS is a CoreDNS the benchmark measures side by side with svcnet
@@ -24,9 +19,7 @@ import (
 type coreDNS struct {
 	addr    string
 	metrics string
-	cmd     *exec.Cmd
-	mu      sync.Mutex
-	logs    strings.Builder
+	proc    *framework.Process
 }
 
 const corefile = `.:%d {
@@ -55,66 +48,8 @@ func startCoreDNS(b *testing.B, bin, cpus, kubeconfig, upstream string) *coreDNS
 	if err := os.WriteFile(conf, fmt.Appendf(nil, corefile, port, kubeconfig, mport, upstream), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	c := &coreDNS{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)}
-	c.cmd = exec.Command(bin, "-conf", conf)
-	if cpus != "" {
-		c.cmd = exec.Command("taskset", "-c", cpus, bin, "-conf", conf)
-	}
-	c.cmd.Dir = dir
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	c.cmd.Stdout, c.cmd.Stderr = c, c
-	if err := c.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		c.stop()
-		if b.Failed() {
-			b.Logf("CoreDNS logs:\n%s", c.String())
-		}
-	})
-	return c
-}
-
-func (c *coreDNS) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.logs.Write(p)
-}
-
-func (c *coreDNS) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.logs.String()
-}
-
-func (c *coreDNS) stop() {
-	if c.cmd.ProcessState == nil {
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = c.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-done
-		}
-	}
-}
-
-// cpuSeconds reads CoreDNS's process_cpu_seconds_total.
-func (c *coreDNS) cpuSeconds(b *testing.B) float64 {
-	b.Helper()
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(c.metrics)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	v := metricValue(string(body), "process_cpu_seconds_total")
-	if v == 0 {
-		b.Fatalf("CoreDNS /metrics has no process_cpu_seconds_total:\n%s", c.String())
-	}
-	return v
+	return &coreDNS{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport),
+		proc: framework.StartCommandOnCPUs(b, cpus, bin, "-conf", conf)}
 }
 
 // freePort is a loopback port free for UDP and TCP a moment ago.

@@ -198,8 +198,20 @@ func (e *env) ctx(t *testing.T) context.Context { return framework.Context(t, 2*
 // its own /metrics.
 func (s *dnsServer) cpuSeconds(t testing.TB) float64 {
 	t.Helper()
-	_, body := s.get(t, "/metrics")
-	for l := range strings.SplitSeq(body, "\n") {
+	return cpuSecondsAt(t, s.HTTP+"/metrics")
+}
+
+// cpuSecondsAt reads process_cpu_seconds_total from a Prometheus
+// endpoint (svcnet dns's, CoreDNS's).
+func cpuSecondsAt(t testing.TB, url string) float64 {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for l := range strings.SplitSeq(string(body), "\n") {
 		if v, ok := strings.CutPrefix(l, "process_cpu_seconds_total "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {
@@ -208,7 +220,7 @@ func (s *dnsServer) cpuSeconds(t testing.TB) float64 {
 			return f
 		}
 	}
-	t.Fatal("/metrics has no process_cpu_seconds_total")
+	t.Fatalf("%s has no process_cpu_seconds_total", url)
 	return 0
 }
 

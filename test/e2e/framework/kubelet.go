@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/svcnet/svcnet/internal/controller/podendpoint"
 )
 
 // HollowKubelet stands in for node agents in controller tests: it
@@ -210,7 +212,7 @@ func (k *HollowKubelet) handle(ctx context.Context, pod *corev1.Pod) {
 		}
 		return
 	}
-	if pod.Status.Phase == corev1.PodRunning && podReady(pod) == wantReady {
+	if pod.Status.Phase == corev1.PodRunning && podendpoint.PodReady(pod) == wantReady {
 		return
 	}
 	if err := k.writeStatus(ctx, pod); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -247,13 +249,4 @@ func (k *HollowKubelet) writeStatus(ctx context.Context, pod *corev1.Pod) error 
 	}
 	_, err := k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
 	return err
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -29,12 +29,14 @@ func StartProcess(t testing.TB, args ...string) *Process {
 // affinity it starts with.
 func StartProcessOnCPUs(t testing.TB, cpus string, args ...string) *Process {
 	t.Helper()
-	p := &Process{t: t, done: make(chan struct{})}
-	if cpus == "" {
-		p.cmd = exec.Command(Binary(t), args...)
-	} else {
-		p.cmd = exec.Command("taskset", append([]string{"-c", cpus, Binary(t)}, args...)...)
-	}
+	return StartCommandOnCPUs(t, cpus, Binary(t), args...)
+}
+
+// StartCommandOnCPUs is StartProcessOnCPUs for another program (bin):
+// benchmarks run the tools svcnet is compared with the same way.
+func StartCommandOnCPUs(t testing.TB, cpus, bin string, args ...string) *Process {
+	t.Helper()
+	p := &Process{t: t, done: make(chan struct{}), cmd: CommandOnCPUs(cpus, bin, args...)}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	w := &lockedWriter{w: &p.logs, mu: &p.mu}
 	p.cmd.Stdout, p.cmd.Stderr = w, w
@@ -44,6 +46,15 @@ func StartProcessOnCPUs(t testing.TB, cpus string, args ...string) *Process {
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.Stop)
 	return p
+}
+
+// CommandOnCPUs is exec.Command bound to cpus (taskset's list syntax, ""
+// for any).
+func CommandOnCPUs(cpus, bin string, args ...string) *exec.Cmd {
+	if cpus == "" {
+		return exec.Command(bin, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", cpus, bin}, args...)...)
 }
 
 // Stop ends the process (SIGTERM, then SIGKILL after 10 s).
