@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // runEcho is an HTTP, TCP and UDP echo server for tests, in the spirit of
@@ -27,9 +28,11 @@ func runEcho(ctx context.Context, args []string) error {
 	httpPort := fs.Int("http-port", 8080, "HTTP port (0: none)")
 	tcpPort := fs.Int("tcp-port", 8081, "TCP echo port (0: none)")
 	udpPort := fs.Int("udp-port", 8082, "UDP echo port (0: none)")
+	delay := fs.Int("delay-shutdown", 0, "seconds to keep serving after SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	ctx = delayedDone(ctx, time.Duration(*delay)*time.Second)
 	name, _ := os.Hostname()
 	var unready atomic.Bool
 	errCh := make(chan error, 3)

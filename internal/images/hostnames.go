@@ -16,9 +16,11 @@ import (
 func runHostnames(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("hostnames", flag.ContinueOnError)
 	port := fs.Int("port", 9376, "HTTP port")
+	delay := fs.Int("delay-shutdown", 0, "seconds to keep serving after SIGTERM (as agnhost netexec's flag)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	ctx = delayedDone(ctx, time.Duration(*delay)*time.Second)
 	name, err := os.Hostname()
 	if err != nil {
 		return err
@@ -46,4 +48,20 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler) error {
 		return err
 	}
 	return nil
+}
+
+// delayedDone ends d after ctx does: a server that keeps serving for a
+// while after SIGTERM, as a well-behaved one does while the proxies stop
+// sending it new connections.
+func delayedDone(ctx context.Context, d time.Duration) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		<-ctx.Done()
+		time.Sleep(d)
+		cancel()
+	}()
+	return out
 }

@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/node/ipam"
 )
 
 // Version is what the agent reports as its kubelet version.
@@ -101,8 +102,8 @@ func New(cfg Config) (*Agent, error) {
 	}
 	resolv, _ := os.ReadFile("/etc/resolv.conf")
 	a := &Agent{cfg: cfg, client: client, self: self, workers: map[types.UID]*podWorker{}, nodeResolv: string(resolv),
-		net: &PodNetwork{Bridge: cfg.Bridge, CIDR: cfg.PodCIDR, Gateway: cfg.PodCIDR.Addr().Next(),
-			Prefix: cfg.NetnsPrefix, Dir: cfg.StateDir + "/ipam"}}
+		net: &PodNetwork{Bridge: cfg.Bridge, Prefix: cfg.NetnsPrefix,
+			IPAM: &ipam.Allocator{CIDR: cfg.PodCIDR, Gateway: cfg.PodCIDR.Addr().Next(), Dir: cfg.StateDir + "/ipam"}}}
 	return a, nil
 }
 

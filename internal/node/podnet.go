@@ -1,33 +1,30 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/node/ipam"
 )
 
 // PodNetwork gives pods their network namespace, an address from the
 // node's pod CIDR and a veth into the node's pod bridge. The node agent
 // runs in the node's namespace, so links created here land in it.
 type PodNetwork struct {
-	Bridge  string       // the node's pod bridge, e.g. cbr0
-	CIDR    netip.Prefix // the node's pod CIDR
-	Gateway netip.Addr   // the bridge's address
-	Prefix  string       // of pod namespace names: svcnet-<cluster>-<node>-
-	Dir     string       // where address allocations are kept
-
-	mu sync.Mutex
+	Bridge string // the node's pod bridge, e.g. cbr0
+	Prefix string // of pod namespace names: svcnet-<cluster>-<node>-
+	IPAM   *ipam.Allocator
 }
+
+// Owners lists the pod uids holding addresses (to clean up after a
+// restart the pods that no longer exist).
+func (n *PodNetwork) Owners() []string { return n.IPAM.Owners() }
 
 // Netns names the namespace of a pod.
 func (n *PodNetwork) Netns(uid string) string { return n.Prefix + shortID(uid) }
@@ -44,7 +41,7 @@ func vethName(uid string) string { return "vp" + shortID(uid) }
 // Setup creates (or finds) the pod's namespace and returns its address.
 func (n *PodNetwork) Setup(uid string) (netip.Addr, string, error) {
 	ns := n.Netns(uid)
-	ip, err := n.allocate(uid)
+	ip, err := n.IPAM.Allocate(uid)
 	if err != nil {
 		return netip.Addr{}, "", err
 	}
@@ -99,14 +96,38 @@ func (n *PodNetwork) wire(uid, ns string, ip netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	addr := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(n.CIDR.Bits(), 32)}}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(n.IPAM.CIDR.Bits(), 32)}}
 	if err := ph.AddrReplace(eth0, addr); err != nil {
 		return err
 	}
 	if err := ph.LinkSetUp(eth0); err != nil {
 		return err
 	}
-	return ph.RouteReplace(&netlink.Route{Dst: &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, Gw: n.Gateway.AsSlice()})
+	if err := ph.RouteReplace(&netlink.Route{Dst: &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, Gw: n.IPAM.Gateway.AsSlice()}); err != nil {
+		return err
+	}
+	n.announce(ns, ip, eth0.Attrs().HardwareAddr)
+	return nil
+}
+
+// announce makes the node and the other pods on the bridge map ip to the
+// new pod's hardware address now. The node's own entry is written
+// directly (it is ours); the pods learn it from gratuitous ARPs, repeated
+// a few times because the bridge forwards through the new port only once
+// the kernel has noticed its carrier, asynchronously.
+func (n *PodNetwork) announce(ns string, ip netip.Addr, mac net.HardwareAddr) {
+	if br, err := netlink.LinkByName(n.Bridge); err == nil {
+		_ = netlink.NeighSet(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: netlink.FAMILY_V4,
+			IP: ip.AsSlice(), HardwareAddr: mac, State: netlink.NUD_REACHABLE})
+	}
+	go func() {
+		for _, d := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond} {
+			time.Sleep(d)
+			if err := netns.GratuitousARP(ns, "eth0", ip); err != nil {
+				return // the pod is gone already
+			}
+		}
+	}()
 }
 
 // Teardown removes the pod's namespace (and its veth) and frees its address.
@@ -117,78 +138,12 @@ func (n *PodNetwork) Teardown(uid string) {
 	if l, err := netlink.LinkByName(vethName(uid)); err == nil {
 		_ = netlink.LinkDel(l)
 	}
-	n.release(uid)
-}
-
-// allocate gives uid the lowest free address, the same one again if it
-// has one. Allocations are files named by address holding the pod's uid,
-// so a restarted agent does not hand out a running pod's address.
-func (n *PodNetwork) allocate(uid string) (netip.Addr, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
-		return netip.Addr{}, err
-	}
-	entries, err := os.ReadDir(n.Dir)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	used := map[netip.Addr]bool{}
-	for _, e := range entries {
-		a, err := netip.ParseAddr(e.Name())
-		if err != nil {
-			continue
-		}
-		owner, _ := os.ReadFile(filepath.Join(n.Dir, e.Name()))
-		if strings.TrimSpace(string(owner)) == uid {
-			return a, nil
-		}
-		used[a] = true
-	}
-	last := lastAddr(n.CIDR)
-	for a := n.CIDR.Addr().Next(); a.Less(last) && n.CIDR.Contains(a); a = a.Next() {
-		if a == n.Gateway || used[a] {
-			continue
-		}
-		if err := os.WriteFile(filepath.Join(n.Dir, a.String()), []byte(uid), 0o644); err != nil {
-			return netip.Addr{}, err
-		}
-		return a, nil
-	}
-	return netip.Addr{}, errors.New("no pod addresses left on this node")
-}
-
-func (n *PodNetwork) release(uid string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	entries, _ := os.ReadDir(n.Dir)
-	for _, e := range entries {
-		owner, _ := os.ReadFile(filepath.Join(n.Dir, e.Name()))
-		if strings.TrimSpace(string(owner)) == uid {
-			_ = os.Remove(filepath.Join(n.Dir, e.Name()))
+	// The node forgets the pod's hardware address with the pod: a stale
+	// entry would send the next holder of the address's traffic nowhere.
+	br, brErr := netlink.LinkByName(n.Bridge)
+	for _, ip := range n.IPAM.Release(uid) {
+		if brErr == nil {
+			_ = netlink.NeighDel(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: netlink.FAMILY_V4, IP: ip.AsSlice()})
 		}
 	}
-}
-
-// Owners lists the pod uids holding addresses (to clean up after a
-// restart the pods that no longer exist).
-func (n *PodNetwork) Owners() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	entries, _ := os.ReadDir(n.Dir)
-	var out []string
-	for _, e := range entries {
-		if owner, err := os.ReadFile(filepath.Join(n.Dir, e.Name())); err == nil {
-			out = append(out, strings.TrimSpace(string(owner)))
-		}
-	}
-	return out
-}
-
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().As4()
-	host := 32 - p.Bits()
-	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	v |= (1 << host) - 1
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }

@@ -94,14 +94,20 @@ func ptrBool(b bool) *bool { return &b }
 // once runs the probe one time.
 func (p *prober) once(ctx context.Context) (bool, string) {
 	timeout := time.Duration(max(p.probe.TimeoutSeconds, 1)) * time.Second
-	h := p.probe.ProbeHandler
+	return runHandler(ctx, p.probe.ProbeHandler, p.container, p.podIP, p.exec, timeout)
+}
+
+// runHandler runs one probe or lifecycle-hook action against a container
+// and reports whether it succeeded, and why not.
+func runHandler(ctx context.Context, h corev1.ProbeHandler, container *corev1.Container, podIP netip.Addr,
+	exec func(cmd []string, timeout time.Duration) ([]byte, int, error), timeout time.Duration) (bool, string) {
 	switch {
 	case h.HTTPGet != nil:
-		port, err := resolvePort(h.HTTPGet.Port, p.container)
+		port, err := resolvePort(h.HTTPGet.Port, container)
 		if err != nil {
 			return false, err.Error()
 		}
-		host := p.podIP.String()
+		host := podIP.String()
 		if h.HTTPGet.Host != "" {
 			host = h.HTTPGet.Host
 		}
@@ -130,11 +136,11 @@ func (p *prober) once(ctx context.Context) (bool, string) {
 		}
 		return true, ""
 	case h.TCPSocket != nil:
-		port, err := resolvePort(h.TCPSocket.Port, p.container)
+		port, err := resolvePort(h.TCPSocket.Port, container)
 		if err != nil {
 			return false, err.Error()
 		}
-		addr := net.JoinHostPort(p.podIP.String(), strconv.Itoa(port))
+		addr := net.JoinHostPort(podIP.String(), strconv.Itoa(port))
 		c, err := net.DialTimeout("tcp", addr, timeout)
 		if err != nil {
 			return false, fmt.Sprintf("dial tcp %s: %v", addr, err)
@@ -142,7 +148,7 @@ func (p *prober) once(ctx context.Context) (bool, string) {
 		c.Close()
 		return true, ""
 	case h.Exec != nil:
-		out, code, err := p.exec(h.Exec.Command, timeout)
+		out, code, err := exec(h.Exec.Command, timeout)
 		if err != nil {
 			return false, fmt.Sprintf("command %q: %v", h.Exec.Command, err)
 		}

@@ -334,6 +334,7 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 	}()
 	w.publish()
 	w.a.event(w.pod, corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
+	w.postStart(ctx, c)
 	w.startProbes(ctx, c)
 }
 
@@ -365,15 +366,48 @@ func envMap(env []string) map[string]string {
 	return m
 }
 
+// execIn runs commands in c's pod with the environment of its current
+// start (exec probes and hooks).
+func (w *podWorker) execIn(c *container) execFunc {
+	opts := runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
+		ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts")}
+	env, self := c.env, w.a.self
+	return func(cmd []string, timeout time.Duration) ([]byte, int, error) {
+		o := opts
+		o.Argv = cmd
+		return runtime.RunOnce(self, o, env, timeout)
+	}
+}
+
+// stopPlan copies what stopping c needs, to stop it beside the worker.
+func (w *podWorker) stopPlan(c *container) stopPlan {
+	pod := w.pod
+	return stopPlan{spec: &c.spec, podIP: w.ip, exec: w.execIn(c), event: func(reason, msg string) {
+		w.a.event(pod, corev1.EventTypeWarning, reason, "%s", msg)
+	}}
+}
+
+// postStart runs c's postStart hook beside it; a failed hook kills the
+// container, which then restarts by the pod's policy, as in kubelet.
+func (w *podWorker) postStart(ctx context.Context, c *container) {
+	lc := c.spec.Lifecycle
+	if lc == nil || lc.PostStart == nil {
+		return
+	}
+	sp, proc, grace := w.stopPlan(c), c.proc, w.terminationGrace()
+	go func() {
+		ok, msg := runHook(ctx, lc.PostStart, sp.spec, sp.podIP, sp.exec, grace)
+		if !ok && ctx.Err() == nil {
+			sp.event("FailedPostStartHook", "PostStartHook failed: "+msg)
+			proc.Stop(hookGraceExtension)
+		}
+	}()
+}
+
 func (w *podWorker) startProbes(ctx context.Context, c *container) {
 	pctx, cancel := context.WithCancel(ctx)
 	c.stopProbe = cancel
-	env := c.env // exec probes run with the container's environment
-	exec := func(cmd []string, timeout time.Duration) ([]byte, int, error) {
-		return runtime.RunOnce(w.a.self, runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
-			ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts"), Argv: cmd},
-			env, timeout)
-	}
+	exec := w.execIn(c) // exec probes run with the container's environment
 	for kind, p := range map[probeKind]*corev1.Probe{readiness: c.spec.ReadinessProbe, liveness: c.spec.LivenessProbe, startup: c.spec.StartupProbe} {
 		if p == nil {
 			continue
@@ -426,7 +460,7 @@ func (w *podWorker) onProbe(r probeResult) {
 			w.a.event(w.pod, corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: %s", r.message)
 			w.a.event(w.pod, corev1.EventTypeNormal, "Killing", "Container %s failed liveness probe, will be restarted", c.spec.Name)
 			c.killing = true
-			go c.proc.Stop(w.terminationGrace())
+			go w.stopPlan(c).stop(c.proc.Stop, w.terminationGrace())
 		}
 	}
 	if !r.ok && r.kind != liveness {
@@ -451,7 +485,7 @@ func (w *podWorker) terminate(grace time.Duration) {
 		c.killing = true
 		w.a.event(w.pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.spec.Name)
 		wg.Add(1)
-		go func(p *runtime.Process) { defer wg.Done(); p.Stop(grace) }(c.proc)
+		go func(sp stopPlan, p *runtime.Process) { defer wg.Done(); sp.stop(p.Stop, grace) }(w.stopPlan(c), c.proc)
 	}
 	wg.Wait()
 	// Each stopped process reports its exit; record them all.

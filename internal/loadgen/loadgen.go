@@ -1,0 +1,174 @@
+// Package loadgen sends requests at a fixed rate and counts how each one
+// ended: the client side of svcnet's "no request lost" measurements
+// (rollouts, component faults). Every request is a new connection, so a
+// request that lands on a dead or unready backend shows as an error
+// instead of riding a kept-alive connection to a healthy one.
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Dialer opens a connection (from inside a network namespace, say).
+type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Target is one path to measure: HTTP GETs of URL at Rate per second.
+type Target struct {
+	Name    string
+	URL     string
+	Rate    int
+	Timeout time.Duration // per request; 1 s when zero
+	Dial    Dialer
+	// MaxInFlight bounds the requests outstanding at once (Rate when 0).
+	MaxInFlight int
+}
+
+// Result counts the requests of one target by outcome.
+type Result struct {
+	Name   string
+	Sent   int
+	OK     int
+	Errors map[string]int // by kind: refused, reset, timeout, no route, status 503, …
+	// First and Last failure, zero when none.
+	First, Last time.Time
+	// Answers counts the successful answers' bodies (pod names).
+	Answers map[string]int
+}
+
+// Failed is the number of requests that did not succeed.
+func (r Result) Failed() int { return r.Sent - r.OK }
+
+func (r Result) String() string {
+	var kinds []string
+	for k, n := range r.Errors {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(kinds)
+	s := fmt.Sprintf("%s: %d sent, %d ok, %d failed", r.Name, r.Sent, r.OK, r.Failed())
+	if len(kinds) > 0 {
+		s += " (" + strings.Join(kinds, ", ") + fmt.Sprintf("; between %s and %s)", r.First.Format("15:04:05.000"), r.Last.Format("15:04:05.000"))
+	}
+	return s
+}
+
+// Run sends requests to every target until ctx ends, then waits for the
+// outstanding ones and returns the counts, in the targets' order.
+func Run(ctx context.Context, targets ...Target) []Result {
+	results := make([]Result, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = run(ctx, t) }()
+	}
+	wg.Wait()
+	return results
+}
+
+func run(ctx context.Context, t Target) Result {
+	timeout := t.Timeout
+	if timeout == 0 {
+		timeout = time.Second
+	}
+	inflight := t.MaxInFlight
+	if inflight == 0 {
+		inflight = max(t.Rate, 1)
+	}
+	client := &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{DisableKeepAlives: true, DialContext: t.Dial,
+			ResponseHeaderTimeout: timeout, MaxConnsPerHost: 0},
+	}
+	res := Result{Name: t.Name, Errors: map[string]int{}, Answers: map[string]int{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, inflight)
+	tick := time.NewTicker(time.Second / time.Duration(max(t.Rate, 1)))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return res
+		case <-tick.C:
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			// Every slot is waiting on a slow request: the request this
+			// tick would have sent counts as failed, not silently skipped.
+			mu.Lock()
+			res.Sent++
+			res.fail("client saturated", time.Now())
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			body, kind := get(client, t.URL)
+			mu.Lock()
+			defer mu.Unlock()
+			res.Sent++
+			if kind != "" {
+				res.fail(kind, time.Now())
+				return
+			}
+			res.OK++
+			res.Answers[body]++
+		}()
+	}
+}
+
+func (r *Result) fail(kind string, at time.Time) {
+	r.Errors[kind]++
+	if r.First.IsZero() {
+		r.First = at
+	}
+	r.Last = at
+}
+
+// get fetches url and returns the body, or the kind of failure.
+func get(c *http.Client, url string) (string, string) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", Classify(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return "", Classify(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Sprintf("status %d", resp.StatusCode)
+	}
+	return strings.TrimSpace(string(body)), ""
+}
+
+// Classify names the kind of a request's failure.
+func Classify(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "reset"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "no route"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed"
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "other: " + err.Error()
+}

@@ -1,0 +1,63 @@
+package loadgen
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+func TestRunCountsOutcomes(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("pod-a\n")) }))
+	defer ok.Close()
+	unavailable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) }))
+	defer unavailable.Close()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(2 * time.Second):
+		}
+	}))
+	defer slow.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	var d net.Dialer
+	cases := []struct {
+		name, url string
+		wantKind  string // "" for all ok
+	}{
+		{"ok", ok.URL, ""},
+		{"503", unavailable.URL, "status 503"},
+		{"refused", closed, "refused"},
+		{"timeout", slow.URL, "timeout"},
+	}
+	var targets []Target
+	for _, tc := range cases {
+		targets = append(targets, Target{Name: tc.name, URL: tc.url, Rate: 40, Timeout: 200 * time.Millisecond, Dial: d.DialContext})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	results := Run(ctx, targets...)
+	for i, tc := range cases {
+		r := results[i]
+		if r.Sent < 5 {
+			t.Errorf("%s: only %d sent", tc.name, r.Sent)
+			continue
+		}
+		if tc.wantKind == "" {
+			if r.OK != r.Sent || r.Answers["pod-a"] != r.OK {
+				t.Errorf("%s: %s, answers %v", tc.name, r, r.Answers)
+			}
+			continue
+		}
+		if r.OK != 0 || r.Errors[tc.wantKind] != r.Sent || r.First.IsZero() {
+			t.Errorf("%s: %s, want every request %q", tc.name, r, tc.wantKind)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package node
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// hookGraceExtension is what kubelet adds once when a preStop hook is
+// still running as the grace period ends, so SIGTERM still comes before
+// SIGKILL.
+const hookGraceExtension = 2 * time.Second
+
+// execFunc runs a command in a container's pod with its environment.
+type execFunc func(cmd []string, timeout time.Duration) ([]byte, int, error)
+
+// runHook runs a lifecycle hook (postStart, preStop) for at most timeout.
+func runHook(ctx context.Context, h *corev1.LifecycleHandler, c *corev1.Container, podIP netip.Addr, exec execFunc, timeout time.Duration) (bool, string) {
+	if h.Sleep != nil {
+		t := time.NewTimer(min(time.Duration(h.Sleep.Seconds)*time.Second, timeout))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		return true, ""
+	}
+	return runHandler(ctx, corev1.ProbeHandler{Exec: h.Exec, HTTPGet: h.HTTPGet, TCPSocket: h.TCPSocket}, c, podIP, exec, timeout)
+}
+
+// stopPlan is what stopping one container needs, copied out of the pod
+// worker so that the stop can run beside it.
+type stopPlan struct {
+	spec  *corev1.Container
+	podIP netip.Addr
+	exec  execFunc
+	// event reports a failed hook on the pod.
+	event func(reason, msg string)
+}
+
+// stop ends a container as kubelet does: its preStop hook first, within
+// the grace period, then SIGTERM, then SIGKILL once the grace period (and
+// the hook's extension) is over. Endpoints of a terminating pod leave the
+// Services at once, so a hook that waits ("sleep 5") lets the proxies
+// stop sending it connections before it is told to exit.
+func (sp stopPlan) stop(stopProcess func(grace time.Duration), grace time.Duration) {
+	deadline := time.Now().Add(grace)
+	if lc := sp.spec.Lifecycle; lc != nil && lc.PreStop != nil && grace > 0 {
+		ok, msg := runHook(context.Background(), lc.PreStop, sp.spec, sp.podIP, sp.exec, grace)
+		if !ok && sp.event != nil {
+			sp.event("FailedPreStopHook", "PreStopHook failed: "+msg)
+		}
+		if time.Until(deadline) < hookGraceExtension {
+			deadline = time.Now().Add(hookGraceExtension)
+		}
+	}
+	stopProcess(max(time.Until(deadline), 0))
+}

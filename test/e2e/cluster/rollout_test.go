@@ -1,0 +1,185 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/loadgen"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/node/ipam"
+)
+
+// TestPodAddressReuse: a pod that gets the address a deleted pod had is
+// reached at once, from another node (through its node's neighbour
+// table) and from a pod on the same bridge (through the pod's), although
+// both had just talked to the deleted pod.
+func TestPodAddressReuse(t *testing.T) {
+	t.Parallel()
+	c := up(t, 2)
+	k := c.kubectl
+	pod := func(name string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  nodeName: node-1
+  terminationGracePeriodSeconds: 1
+  containers: [{name: c, image: svcnet/echo}]
+`, name)
+	}
+	k.MustRun(pod("peer")+"---\n"+pod("old"), "apply", "-f", "-")
+	ip := func(name string) string {
+		out, _, _ := k.Run("", "get", "pod", name, "-o", "jsonpath={.status.podIP}")
+		return out
+	}
+	running := func(name string) bool {
+		out, _, _ := k.Run("", "get", "pod", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True"
+	}
+	c.until("peer and old ready", time.Minute, func() bool { return running("peer") && running("old") })
+	oldIP := ip("old")
+	hostname := func(from, addr string) (string, error) {
+		out, err := c.exec(from, "curl", "-s", "--max-time", "2", addr+":8080/hostname")
+		return strings.TrimSpace(out), err
+	}
+	// Both neighbour tables learn the old pod's hardware address.
+	for _, from := range []string{"node/node-2", "default/peer"} {
+		if got, err := hostname(from, oldIP); err != nil || got != "old" {
+			t.Fatalf("from %s to old at %s: %q %v", from, oldIP, got, err)
+		}
+	}
+	k.MustRun("", "delete", "pod", "old")
+	// The next address node-1 hands out is the one old had.
+	prev := netip.MustParseAddr(oldIP).Prev()
+	alloc := &ipam.Allocator{Dir: filepath.Join(c.home, c.name, "nodes", "node-1", "ipam")}
+	if err := alloc.SetLast(prev); err != nil {
+		t.Fatal(err)
+	}
+	k.MustRun(pod("new"), "apply", "-f", "-")
+	c.until("new ready", time.Minute, func() bool { return running("new") })
+	if got := ip("new"); got != oldIP {
+		t.Fatalf("new got %s, want the reused %s", got, oldIP)
+	}
+	// At once: one try each, no waiting for entries to go stale.
+	for _, from := range []string{"node/node-2", "default/peer"} {
+		if got, err := hostname(from, oldIP); err != nil || got != "new" {
+			t.Errorf("from %s to the reused %s right after the new pod started: %q %v", from, oldIP, got, err)
+		}
+	}
+}
+
+// TestRolloutLosesNoRequest drives a client at a fixed rate through the
+// ClusterIP (from a node), the NodePort and the LoadBalancer address
+// (from the outside client) while `kubectl rollout restart` replaces the
+// reference Deployment's pods. A pod that drains (a preStop hook, or a
+// server that keeps serving after SIGTERM) loses nothing; one that exits
+// at SIGTERM races the proxies removing it, as in Kubernetes, and the
+// test reports what that costs.
+func TestRolloutLosesNoRequest(t *testing.T) {
+	t.Parallel()
+	c := up(t, 2)
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	k.MustRun("", "expose", "deployment", "hostnames", "--name", "hostnames-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "9376")
+	var lbIP string
+	c.until("a load-balancer address", 30*time.Second, func() bool {
+		lbIP, _, _ = k.Run("", "get", "service", "hostnames-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		return lbIP != ""
+	})
+	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
+	dialer := func(ns string) loadgen.Dialer {
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return netns.DialContext(ctx, ns, network, addr)
+		}
+	}
+	client, node2 := "svcnet-"+c.name+"-client", "svcnet-"+c.name+"-node-2"
+	targets := []loadgen.Target{
+		{Name: "ClusterIP", URL: "http://" + clusterIP + ":80/", Rate: 20, Dial: dialer(node2)},
+		{Name: "NodePort", URL: "http://172.18.0.11:8477/", Rate: 20, Dial: dialer(client)},
+		{Name: "LoadBalancer", URL: "http://" + lbIP + ":80/", Rate: 20, Dial: dialer(client)},
+	}
+	const probe = `
+        readinessProbe:
+          httpGet: {path: /, port: 9376}
+          periodSeconds: 1`
+	variants := []struct {
+		name     string
+		template string // the container's extra fields
+		mustHold bool   // no request may fail
+	}{
+		{"readiness probe, preStop sleep 5 s", probe + `
+        lifecycle:
+          preStop:
+            sleep: {seconds: 5}`, true},
+		{"no probe, serves 5 s after SIGTERM", `
+        args: [--delay-shutdown=5]`, true},
+		{"readiness probe, exits at SIGTERM", probe, false},
+		{"no probe, exits at SIGTERM", "", false},
+	}
+	var report []string
+	for _, v := range variants {
+		k.MustRun(fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hostnames}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: hostnames}}
+  template:
+    metadata: {labels: {app: hostnames}}
+    spec:
+      containers:
+      - name: hostnames
+        image: svcnet/hostnames
+        ports: [{containerPort: 9376}]%s
+`, v.template), "apply", "-f", "-")
+		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
+		// Every path answers before the measurement starts.
+		for _, tg := range targets {
+			c.until(tg.Name+" to answer", 30*time.Second, func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				probe := tg
+				probe.Rate = 10
+				r := loadgen.Run(ctx, probe)[0]
+				return r.Sent > 0 && r.OK == r.Sent
+			})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		done := make(chan []loadgen.Result)
+		go func() { done <- loadgen.Run(ctx, targets...) }()
+		time.Sleep(2 * time.Second)
+		start := time.Now()
+		k.MustRun("", "rollout", "restart", "deployment/hostnames")
+		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
+		// Until the old pods are gone, not only the new ones ready.
+		c.until("old pods gone", 2*time.Minute, func() bool {
+			out, _, _ := k.Run("", "get", "pods", "-l", "app=hostnames", "--no-headers")
+			return strings.Count(out, "\n")+1 == 3 && !strings.Contains(out, "Terminating")
+		})
+		took := time.Since(start)
+		time.Sleep(2 * time.Second)
+		cancel()
+		results := <-done
+		for _, r := range results {
+			line := fmt.Sprintf("%-36s %-12s %4d sent %3d failed  %v (rollout %.0fs)", v.name, r.Name, r.Sent, r.Failed(), r.Errors, took.Seconds())
+			report = append(report, line)
+			if r.Sent < 20 || len(r.Answers) < 4 {
+				t.Errorf("%s via %s: %d requests answered by %v: the measurement did not see the rollout", v.name, r.Name, r.Sent, r.Answers)
+			}
+			if v.mustHold && r.Failed() > 0 {
+				t.Errorf("%s via %s: %s", v.name, r.Name, r)
+			}
+		}
+	}
+	t.Logf("requests during kubectl rollout restart (3 replicas, 20/s per path):\n%s", strings.Join(report, "\n"))
+	if path := os.Getenv("SVCNET_ROLLOUT_REPORT"); path != "" {
+		_ = os.WriteFile(path, []byte(strings.Join(report, "\n")+"\n"), 0o644)
+	}
+}
