@@ -71,6 +71,8 @@ svcnet up starts one per node; it needs root.`,
 	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the logs and exec server")
 	f.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "key of the serving certificate")
 	f.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA that signs the API server's client certificate")
+	f.DurationVar(&cfg.EndpointDrainDelay, "endpoint-drain-delay", node.DefaultEndpointDrainDelay,
+		"how long a deleted pod that backs a Service and has no preStop hook keeps running before SIGTERM, so the proxies stop sending it connections first (0: SIGTERM at once, as kubelet)")
 	for _, req := range []string{"kubeconfig", "hostname-override", "node-ip", "pod-cidr", "netns-prefix", "root-dir"} {
 		_ = cmd.MarkFlagRequired(req)
 	}

@@ -121,6 +121,12 @@ func (p *Plan) buildNode(n NodePlan) error {
 			}
 		}
 	}
+	// A node's own connections to a ClusterIP need a route before the
+	// proxy's rules rewrite them (a real node has its default route; ours
+	// have none, so that nothing leaves the cluster's namespaces).
+	if err := replaceRoute(h, p.ServiceCIDR, p.Gateway); err != nil {
+		return err
+	}
 	// Forwarding, and iptables on bridged traffic (so that a pod reaching
 	// a service backed by a pod on the same bridge is un-NATed on the way
 	// back), only inside the node.

@@ -66,7 +66,14 @@ type Config struct {
 	TLSCertFile   string
 	TLSKeyFile    string
 	ClientCAFile  string
+	// EndpointDrainDelay is how long a deleted pod that backs a Service
+	// and has no preStop hook keeps running before its SIGTERM.
+	EndpointDrainDelay time.Duration
 }
+
+// DefaultEndpointDrainDelay covers the endpoint controller's update and
+// every node's proxy sync (100 ms least interval) with room to spare.
+const DefaultEndpointDrainDelay = time.Second
 
 // Agent is a running node agent.
 type Agent struct {
@@ -213,6 +220,22 @@ func (a *Agent) serviceEnv(pod *corev1.Pod) []corev1.EnvVar {
 		return nil
 	}
 	return ServiceEnv(pod.Namespace, svcs, ptr.Deref(pod.Spec.EnableServiceLinks, true))
+}
+
+// selectingServices counts the Services of the pod's namespace whose
+// selector chooses it.
+func (a *Agent) selectingServices(pod *corev1.Pod) int {
+	svcs, err := a.services.Services(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, s := range svcs {
+		if len(s.Spec.Selector) > 0 && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+			n++
+		}
+	}
+	return n
 }
 
 // ConfigMap implements EnvSource.

@@ -32,6 +32,9 @@ type container struct {
 	last      corev1.ContainerState
 	// probe verdicts of the current start; probe goroutines read startedOK
 	readyOK   bool
+	// listening: without a readiness probe, the container's declared TCP
+	// ports accept connections (or the wait for them is over)
+	listening bool
 	startedOK atomic.Bool
 	backoff   time.Duration
 	nextStart time.Time
@@ -49,7 +52,13 @@ func (c *container) running() bool { return c.proc != nil }
 
 // ready is kubelet's notion: running, started, and passing readiness.
 func (c *container) ready() bool {
-	return c.running() && c.startedOK.Load() && (c.spec.ReadinessProbe == nil || c.readyOK)
+	if !c.running() || !c.startedOK.Load() {
+		return false
+	}
+	if c.spec.ReadinessProbe == nil {
+		return c.listening
+	}
+	return c.readyOK
 }
 
 // succeeded reports whether the container ran to completion with 0.
@@ -75,7 +84,7 @@ func (c *container) exited(code int, started time.Time) {
 	if c.stopProbe != nil {
 		c.stopProbe()
 	}
-	c.proc, c.readyOK, c.killing = nil, false, false
+	c.proc, c.readyOK, c.listening, c.killing = nil, false, false, false
 	c.startedOK.Store(false)
 	// Back-off grows with each failure, and resets after a long run.
 	switch {

@@ -8,6 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// EndpointDrainDelayAnnotation on a pod overrides the node's
+// --endpoint-drain-delay for it ("0s": SIGTERM at once, as kubelet).
+const EndpointDrainDelayAnnotation = "svcnet.dev/endpoint-drain-delay"
+
 // hookGraceExtension is what kubelet adds once when a preStop hook is
 // still running as the grace period ends, so SIGTERM still comes before
 // SIGKILL.
@@ -57,4 +61,24 @@ func (sp stopPlan) stop(stopProcess func(grace time.Duration), grace time.Durati
 		}
 	}
 	stopProcess(max(time.Until(deadline), 0))
+}
+
+// drainDelay is how long to keep a deleted pod running before stopping
+// its containers: Kubernetes sends SIGTERM at the moment the pod leaves
+// its Services' endpoints, so a server that exits at once refuses the
+// connections every proxy sends it until it has synced. A pod that backs
+// a Service (services is how many select it) and has no preStop hook
+// (which is the user's own drain) gets delay, at most half its grace
+// period, so it is told to stop only once the proxies have stopped
+// sending it new connections.
+func drainDelay(pod *corev1.Pod, services int, delay, grace time.Duration) time.Duration {
+	if delay <= 0 || grace <= 0 || services == 0 {
+		return 0
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+			return 0
+		}
+	}
+	return min(delay, grace/2)
 }

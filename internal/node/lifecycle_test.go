@@ -64,3 +64,29 @@ func TestStopRunsPreStopFirst(t *testing.T) {
 		})
 	}
 }
+
+func TestDrainDelay(t *testing.T) {
+	plain := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+	hooked := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}}}}}
+	cases := []struct {
+		name     string
+		pod      *corev1.Pod
+		services int
+		delay    time.Duration
+		grace    time.Duration
+		want     time.Duration
+	}{
+		{"backs a service", plain, 1, time.Second, 30 * time.Second, time.Second},
+		{"backs no service", plain, 0, time.Second, 30 * time.Second, 0},
+		{"has its own preStop drain", hooked, 2, time.Second, 30 * time.Second, 0},
+		{"turned off", plain, 1, 0, 30 * time.Second, 0},
+		{"forced deletion", plain, 1, time.Second, 0, 0},
+		{"at most half the grace period", plain, 1, time.Second, time.Second, 500 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		if got := drainDelay(tc.pod, tc.services, tc.delay, tc.grace); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -20,7 +20,53 @@ const (
 	readiness probeKind = "Readiness"
 	liveness  probeKind = "Liveness"
 	startup   probeKind = "Startup"
+	// listening is svcnet's implicit readiness of a container without a
+	// readiness probe: its declared TCP ports accept connections.
+	listening probeKind = "Listening"
 )
+
+// listenWait bounds how long a container without a readiness probe is
+// held unready while its declared TCP ports do not accept connections.
+const listenWait = 10 * time.Second
+
+// tcpPorts are the container's declared TCP ports.
+func tcpPorts(c *corev1.Container) []int32 {
+	var out []int32
+	for _, p := range c.Ports {
+		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+			out = append(out, p.ContainerPort)
+		}
+	}
+	return out
+}
+
+// waitListening reports a container without a readiness probe ready once
+// every declared TCP port accepts a connection, or once wait is over. In
+// Kubernetes such a container is ready the moment it starts, and a
+// Service sends it connections before its server listens; here they wait
+// for the server, at most wait, so a container whose declared port never
+// opens still becomes ready, only later.
+func waitListening(ctx context.Context, container string, ports []int32, podIP netip.Addr, gen int, wait time.Duration, out chan<- probeResult) {
+	deadline := time.Now().Add(wait)
+	pending := append([]int32(nil), ports...)
+	for len(pending) > 0 && time.Now().Before(deadline) {
+		addr := net.JoinHostPort(podIP.String(), strconv.Itoa(int(pending[0])))
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			pending = pending[1:]
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+	select {
+	case out <- probeResult{container: container, kind: listening, ok: true, gen: gen}:
+	case <-ctx.Done():
+	}
+}
 
 // probeResult is one change of a probe's verdict.
 type probeResult struct {

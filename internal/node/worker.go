@@ -138,7 +138,12 @@ func (w *podWorker) run(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		if w.pod.DeletionTimestamp != nil {
-			w.terminate(w.gracePeriod())
+			grace := w.gracePeriod()
+			if d := drainDelay(w.pod, w.a.selectingServices(w.pod), w.endpointDrainDelay(), grace); d > 0 {
+				time.Sleep(d)
+				grace -= d
+			}
+			w.terminate(grace)
 			w.finishDeletion(ctx)
 			return
 		}
@@ -191,6 +196,21 @@ func (w *podWorker) nextWake() time.Duration {
 		wake = min(wake, 2*time.Second)
 	}
 	return wake
+}
+
+// endpointDrainDelay is the node's, or the pod's own by annotation.
+func (w *podWorker) endpointDrainDelay() time.Duration {
+	v, ok := w.pod.Annotations[EndpointDrainDelayAnnotation]
+	if !ok {
+		return w.a.cfg.EndpointDrainDelay
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		w.a.event(w.pod, corev1.EventTypeWarning, "InvalidAnnotation", "%s=%q is not a duration like 500ms or 0s; using the node's %s",
+			EndpointDrainDelayAnnotation, v, w.a.cfg.EndpointDrainDelay)
+		return w.a.cfg.EndpointDrainDelay
+	}
+	return d
 }
 
 func (w *podWorker) gracePeriod() time.Duration {
@@ -326,6 +346,7 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(proc.Started)}}
 	c.startedOK.Store(c.spec.StartupProbe == nil)
 	c.readyOK = false
+	c.listening = c.spec.ReadinessProbe != nil || len(tcpPorts(&c.spec)) == 0
 	gen := c.gen
 	go func() {
 		<-proc.Done()
@@ -408,6 +429,9 @@ func (w *podWorker) startProbes(ctx context.Context, c *container) {
 	pctx, cancel := context.WithCancel(ctx)
 	c.stopProbe = cancel
 	exec := w.execIn(c) // exec probes run with the container's environment
+	if !c.listening {
+		go waitListening(pctx, c.spec.Name, tcpPorts(&c.spec), w.ip, c.gen, listenWait, w.probes)
+	}
 	for kind, p := range map[probeKind]*corev1.Probe{readiness: c.spec.ReadinessProbe, liveness: c.spec.LivenessProbe, startup: c.spec.StartupProbe} {
 		if p == nil {
 			continue
@@ -453,6 +477,8 @@ func (w *podWorker) onProbe(r probeResult) {
 	switch r.kind {
 	case readiness:
 		c.readyOK = r.ok
+	case listening:
+		c.listening = r.ok
 	case startup:
 		c.startedOK.Store(r.ok)
 	case liveness:
