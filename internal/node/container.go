@@ -31,7 +31,7 @@ type container struct {
 	state     corev1.ContainerState
 	last      corev1.ContainerState
 	// probe verdicts of the current start; probe goroutines read startedOK
-	readyOK   bool
+	readyOK bool
 	// listening: without a readiness probe, the container's declared TCP
 	// ports accept connections (or the wait for them is over)
 	listening bool
