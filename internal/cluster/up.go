@@ -27,7 +27,7 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 			return fmt.Errorf("%s is not installed (the Makefile's `make deps` installs what svcnet needs)", tool)
 		}
 	}
-	if _, err := NewPlan(opts.Name, opts.Nodes, opts.ClusterCIDR, opts.ServiceCIDR); err != nil {
+	if err := opts.Validate(); err != nil {
 		return err
 	}
 	st := StateOf(opts.Name)
@@ -76,18 +76,36 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "Cluster %q is ready in %.1fs.\n\n", opts.Name, time.Since(start).Seconds())
-	fmt.Fprintf(out, `Kubeconfig: %s
-  export KUBECONFIG=%s
-  kubectl get nodes -o wide
-
-Try next:
-  kubectl apply -f examples/hostnames.yaml
-  svcnet exec --name %s client -- curl -s 172.18.0.11:8477      # from outside the cluster
-  svcnet exec --name %s default/<pod> -- curl -s hostnames       # from a pod
-  svcnet status --name %s
-  svcnet down --name %s
-`, st.Kubeconfig(), st.Kubeconfig(), opts.Name, opts.Name, opts.Name, opts.Name)
+	fmt.Fprint(out, Hints(opts, st.Kubeconfig(), invokedAs()))
 	return nil
+}
+
+// Hints is what up prints once the cluster is ready: commands that work
+// as printed, with the binary as it was invoked.
+func Hints(opts Options, kubeconfig, bin string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Kubeconfig: %s\n  export KUBECONFIG=%s\n  kubectl get nodes -o wide\n\nTry next:\n", kubeconfig, kubeconfig)
+	if InPortRange(opts.NodePortRange, ExampleNodePort) {
+		fmt.Fprintf(&b, "  kubectl apply -f examples/hostnames.yaml\n")
+		fmt.Fprintf(&b, "  %s exec --name %s client -- curl -s 172.18.0.11:%d      # from outside the cluster\n", bin, opts.Name, ExampleNodePort)
+		fmt.Fprintf(&b, "  %s exec --name %s default/<pod> -- curl -s hostnames       # from a pod\n", bin, opts.Name)
+	} else {
+		fmt.Fprintf(&b, "  (examples/hostnames.yaml asks for nodePort %d, outside --service-node-port-range %s:\n", ExampleNodePort, opts.NodePortRange)
+		fmt.Fprintf(&b, "   recreate the cluster with --service-node-port-range 8000-32767 to apply it)\n")
+		fmt.Fprintf(&b, "  kubectl create deployment web --image=svcnet/echo --replicas=2\n")
+		fmt.Fprintf(&b, "  kubectl expose deployment web --port 80 --target-port 8080 --type NodePort\n")
+	}
+	fmt.Fprintf(&b, "  %s status --name %s\n  %s down --name %s\n", bin, opts.Name, bin, opts.Name)
+	return b.String()
+}
+
+// invokedAs is how the user ran svcnet: ./bin/svcnet from the checkout,
+// svcnet from the PATH.
+func invokedAs() string {
+	if strings.Contains(os.Args[0], "/") {
+		return os.Args[0]
+	}
+	return "svcnet"
 }
 
 // follow prints the supervisor's progress until it is ready or fails.
@@ -138,6 +156,9 @@ func Down(name string, out io.Writer) error {
 		return errors.New("svcnet down needs root (run it with sudo)")
 	}
 	st := StateOf(name)
+	if left, _ := netns.List(NetnsPrefix(name)); !st.Exists() && len(left) == 0 {
+		return fmt.Errorf("no cluster %q (nothing in %s, no namespaces named %s*)", name, st.Dir, NetnsPrefix(name))
+	}
 	if pid := st.supervisorPid(); pid != 0 {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		for i := 0; i < 300 && alive(pid); i++ {

@@ -106,6 +106,12 @@ func ModeNames() []string {
 	return out
 }
 
+// CheckMode reports whether mode can run, and if not, which ones can.
+func CheckMode(mode string) error {
+	_, err := lookupMode(mode)
+	return err
+}
+
 func lookupMode(name string) (modeInfo, error) {
 	if name == "" {
 		name = "iptables"

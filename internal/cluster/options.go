@@ -1,0 +1,63 @@
+package cluster
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/svcnet/svcnet/internal/proxy/app"
+)
+
+// ExampleNodePort is the nodePort of the reference scenario
+// (examples/hostnames.yaml), which up's hints apply.
+const ExampleNodePort = 8477
+
+// Validate refuses, before anything starts, options that cannot make a
+// working cluster: a proxy mode that is not built (its proxies would
+// crash-loop on every node while the cluster reports ready), a node-port
+// range or DNS upstream that does not parse, a bad plan.
+func (o Options) Validate() error {
+	if _, err := NewPlan(o.Name, o.Nodes, o.ClusterCIDR, o.ServiceCIDR); err != nil {
+		return err
+	}
+	if err := app.CheckMode(o.ProxyMode); err != nil {
+		return err
+	}
+	if _, _, err := ParsePortRange(o.NodePortRange); err != nil {
+		return fmt.Errorf("--service-node-port-range: %w", err)
+	}
+	if o.DNSUpstream != "" && o.DNSUpstream != "none" {
+		for _, u := range strings.Split(o.DNSUpstream, ",") {
+			if _, err := netip.ParseAddrPort(u); err != nil {
+				if _, err := netip.ParseAddr(u); err != nil {
+					return fmt.Errorf("--dns-upstream %q: want addresses like 10.0.0.53 or 10.0.0.53:53, comma-separated", u)
+				}
+			}
+		}
+	}
+	if o.APIPort < 0 || o.APIPort > 65535 {
+		return fmt.Errorf("--api-port %d: not a port", o.APIPort)
+	}
+	return nil
+}
+
+// ParsePortRange parses kube-apiserver's "30000-32767" (or one port).
+func ParsePortRange(s string) (int, int, error) {
+	lo, hi, found := strings.Cut(strings.TrimSpace(s), "-")
+	if !found {
+		hi = lo
+	}
+	a, err1 := strconv.Atoi(lo)
+	b, err2 := strconv.Atoi(hi)
+	if err1 != nil || err2 != nil || a < 1 || b > 65535 || a > b {
+		return 0, 0, fmt.Errorf("%q is not a port range like 30000-32767", s)
+	}
+	return a, b, nil
+}
+
+// InPortRange reports whether port is within the range (already valid).
+func InPortRange(r string, port int) bool {
+	a, b, err := ParsePortRange(r)
+	return err == nil && a <= port && port <= b
+}
