@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/apiserver"
 	"github.com/svcnet/svcnet/internal/pki"
+	"github.com/svcnet/svcnet/internal/restart"
 )
 
 // APIPortInCluster is the API server's port on the underlay.
@@ -37,6 +38,7 @@ type supervisor struct {
 type proc struct {
 	name string
 	argv []string
+	// cmd and done are the current run's, guarded by the supervisor's mu
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -212,12 +214,22 @@ func (s *supervisor) run(name string, args []string) {
 	s.procs = append(s.procs, p)
 	s.mu.Unlock()
 	go func() {
-		backoff := time.Second
+		backoff := restart.Components.New()
 		for {
-			if err := s.launch(p); err != nil {
+			// Launching under the lock: shutdown either sees this start
+			// or the loop sees shutdown, never neither (a leaked child).
+			s.mu.Lock()
+			if s.procs == nil {
+				s.mu.Unlock()
+				return
+			}
+			started := time.Now()
+			done, err := s.launch(p)
+			s.mu.Unlock()
+			if err != nil {
 				slog.Error("start", "component", name, "err", err)
 			} else {
-				<-p.done
+				<-done
 			}
 			s.mu.Lock()
 			stopping := s.procs == nil
@@ -225,49 +237,57 @@ func (s *supervisor) run(name string, args []string) {
 			if stopping {
 				return
 			}
-			slog.Warn("component exited; restarting", "component", name, "in", backoff)
-			time.Sleep(backoff)
-			backoff = min(backoff*2, 30*time.Second)
+			wait := backoff.Exited(time.Since(started))
+			slog.Warn("component exited; restarting", "component", name, "in", wait)
+			time.Sleep(wait)
 		}
 	}()
 }
 
-func (s *supervisor) launch(p *proc) error {
+// launch starts p once; the caller holds s.mu.
+func (s *supervisor) launch(p *proc) (<-chan struct{}, error) {
 	logf, err := os.OpenFile(s.state.Log(p.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return err
+		return nil, err
 	}
 	s.state.recordPid(cmd.Process.Pid)
-	p.cmd, p.done = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
-	return nil
+	done := make(chan struct{})
+	p.cmd, p.done = cmd, done
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	return done, nil
 }
 
 // shutdown stops the processes (node agents first, so that pods end
 // before the API server) and removes the cluster's network.
 func (s *supervisor) shutdown() {
 	s.mu.Lock()
-	procs := s.procs
-	s.procs = nil
-	s.mu.Unlock()
-	for i := len(procs) - 1; i >= 0; i-- {
-		p := procs[i]
-		if p.cmd == nil || p.cmd.Process == nil {
-			continue
+	type running struct {
+		cmd  *exec.Cmd
+		done <-chan struct{}
+	}
+	var stop []running
+	for _, p := range s.procs {
+		if p.cmd != nil && p.cmd.Process != nil {
+			stop = append(stop, running{p.cmd, p.done})
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	s.procs = nil // no restart after this
+	s.mu.Unlock()
+	for i := len(stop) - 1; i >= 0; i-- {
+		r := stop[i]
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-p.done:
+		case <-r.done:
 		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
+			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+			<-r.done
 		}
 	}
 	if err := Destroy(s.opts.Name); err != nil {

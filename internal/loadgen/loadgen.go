@@ -32,6 +32,30 @@ type Target struct {
 	Dial    Dialer
 	// MaxInFlight bounds the requests outstanding at once (Rate when 0).
 	MaxInFlight int
+	// Timeline keeps every request's outcome, to count them by period.
+	Timeline bool
+}
+
+// Outcome is how one request ended, at the time it was sent.
+type Outcome struct {
+	At   time.Time
+	Kind string // "" for success
+}
+
+// Count tallies outcomes sent in [from, to).
+func Count(outcomes []Outcome, from, to time.Time) (sent, failed int, kinds map[string]int) {
+	kinds = map[string]int{}
+	for _, o := range outcomes {
+		if o.At.Before(from) || !o.At.Before(to) {
+			continue
+		}
+		sent++
+		if o.Kind != "" {
+			failed++
+			kinds[o.Kind]++
+		}
+	}
+	return sent, failed, kinds
 }
 
 // Result counts the requests of one target by outcome.
@@ -44,6 +68,8 @@ type Result struct {
 	First, Last time.Time
 	// Answers counts the successful answers' bodies (pod names).
 	Answers map[string]int
+	// Outcomes, with Target.Timeline.
+	Outcomes []Outcome
 }
 
 // Failed is the number of requests that did not succeed.
@@ -110,16 +136,23 @@ func run(ctx context.Context, t Target) Result {
 			mu.Lock()
 			res.Sent++
 			res.fail("client saturated", time.Now())
+			if t.Timeline {
+				res.Outcomes = append(res.Outcomes, Outcome{At: time.Now(), Kind: "client saturated"})
+			}
 			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			at := time.Now()
 			body, kind := get(client, t.URL)
 			mu.Lock()
 			defer mu.Unlock()
 			res.Sent++
+			if t.Timeline {
+				res.Outcomes = append(res.Outcomes, Outcome{At: at, Kind: kind})
+			}
 			if kind != "" {
 				res.fail(kind, time.Now())
 				return
@@ -171,4 +204,44 @@ func Classify(err error) string {
 		return "timeout"
 	}
 	return "other: " + err.Error()
+}
+
+// Every calls do at rate per second until ctx ends (at most inflight
+// calls outstanding; a tick with none free is a "client saturated"
+// failure) and returns each call's outcome: do returns "" for success or
+// the kind of failure.
+func Every(ctx context.Context, rate, inflight int, do func() string) []Outcome {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out []Outcome
+	)
+	sem := make(chan struct{}, max(inflight, 1))
+	tick := time.NewTicker(time.Second / time.Duration(max(rate, 1)))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return out
+		case <-tick.C:
+		}
+		at := time.Now()
+		select {
+		case sem <- struct{}{}:
+		default:
+			mu.Lock()
+			out = append(out, Outcome{At: at, Kind: "client saturated"})
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			kind := do()
+			mu.Lock()
+			out = append(out, Outcome{At: at, Kind: kind})
+			mu.Unlock()
+		}()
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -59,5 +60,25 @@ func TestRunCountsOutcomes(t *testing.T) {
 		if r.OK != 0 || r.Errors[tc.wantKind] != r.Sent || r.First.IsZero() {
 			t.Errorf("%s: %s, want every request %q", tc.name, r, tc.wantKind)
 		}
+	}
+}
+
+func TestEveryAndCount(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	var n atomic.Int32
+	outcomes := Every(ctx, 50, 5, func() string {
+		if n.Add(1)%3 == 0 {
+			return "refused"
+		}
+		return ""
+	})
+	sent, failed, kinds := Count(outcomes, start, time.Now())
+	if sent < 10 || sent != len(outcomes) || failed != sent/3 || kinds["refused"] != failed {
+		t.Errorf("sent %d failed %d kinds %v of %d outcomes", sent, failed, kinds, len(outcomes))
+	}
+	if s, _, _ := Count(outcomes, start.Add(time.Hour), start.Add(2*time.Hour)); s != 0 {
+		t.Errorf("a window after the run counted %d", s)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/node/prober"
 )
 
 // EndpointDrainDelayAnnotation on a pod overrides the node's
@@ -17,29 +19,12 @@ const EndpointDrainDelayAnnotation = "svcnet.dev/endpoint-drain-delay"
 // SIGKILL.
 const hookGraceExtension = 2 * time.Second
 
-// execFunc runs a command in a container's pod with its environment.
-type execFunc func(cmd []string, timeout time.Duration) ([]byte, int, error)
-
-// runHook runs a lifecycle hook (postStart, preStop) for at most timeout.
-func runHook(ctx context.Context, h *corev1.LifecycleHandler, c *corev1.Container, podIP netip.Addr, exec execFunc, timeout time.Duration) (bool, string) {
-	if h.Sleep != nil {
-		t := time.NewTimer(min(time.Duration(h.Sleep.Seconds)*time.Second, timeout))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		return true, ""
-	}
-	return runHandler(ctx, corev1.ProbeHandler{Exec: h.Exec, HTTPGet: h.HTTPGet, TCPSocket: h.TCPSocket}, c, podIP, exec, timeout)
-}
-
 // stopPlan is what stopping one container needs, copied out of the pod
 // worker so that the stop can run beside it.
 type stopPlan struct {
 	spec  *corev1.Container
 	podIP netip.Addr
-	exec  execFunc
+	exec  prober.Exec
 	// event reports a failed hook on the pod.
 	event func(reason, msg string)
 }
@@ -52,7 +37,7 @@ type stopPlan struct {
 func (sp stopPlan) stop(stopProcess func(grace time.Duration), grace time.Duration) {
 	deadline := time.Now().Add(grace)
 	if lc := sp.spec.Lifecycle; lc != nil && lc.PreStop != nil && grace > 0 {
-		ok, msg := runHook(context.Background(), lc.PreStop, sp.spec, sp.podIP, sp.exec, grace)
+		ok, msg := prober.RunHook(context.Background(), lc.PreStop, sp.spec, sp.podIP, sp.exec, grace)
 		if !ok && sp.event != nil {
 			sp.event("FailedPreStopHook", "PreStopHook failed: "+msg)
 		}

@@ -7,12 +7,14 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/restart"
 )
 
 // runProxy keeps the node's service proxy running in the agent's network
 // namespace, restarting it with back-off when it exits.
 func (a *Agent) runProxy(ctx context.Context) {
-	backoff := time.Second
+	backoff := restart.Components.New()
 	logPath := a.cfg.StateDir + "/proxy.log"
 	for ctx.Err() == nil {
 		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -31,15 +33,12 @@ func (a *Agent) runProxy(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(started) > time.Minute {
-			backoff = time.Second
-		}
-		slog.Warn("service proxy exited; restarting", "err", err, "log", logPath, "in", backoff)
+		wait := backoff.Exited(time.Since(started))
+		slog.Warn("service proxy exited; restarting", "err", err, "log", logPath, "in", wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, time.Minute)
 	}
 }

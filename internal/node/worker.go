@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet/svcnet/internal/images"
+	"github.com/svcnet/svcnet/internal/node/podstate"
+	"github.com/svcnet/svcnet/internal/node/prober"
 	"github.com/svcnet/svcnet/internal/node/runtime"
 )
 
@@ -38,13 +39,14 @@ type podWorker struct {
 	once   sync.Once
 
 	exits  chan exitEvent
-	probes chan probeResult
+	probes chan prober.Result
 
 	// exec is what the node server needs to enter the pod (read from
 	// other goroutines, replaced whole by the worker).
 	exec atomic.Pointer[execInfo]
 
 	pod        *corev1.Pod
+	state      *podstate.Pod
 	ip         netip.Addr
 	netns      string
 	containers []*container
@@ -65,9 +67,9 @@ func (w *podWorker) publish() {
 	info := &execInfo{netns: w.netns, hostname: Hostname(w.pod), env: map[string][]string{}, running: map[string]bool{}}
 	for _, c := range w.containers {
 		if c.env != nil {
-			info.env[c.spec.Name] = c.env
+			info.env[c.Spec.Name] = c.env
 		}
-		if c.running() {
+		if c.Running() {
 			info.running[c.logPath] = true
 		}
 	}
@@ -83,7 +85,7 @@ type exitEvent struct {
 
 func newPodWorker(a *Agent, pod *corev1.Pod) *podWorker {
 	w := &podWorker{a: a, uid: pod.UID, latest: pod, notify: make(chan struct{}, 1), gone: make(chan struct{}),
-		exits: make(chan exitEvent, 16), probes: make(chan probeResult, 16),
+		exits: make(chan exitEvent, 16), probes: make(chan prober.Result, 16),
 		dir: filepath.Join(a.cfg.StateDir, "pods", string(pod.UID))}
 	w.notify <- struct{}{}
 	return w
@@ -116,24 +118,17 @@ func (w *podWorker) log() *slog.Logger {
 func (w *podWorker) run(ctx context.Context) {
 	<-w.notify
 	w.pod = w.newest()
-	for _, c := range w.pod.Spec.InitContainers {
-		w.containers = append(w.containers, newContainer(c, true))
-	}
-	for _, c := range w.pod.Spec.Containers {
-		w.containers = append(w.containers, newContainer(c, false))
-	}
 	// A restarted agent continues the counts it reported.
-	for _, st := range append(append([]corev1.ContainerStatus{}, w.pod.Status.InitContainerStatuses...), w.pod.Status.ContainerStatuses...) {
-		if c := w.container(st.Name); c != nil {
-			c.restarts = st.RestartCount
-		}
+	w.state = podstate.New(w.pod)
+	for _, c := range w.state.Containers {
+		w.containers = append(w.containers, &container{Container: c})
 	}
 	if w.pod.Status.StartTime != nil {
 		w.startTime = *w.pod.Status.StartTime
 	} else {
 		w.startTime = metav1.Now()
 	}
-	terminal := w.pod.Status.Phase == corev1.PodSucceeded || w.pod.Status.Phase == corev1.PodFailed
+	terminal := podstate.Terminal(w.pod.Status.Phase)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -149,13 +144,13 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 		if !terminal {
 			w.reconcile(ctx)
-			if ph := w.phase(); ph == corev1.PodSucceeded || ph == corev1.PodFailed {
+			if podstate.Terminal(w.phase()) {
 				terminal = true
 				w.teardownNetwork()
 			}
 		}
 		w.push(ctx)
-		timer.Reset(w.nextWake())
+		timer.Reset(w.state.NextWake(time.Now(), w.sandboxErr != ""))
 		select {
 		case <-ctx.Done():
 			w.terminate(2 * time.Second)
@@ -177,25 +172,11 @@ func (w *podWorker) run(ctx context.Context) {
 
 func (w *podWorker) container(name string) *container {
 	for _, c := range w.containers {
-		if c.spec.Name == name {
+		if c.Spec.Name == name {
 			return c
 		}
 	}
 	return nil
-}
-
-// nextWake is when a container in back-off is due (or a minute).
-func (w *podWorker) nextWake() time.Duration {
-	wake := time.Minute
-	for _, c := range w.containers {
-		if !c.running() && !c.nextStart.IsZero() {
-			wake = min(wake, max(time.Until(c.nextStart), 10*time.Millisecond))
-		}
-	}
-	if w.sandboxErr != "" {
-		wake = min(wake, 2*time.Second)
-	}
-	return wake
 }
 
 // endpointDrainDelay is the node's, or the pod's own by annotation.
@@ -239,27 +220,8 @@ func (w *podWorker) reconcile(ctx context.Context) {
 			return
 		}
 	}
-	// Init containers one after the other, each to completion.
-	for _, c := range w.containers {
-		if !c.init {
-			continue
-		}
-		if c.succeeded() {
-			continue
-		}
-		if !c.running() && time.Now().After(c.nextStart) && (c.state.Terminated == nil || c.shouldRestart(w.pod.Spec.RestartPolicy)) {
-			w.start(ctx, c)
-		}
-		return // the next waits for this one
-	}
-	for _, c := range w.containers {
-		if c.init || c.running() || time.Now().Before(c.nextStart) {
-			continue
-		}
-		if c.state.Terminated != nil && !c.shouldRestart(w.pod.Spec.RestartPolicy) {
-			continue
-		}
-		w.start(ctx, c)
+	for _, c := range w.state.Due(w.pod.Spec.RestartPolicy, time.Now()) {
+		w.start(ctx, w.container(c.Spec.Name))
 	}
 }
 
@@ -281,15 +243,12 @@ func (w *podWorker) writeFiles() error {
 
 // start launches c, or records why it cannot start.
 func (w *podWorker) start(ctx context.Context, c *container) {
-	waiting := func(reason, msg string, retry time.Duration) {
-		c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}
-		c.nextStart = time.Now().Add(retry)
-	}
-	img, ok := images.Lookup(c.spec.Image)
+	waiting := func(reason, msg string, retry time.Duration) { c.Waiting(reason, msg, time.Now().Add(retry)) }
+	img, ok := images.Lookup(c.Spec.Image)
 	if !ok {
-		msg := images.ErrNotBuiltin(c.spec.Image).Error()
-		if c.state.Waiting == nil || c.state.Waiting.Reason != "ErrImagePull" {
-			w.a.event(w.pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", c.spec.Image, msg)
+		msg := images.ErrNotBuiltin(c.Spec.Image).Error()
+		if c.State.Waiting == nil || c.State.Waiting.Reason != "ErrImagePull" {
+			w.a.event(w.pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", c.Spec.Image, msg)
 		}
 		waiting("ErrImagePull", msg, 30*time.Second)
 		return
@@ -303,9 +262,9 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 	pod := w.pod.DeepCopy()
 	pod.Status.PodIP, pod.Status.PodIPs = w.ip.String(), []corev1.PodIP{{IP: w.ip.String()}}
 	pod.Status.HostIP = w.a.cfg.NodeIP.String()
-	env, err := ContainerEnv(ctx, pod, &c.spec, w.a.serviceEnv(pod), w.a)
+	env, err := ContainerEnv(ctx, pod, &c.Spec, w.a.serviceEnv(pod), w.a)
 	if err != nil {
-		if c.state.Waiting == nil || c.state.Waiting.Reason != "CreateContainerConfigError" {
+		if c.State.Waiting == nil || c.State.Waiting.Reason != "CreateContainerConfigError" {
 			w.a.event(w.pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
 		}
 		waiting("CreateContainerConfigError", err.Error(), 10*time.Second)
@@ -318,9 +277,9 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return
 	}
-	logPath := filepath.Join(w.dir, c.spec.Name+".log")
-	if c.gen > 0 {
-		_ = os.Rename(logPath, filepath.Join(w.dir, c.spec.Name+".previous.log"))
+	logPath := filepath.Join(w.dir, c.Spec.Name+".log")
+	if c.Gen > 0 {
+		_ = os.Rename(logPath, filepath.Join(w.dir, c.Spec.Name+".previous.log"))
 	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -330,7 +289,7 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 	proc, err := runtime.Start(w.a.self, runtime.Spec{
 		Exec: runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
 			ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts"),
-			Dir: c.spec.WorkingDir, Argv: argv},
+			Dir: c.Spec.WorkingDir, Argv: argv},
 		Env: env, Log: logFile,
 	})
 	if err != nil {
@@ -338,23 +297,16 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return
 	}
-	if c.gen > 0 {
-		c.restarts++
-	}
-	c.gen++
-	c.proc, c.logPath, c.nextStart, c.env = proc, logPath, time.Time{}, env
-	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(proc.Started)}}
-	c.startedOK.Store(c.spec.StartupProbe == nil)
-	c.readyOK = false
-	c.listening = c.spec.ReadinessProbe != nil || len(tcpPorts(&c.spec)) == 0
-	gen := c.gen
+	c.Started(proc.Started)
+	c.proc, c.logPath, c.env = proc, logPath, env
+	gen := c.Gen
 	go func() {
 		<-proc.Done()
 		logFile.Close()
 		w.exits <- exitEvent{c: c, gen: gen, code: proc.ExitCode(), at: proc.Started}
 	}()
 	w.publish()
-	w.a.event(w.pod, corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
+	w.a.event(w.pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Spec.Name)
 	w.postStart(ctx, c)
 	w.startProbes(ctx, c)
 }
@@ -363,15 +315,15 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 // sets command, then args.
 func (w *podWorker) argv(img images.Image, c *container) ([]string, error) {
 	if img.Name == images.Host {
-		if len(c.spec.Command) == 0 {
+		if len(c.Spec.Command) == 0 {
 			return nil, fmt.Errorf("image %q runs the host executable named by command, and command is empty", images.Host)
 		}
-		return append(append([]string{}, c.spec.Command...), c.spec.Args...), nil
+		return append(append([]string{}, c.Spec.Command...), c.Spec.Args...), nil
 	}
-	if len(c.spec.Command) > 0 {
-		return append(append([]string{}, c.spec.Command...), c.spec.Args...), nil
+	if len(c.Spec.Command) > 0 {
+		return append(append([]string{}, c.Spec.Command...), c.Spec.Args...), nil
 	}
-	return append(append([]string{w.a.self}, img.Entrypoint...), c.spec.Args...), nil
+	return append(append([]string{w.a.self}, img.Entrypoint...), c.Spec.Args...), nil
 }
 
 func envMap(env []string) map[string]string {
@@ -389,7 +341,7 @@ func envMap(env []string) map[string]string {
 
 // execIn runs commands in c's pod with the environment of its current
 // start (exec probes and hooks).
-func (w *podWorker) execIn(c *container) execFunc {
+func (w *podWorker) execIn(c *container) prober.Exec {
 	opts := runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
 		ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts")}
 	env, self := c.env, w.a.self
@@ -403,7 +355,7 @@ func (w *podWorker) execIn(c *container) execFunc {
 // stopPlan copies what stopping c needs, to stop it beside the worker.
 func (w *podWorker) stopPlan(c *container) stopPlan {
 	pod := w.pod
-	return stopPlan{spec: &c.spec, podIP: w.ip, exec: w.execIn(c), event: func(reason, msg string) {
+	return stopPlan{spec: &c.Spec, podIP: w.ip, exec: w.execIn(c), event: func(reason, msg string) {
 		w.a.event(pod, corev1.EventTypeWarning, reason, "%s", msg)
 	}}
 }
@@ -411,13 +363,13 @@ func (w *podWorker) stopPlan(c *container) stopPlan {
 // postStart runs c's postStart hook beside it; a failed hook kills the
 // container, which then restarts by the pod's policy, as in kubelet.
 func (w *podWorker) postStart(ctx context.Context, c *container) {
-	lc := c.spec.Lifecycle
+	lc := c.Spec.Lifecycle
 	if lc == nil || lc.PostStart == nil {
 		return
 	}
 	sp, proc, grace := w.stopPlan(c), c.proc, w.terminationGrace()
 	go func() {
-		ok, msg := runHook(ctx, lc.PostStart, sp.spec, sp.podIP, sp.exec, grace)
+		ok, msg := prober.RunHook(ctx, lc.PostStart, sp.spec, sp.podIP, sp.exec, grace)
 		if !ok && ctx.Err() == nil {
 			sp.event("FailedPostStartHook", "PostStartHook failed: "+msg)
 			proc.Stop(hookGraceExtension)
@@ -429,68 +381,60 @@ func (w *podWorker) startProbes(ctx context.Context, c *container) {
 	pctx, cancel := context.WithCancel(ctx)
 	c.stopProbe = cancel
 	exec := w.execIn(c) // exec probes run with the container's environment
-	if !c.listening {
-		go waitListening(pctx, c.spec.Name, tcpPorts(&c.spec), w.ip, c.gen, listenWait, w.probes)
+	if c.NeedsListening() {
+		go prober.WaitListening(pctx, c.Spec.Name, podstate.TCPPorts(&c.Spec), w.ip, c.Gen, prober.ListenWait, w.probes)
 	}
-	for kind, p := range map[probeKind]*corev1.Probe{readiness: c.spec.ReadinessProbe, liveness: c.spec.LivenessProbe, startup: c.spec.StartupProbe} {
+	for kind, p := range map[podstate.ProbeKind]*corev1.Probe{podstate.Readiness: c.Spec.ReadinessProbe,
+		podstate.Liveness: c.Spec.LivenessProbe, podstate.Startup: c.Spec.StartupProbe} {
 		if p == nil {
 			continue
 		}
-		pr := &prober{kind: kind, probe: p, container: &c.spec, podIP: w.ip, exec: exec, gen: c.gen, out: w.probes}
-		if kind != startup && c.spec.StartupProbe != nil {
+		pr := &prober.Prober{Kind: kind, Probe: p, Container: &c.Spec, PodIP: w.ip, Exec: exec, Gen: c.Gen, Out: w.probes}
+		if kind != podstate.Startup && c.Spec.StartupProbe != nil {
 			// Readiness and liveness wait for the startup probe.
+			state := c.Container
 			go func() {
-				for !c.startedOK.Load() {
+				for !state.StartedOK() {
 					select {
 					case <-pctx.Done():
 						return
 					case <-time.After(200 * time.Millisecond):
 					}
 				}
-				pr.run(pctx)
+				pr.Run(pctx)
 			}()
 			continue
 		}
-		go pr.run(pctx)
+		go pr.Run(pctx)
 	}
 }
 
 func (w *podWorker) onExit(e exitEvent) {
 	c := e.c
-	if c.gen != e.gen {
+	if c.Gen != e.gen {
 		return
 	}
 	c.exited(e.code, e.at)
 	w.publish()
-	w.log().Info("container exited", "container", c.spec.Name, "code", e.code)
-	if c.shouldRestart(w.pod.Spec.RestartPolicy) && w.pod.DeletionTimestamp == nil {
-		c.scheduleRestart(w.pod.Name)
-		w.a.event(w.pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", c.spec.Name, w.pod.Name)
+	w.log().Info("container exited", "container", c.Spec.Name, "code", e.code)
+	if c.ShouldRestart(w.pod.Spec.RestartPolicy) && w.pod.DeletionTimestamp == nil {
+		c.ScheduleRestart(w.pod.Name, time.Now())
+		w.a.event(w.pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", c.Spec.Name, w.pod.Name)
 	}
 }
 
-func (w *podWorker) onProbe(r probeResult) {
-	c := w.container(r.container)
-	if c == nil || c.gen != r.gen || !c.running() {
+func (w *podWorker) onProbe(r prober.Result) {
+	c := w.container(r.Container)
+	if c == nil || c.Gen != r.Gen || !c.Running() {
 		return
 	}
-	switch r.kind {
-	case readiness:
-		c.readyOK = r.ok
-	case listening:
-		c.listening = r.ok
-	case startup:
-		c.startedOK.Store(r.ok)
-	case liveness:
-		if !r.ok && !c.killing {
-			w.a.event(w.pod, corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: %s", r.message)
-			w.a.event(w.pod, corev1.EventTypeNormal, "Killing", "Container %s failed liveness probe, will be restarted", c.spec.Name)
-			c.killing = true
-			go w.stopPlan(c).stop(c.proc.Stop, w.terminationGrace())
-		}
+	if c.Probe(r.Kind, r.OK, r.Gen) == podstate.Kill {
+		w.a.event(w.pod, corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: %s", r.Message)
+		w.a.event(w.pod, corev1.EventTypeNormal, "Killing", "Container %s failed liveness probe, will be restarted", c.Spec.Name)
+		go w.stopPlan(c).stop(c.proc.Stop, w.terminationGrace())
 	}
-	if !r.ok && r.kind != liveness {
-		w.a.event(w.pod, corev1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", r.kind, r.message)
+	if !r.OK && r.Kind != podstate.Liveness {
+		w.a.event(w.pod, corev1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", r.Kind, r.Message)
 	}
 }
 
@@ -508,8 +452,8 @@ func (w *podWorker) terminate(grace time.Duration) {
 		if c.proc == nil {
 			continue
 		}
-		c.killing = true
-		w.a.event(w.pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.spec.Name)
+		c.Killing = true
+		w.a.event(w.pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", c.Spec.Name)
 		wg.Add(1)
 		go func(sp stopPlan, p *runtime.Process) { defer wg.Done(); sp.stop(p.Stop, grace) }(w.stopPlan(c), c.proc)
 	}
@@ -518,7 +462,7 @@ func (w *podWorker) terminate(grace time.Duration) {
 	for _, c := range w.containers {
 		for c.proc != nil {
 			e := <-w.exits
-			if e.c.gen == e.gen && e.c.proc != nil {
+			if e.c.Gen == e.gen && e.c.proc != nil {
 				e.c.exited(e.code, e.at)
 			}
 		}
@@ -552,7 +496,7 @@ func (w *podWorker) finishDeletion(ctx context.Context) {
 // must put them back, as kubelet's status manager does.
 func (w *podWorker) push(ctx context.Context) {
 	st := w.status()
-	if w.pushed != nil && apiequality.Semantic.DeepEqual(st, *w.pushed) && sameConditions(st, w.pod.Status) {
+	if w.pushed != nil && apiequality.Semantic.DeepEqual(st, *w.pushed) && podstate.SameConditions(st, w.pod.Status) {
 		return
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": w.uid}, "status": st})
@@ -567,16 +511,4 @@ func (w *podWorker) push(ctx context.Context) {
 		return
 	}
 	w.pushed = &st
-}
-
-// sameConditions reports whether b has every condition of a with the
-// same status.
-func sameConditions(a, b corev1.PodStatus) bool {
-	for _, c := range a.Conditions {
-		i := slices.IndexFunc(b.Conditions, func(o corev1.PodCondition) bool { return o.Type == c.Type })
-		if i < 0 || b.Conditions[i].Status != c.Status {
-			return false
-		}
-	}
-	return true
 }

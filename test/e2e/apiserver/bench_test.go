@@ -19,7 +19,7 @@ import (
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
-// The scale of FACTS.md's kube-apiserver measurement.
+// The scale of the reference kube-apiserver measurement (docs/benchmarks.md).
 const (
 	benchServices = 10000
 	benchWatchers = 100
@@ -79,7 +79,7 @@ func separateClient(b *testing.B, s *framework.APIServer) kubernetes.Interface {
 }
 
 // benchWatchLatency: one write, and the time until every one of 100
-// watchers has its event; -benchtime=50x gives FACTS.md's 50 writes.
+// watchers has its event; -benchtime=50x gives the reference's 50 writes.
 func benchWatchLatency(b *testing.B, s *framework.APIServer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

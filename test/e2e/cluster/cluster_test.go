@@ -83,6 +83,7 @@ func (c *localCluster) dumpLogs() {
 }
 
 func (c *localCluster) down() {
+	c.checkRaces()
 	if c.t.Failed() {
 		c.dumpLogs()
 	}
@@ -96,6 +97,22 @@ func (c *localCluster) down() {
 	if procs, _ := exec.Command("pgrep", "-af", c.home).CombinedOutput(); len(bytes.TrimSpace(procs)) > 0 {
 		c.t.Errorf("processes left after svcnet down: %q", procs)
 	}
+}
+
+// checkRaces fails the test if any process of the cluster (supervisor,
+// components, proxies, pods) reported a data race in its log: with
+// SVCNET_E2E_RACE=1 the binary is built with the race detector.
+func (c *localCluster) checkRaces() {
+	_ = filepath.WalkDir(filepath.Join(c.home, c.name), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".log") {
+			return nil
+		}
+		data, _ := os.ReadFile(path)
+		if i := bytes.Index(data, []byte("WARNING: DATA RACE")); i >= 0 {
+			c.t.Errorf("data race in %s:\n%s", path, data[i:min(len(data), i+6000)])
+		}
+		return nil
+	})
 }
 
 func (c *localCluster) until(what string, timeout time.Duration, cond func() bool) {

@@ -20,7 +20,7 @@ func examples(t *testing.T) string {
 	return string(data)
 }
 
-// TestReferenceScenario is SPEC.md's acceptance scenario on a 3-node cluster.
+// TestReferenceScenario is the reference documents' acceptance scenario on a 3-node cluster.
 func TestReferenceScenario(t *testing.T) {
 	t.Parallel()
 	c := up(t, 3)

@@ -30,7 +30,7 @@ import (
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
-// The scale of FACTS.md's CoreDNS measurement.
+// The scale of the reference CoreDNS measurement (docs/benchmarks.md).
 const (
 	benchServices   = 10000
 	benchNamespaces = 20
@@ -39,7 +39,7 @@ const (
 
 var (
 	benchSeconds = flag.Int("dns.seconds", 10, "length of each dnsperf run, in seconds")
-	benchFixed   = flag.Int("dns.fixed-qps", 50000, "also hold this rate (1.5x CoreDNS's maximum for cluster names in FACTS.md) and report its latency; 0 skips it")
+	benchFixed   = flag.Int("dns.fixed-qps", 50000, "also hold this rate (1.5x CoreDNS's maximum for cluster names in docs/benchmarks.md' reference figures) and report its latency; 0 skips it")
 	benchLayouts = flag.String("dns.layouts", "shared,split", "where the server and dnsperf run: shared (all cores for both), split (server on CPU 0, dnsperf on CPU 1), or both, comma-separated")
 	benchCoreDNS = flag.String("dns.coredns", "", "also measure this CoreDNS binary the same way, side by side (go install github.com/coredns/coredns@v1.14.7)")
 	benchProfile = flag.String("dns.cpuprofile", "", "write a CPU profile of svcnet dns during the cluster-name maximum-rate run to this file")
@@ -53,7 +53,7 @@ var (
 //	go test ./test/e2e/dns -run - -bench DNS10k -benchtime 1x
 //
 // It measures two layouts (-dns.layouts): "shared", where dnsperf and the
-// server share all the machine's cores as in FACTS.md's CoreDNS figures,
+// server share all the machine's cores as in the reference CoreDNS figures,
 // and "split", where the server is bound to CPU 0 and dnsperf to CPU 1,
 // as dnsperf's own documentation asks (the load generator must not take
 // the server's CPU). On two cores the shared layout's tail is the

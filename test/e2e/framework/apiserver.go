@@ -31,6 +31,11 @@ var (
 	buildErr  error
 )
 
+// RaceEnv, set to 1, builds the svcnet binary with the race detector,
+// so the processes end-to-end tests start (supervisor, agents, proxies)
+// report their data races in their logs.
+const RaceEnv = "SVCNET_E2E_RACE"
+
 // Binary builds cmd/svcnet once per test process and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
@@ -43,7 +48,11 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "svcnet")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/svcnet")
+		args := []string{"build", "-o", binPath}
+		if os.Getenv(RaceEnv) == "1" {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/svcnet")...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

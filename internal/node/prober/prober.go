@@ -1,4 +1,9 @@
-package node
+// Package prober runs what kubelet's prober runs for a container:
+// readiness, liveness and startup probes (httpGet, tcpSocket, exec), the
+// lifecycle hooks (postStart, preStop, with sleep), and svcnet's wait for
+// a probe-less container's declared ports. It reports verdicts on a
+// channel and knows nothing of processes: exec is a function it is given.
+package prober
 
 import (
 	"context"
@@ -11,42 +16,33 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/svcnet/svcnet/internal/node/podstate"
 )
 
-// probeKind is readiness, liveness or startup.
-type probeKind string
-
-const (
-	readiness probeKind = "Readiness"
-	liveness  probeKind = "Liveness"
-	startup   probeKind = "Startup"
-	// listening is svcnet's implicit readiness of a container without a
-	// readiness probe: its declared TCP ports accept connections.
-	listening probeKind = "Listening"
-)
-
-// listenWait bounds how long a container without a readiness probe is
-// held unready while its declared TCP ports do not accept connections.
-const listenWait = 10 * time.Second
-
-// tcpPorts are the container's declared TCP ports.
-func tcpPorts(c *corev1.Container) []int32 {
-	var out []int32
-	for _, p := range c.Ports {
-		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
-			out = append(out, p.ContainerPort)
-		}
-	}
-	return out
+// Result is one change of a probe's verdict.
+type Result struct {
+	Container string
+	Kind      podstate.ProbeKind
+	OK        bool
+	Message   string
+	Gen       int // the container start it belongs to
 }
 
-// waitListening reports a container without a readiness probe ready once
+// Exec runs a command in a container's pod with its environment.
+type Exec func(cmd []string, timeout time.Duration) ([]byte, int, error)
+
+// ListenWait bounds how long a container without a readiness probe is
+// held unready while its declared TCP ports do not accept connections.
+const ListenWait = 10 * time.Second
+
+// WaitListening reports a container without a readiness probe ready once
 // every declared TCP port accepts a connection, or once wait is over. In
 // Kubernetes such a container is ready the moment it starts, and a
 // Service sends it connections before its server listens; here they wait
 // for the server, at most wait, so a container whose declared port never
 // opens still becomes ready, only later.
-func waitListening(ctx context.Context, container string, ports []int32, podIP netip.Addr, gen int, wait time.Duration, out chan<- probeResult) {
+func WaitListening(ctx context.Context, container string, ports []int32, podIP netip.Addr, gen int, wait time.Duration, out chan<- Result) {
 	deadline := time.Now().Add(wait)
 	pending := append([]int32(nil), ports...)
 	for len(pending) > 0 && time.Now().Before(deadline) {
@@ -63,34 +59,26 @@ func waitListening(ctx context.Context, container string, ports []int32, podIP n
 		}
 	}
 	select {
-	case out <- probeResult{container: container, kind: listening, ok: true, gen: gen}:
+	case out <- Result{Container: container, Kind: podstate.Listening, OK: true, Gen: gen}:
 	case <-ctx.Done():
 	}
 }
 
-// probeResult is one change of a probe's verdict.
-type probeResult struct {
-	container string
-	kind      probeKind
-	ok        bool
-	message   string
-	gen       int // the container start it belongs to
-}
-
-// prober runs one probe of one container start until ctx ends, sending
+// Prober runs one probe of one container start until ctx ends, sending
 // its verdict whenever it changes (after the thresholds).
-type prober struct {
-	kind      probeKind
-	probe     *corev1.Probe
-	container *corev1.Container
-	podIP     netip.Addr
-	exec      func(cmd []string, timeout time.Duration) ([]byte, int, error)
-	gen       int
-	out       chan<- probeResult
+type Prober struct {
+	Kind      podstate.ProbeKind
+	Probe     *corev1.Probe
+	Container *corev1.Container
+	PodIP     netip.Addr
+	Exec      Exec
+	Gen       int
+	Out       chan<- Result
 }
 
-func (p *prober) run(ctx context.Context) {
-	pr := p.probe
+// Run probes until ctx ends (a startup probe: until it has succeeded).
+func (p *Prober) Run(ctx context.Context) {
+	pr := p.Probe
 	select {
 	case <-ctx.Done():
 		return
@@ -118,13 +106,13 @@ func (p *prober) run(ctx context.Context) {
 		if now != nil && (verdict == nil || *verdict != *now) {
 			verdict = now
 			select {
-			case p.out <- probeResult{container: p.container.Name, kind: p.kind, ok: *now, message: msg, gen: p.gen}:
+			case p.Out <- Result{Container: p.Container.Name, Kind: p.Kind, OK: *now, Message: msg, Gen: p.Gen}:
 			case <-ctx.Done():
 				return
 			}
 		}
 		// A startup probe stops once it has succeeded.
-		if p.kind == startup && verdict != nil && *verdict {
+		if p.Kind == podstate.Startup && verdict != nil && *verdict {
 			return
 		}
 		select {
@@ -138,15 +126,14 @@ func (p *prober) run(ctx context.Context) {
 func ptrBool(b bool) *bool { return &b }
 
 // once runs the probe one time.
-func (p *prober) once(ctx context.Context) (bool, string) {
-	timeout := time.Duration(max(p.probe.TimeoutSeconds, 1)) * time.Second
-	return runHandler(ctx, p.probe.ProbeHandler, p.container, p.podIP, p.exec, timeout)
+func (p *Prober) once(ctx context.Context) (bool, string) {
+	timeout := time.Duration(max(p.Probe.TimeoutSeconds, 1)) * time.Second
+	return RunHandler(ctx, p.Probe.ProbeHandler, p.Container, p.PodIP, p.Exec, timeout)
 }
 
-// runHandler runs one probe or lifecycle-hook action against a container
+// RunHandler runs one probe or lifecycle-hook action against a container
 // and reports whether it succeeded, and why not.
-func runHandler(ctx context.Context, h corev1.ProbeHandler, container *corev1.Container, podIP netip.Addr,
-	exec func(cmd []string, timeout time.Duration) ([]byte, int, error), timeout time.Duration) (bool, string) {
+func RunHandler(ctx context.Context, h corev1.ProbeHandler, container *corev1.Container, podIP netip.Addr, exec Exec, timeout time.Duration) (bool, string) {
 	switch {
 	case h.HTTPGet != nil:
 		port, err := resolvePort(h.HTTPGet.Port, container)
@@ -235,4 +222,18 @@ func resolvePort(port intstr.IntOrString, c *corev1.Container) (int, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("no container port named %q", port.StrVal)
+}
+
+// RunHook runs a lifecycle hook (postStart, preStop) for at most timeout.
+func RunHook(ctx context.Context, h *corev1.LifecycleHandler, c *corev1.Container, podIP netip.Addr, exec Exec, timeout time.Duration) (bool, string) {
+	if h.Sleep != nil {
+		t := time.NewTimer(min(time.Duration(h.Sleep.Seconds)*time.Second, timeout))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		return true, ""
+	}
+	return RunHandler(ctx, corev1.ProbeHandler{Exec: h.Exec, HTTPGet: h.HTTPGet, TCPSocket: h.TCPSocket}, c, podIP, exec, timeout)
 }

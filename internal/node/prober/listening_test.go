@@ -1,4 +1,4 @@
-package node
+package prober
 
 import (
 	"context"
@@ -8,15 +8,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/svcnet/svcnet/internal/node/podstate"
 )
-
-func TestTCPPorts(t *testing.T) {
-	c := &corev1.Container{Ports: []corev1.ContainerPort{{ContainerPort: 80}, {ContainerPort: 53, Protocol: corev1.ProtocolUDP}, {ContainerPort: 443, Protocol: corev1.ProtocolTCP}}}
-	if got := tcpPorts(c); len(got) != 2 || got[0] != 80 || got[1] != 443 {
-		t.Errorf("tcpPorts %v", got)
-	}
-}
 
 // TestWaitListening: ready once the declared port opens, not before; a
 // port that never opens gives up at the bound.
@@ -52,15 +45,15 @@ func TestWaitListening(t *testing.T) {
 					t.Cleanup(func() { l.Close() })
 				})
 			}
-			out := make(chan probeResult, 1)
+			out := make(chan Result, 1)
 			start := time.Now()
-			go waitListening(context.Background(), "c", []int32{port}, lo, 3, tc.wait, out)
+			go WaitListening(context.Background(), "c", []int32{port}, lo, 3, tc.wait, out)
 			select {
 			case r := <-out:
 				if took := time.Since(start); took < tc.earliest {
 					t.Errorf("ready after %s, before %s", took, tc.earliest)
 				}
-				if !r.ok || r.kind != listening || r.gen != 3 || r.container != "c" {
+				if !r.OK || r.Kind != podstate.Listening || r.Gen != 3 || r.Container != "c" {
 					t.Errorf("result %+v", r)
 				}
 			case <-time.After(tc.wait + 5*time.Second):

@@ -1,4 +1,4 @@
-package node
+package podstate
 
 import (
 	"testing"
@@ -31,8 +31,8 @@ func TestSameConditions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := sameConditions(tc.ours, tc.api); got != tc.wantSame {
-				t.Errorf("sameConditions = %v, want %v", got, tc.wantSame)
+			if got := SameConditions(tc.ours, tc.api); got != tc.wantSame {
+				t.Errorf("SameConditions = %v, want %v", got, tc.wantSame)
 			}
 		})
 	}

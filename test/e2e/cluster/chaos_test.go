@@ -1,0 +1,435 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/internal/loadgen"
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// fault is one thing done to the cluster while the load runs.
+type fault struct {
+	name string
+	// dataPath: HTTP requests through the Services must not fail.
+	dataPath bool
+	// dns: lookups must not fail.
+	dns bool
+	// do breaks something and returns how to tell it recovered.
+	do func(t *testing.T) (recovered func() bool)
+}
+
+// TestFaultsUnderLoad kills (SIGKILL) each of the cluster's components in
+// turn, letting the supervisor or the node agent restart it, and freezes
+// a node for longer than its grace period, while a client sends HTTP
+// requests through a NodePort and a LoadBalancer address, DNS lookups go
+// to the cluster DNS, and objects are written through the API at a fixed
+// rate. It checks that no acknowledged write is lost, no ClusterIP or
+// NodePort is given out twice, the data path does not notice control-plane
+// faults, and DNS does not notice one replica's death; it reports, per
+// fault, what failed and how long recovery took (docs/reliability.md).
+func TestFaultsUnderLoad(t *testing.T) {
+	t.Parallel()
+	c := up(t, 2, "--controller-manager-arg=--node-monitor-grace-period=20s", "--controller-manager-arg=--node-monitor-period=500ms")
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	k.MustRun("", "expose", "deployment", "hostnames", "--name", "hostnames-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "9376")
+	k.MustRun("", "create", "namespace", "ledger")
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(c.home, c.name, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.QPS, rc.Burst = 100, 100
+	rc.Timeout = 5 * time.Second
+	client := kubernetes.NewForConfigOrDie(rc)
+	var lbIP string
+	c.until("a load-balancer address", 30*time.Second, func() bool {
+		lbIP, _, _ = k.Run("", "get", "service", "hostnames-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		return lbIP != ""
+	})
+	readyPods := func(selector, ns string, want int) func() bool {
+		return func() bool {
+			pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+			if err != nil {
+				return false
+			}
+			n := 0
+			for _, p := range pods.Items {
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+						n++
+					}
+				}
+			}
+			return n == want
+		}
+	}
+	c.until("3 hostnames pods ready", time.Minute, readyPods("app=hostnames", "default", 3))
+	c.until("2 DNS pods ready", time.Minute, readyPods("k8s-app=kube-dns", "kube-system", 2))
+
+	clientNs, node2 := "svcnet-"+c.name+"-client", "svcnet-"+c.name+"-node-2"
+	dial := func(ns string) loadgen.Dialer {
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return netns.DialContext(ctx, ns, network, addr)
+		}
+	}
+	targets := []loadgen.Target{
+		{Name: "NodePort", URL: "http://172.18.0.11:8477/", Rate: 20, Dial: dial(clientNs), Timeline: true},
+		{Name: "LoadBalancer", URL: "http://" + lbIP + ":80/", Rate: 20, Dial: dial(clientNs), Timeline: true},
+	}
+	for _, tg := range targets {
+		c.until(tg.Name+" to answer", 30*time.Second, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			r := loadgen.Run(ctx, tg)[0]
+			return r.Sent > 0 && r.OK == r.Sent
+		})
+	}
+
+	// The load, for the whole test.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	var httpResults []loadgen.Result
+	var dnsOutcomes, writeOutcomes, allocOutcomes []loadgen.Outcome
+	var ledgerMu sync.Mutex
+	acked := map[string]bool{}
+	var seq, allocSeq int
+	wg.Add(4)
+	go func() { defer wg.Done(); httpResults = loadgen.Run(ctx, targets...) }()
+	go func() {
+		defer wg.Done()
+		// A resolver's way: two tries of 1 s each (glibc's attempts:2, with a
+		// shorter timeout), each from a new socket.
+		dnsOutcomes = loadgen.Every(ctx, 20, 20, func() string {
+			kind := ""
+			for range 2 {
+				if kind = lookup(node2, "hostnames.default.svc.cluster.local."); kind == "" {
+					return ""
+				}
+			}
+			return kind
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		writeOutcomes = loadgen.Every(ctx, 5, 10, func() string {
+			ledgerMu.Lock()
+			seq++
+			name := fmt.Sprintf("w-%05d", seq)
+			ledgerMu.Unlock()
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"seq": name}}
+			if _, err := client.CoreV1().ConfigMaps("ledger").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+				return apiErrorKind(err)
+			}
+			ledgerMu.Lock()
+			acked[name] = true
+			ledgerMu.Unlock()
+			return ""
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		allocOutcomes = loadgen.Every(ctx, 2, 4, func() string {
+			ledgerMu.Lock()
+			allocSeq++
+			name := fmt.Sprintf("alloc-%04d", allocSeq)
+			ledgerMu.Unlock()
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+				Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+			if _, err := client.CoreV1().Services("ledger").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+				return apiErrorKind(err)
+			}
+			ledgerMu.Lock()
+			acked["svc/"+name] = true
+			ledgerMu.Unlock()
+			return ""
+		})
+	}()
+
+	killOne := func(t *testing.T, what string, parts ...string) int {
+		pids := c.pidsWith(parts...)
+		if len(pids) == 0 {
+			t.Fatalf("no process of %s (%q)", what, parts)
+		}
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		return pids[0]
+	}
+	restarted := func(old int, parts ...string) func() bool {
+		return func() bool {
+			pids := c.pidsWith(parts...)
+			return len(pids) > 0 && !slices.Contains(pids, old)
+		}
+	}
+	state := filepath.Join(c.home, c.name)
+	proxyOf := func(node string) []string {
+		// The agent's own command line holds the proxy's in --proxy-command.
+		return []string{" proxy ", state + "/in-cluster/proxy.kubeconfig", "--hostname-override " + node, "!--proxy-command"}
+	}
+	agentOf := func(node string) []string {
+		return []string{" node ", state + "/in-cluster/" + node + ".kubeconfig"}
+	}
+	apiReady := func() bool {
+		body, err := client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
+		return err == nil && string(body) == "ok"
+	}
+	nodeReady := func(name string) func() bool {
+		return func() bool {
+			n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady {
+					return cond.Status == corev1.ConditionTrue
+				}
+			}
+			return false
+		}
+	}
+	faults := []fault{
+		{name: "API server (with embedded etcd)", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
+			old := killOne(t, "the API server", " apiserver ", state+"/apiserver")
+			return func() bool { return restarted(old, " apiserver ", state+"/apiserver")() && apiReady() }
+		}},
+		{name: "controller manager", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
+			parts := []string{" controller-manager ", state + "/apiserver"}
+			old := killOne(t, "the controller manager", parts...)
+			return restarted(old, parts...)
+		}},
+		{name: "node-1's service proxy", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
+			old := killOne(t, "node-1's proxy", proxyOf("node-1")...)
+			return func() bool {
+				return restarted(old, proxyOf("node-1")...)() && c.healthz("svcnet-"+c.name+"-node-1", "http://172.18.0.11:10256/healthz")
+			}
+		}},
+		{name: "one DNS replica", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
+			killOne(t, "a DNS replica", " dns ", state+"/in-cluster/dns.kubeconfig")
+			time.Sleep(time.Second) // its pod to be seen not ready before waiting for both
+			return readyPods("k8s-app=kube-dns", "kube-system", 2)
+		}},
+		{name: "the edge load balancer", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
+			parts := []string{" edge ", state + "/in-cluster/proxy.kubeconfig"}
+			old := killOne(t, "the edge", parts...)
+			return restarted(old, parts...)
+		}},
+		{name: "node-2's agent", do: func(t *testing.T) func() bool {
+			old := killOne(t, "node-2's agent", agentOf("node-2")...)
+			return func() bool {
+				return restarted(old, agentOf("node-2")...)() && nodeReady("node-2")() &&
+					readyPods("app=hostnames", "default", 3)() && readyPods("k8s-app=kube-dns", "kube-system", 2)()
+			}
+		}},
+		{name: "node-2 frozen 30 s (agent and proxy stopped)", dataPath: false, do: func(t *testing.T) func() bool {
+			pids := append(c.pidsWith(agentOf("node-2")...), c.pidsWith(proxyOf("node-2")...)...)
+			for _, p := range pids {
+				_ = syscall.Kill(p, syscall.SIGSTOP)
+			}
+			t.Cleanup(func() {
+				for _, p := range pids {
+					_ = syscall.Kill(p, syscall.SIGCONT)
+				}
+			})
+			time.Sleep(30 * time.Second) // beyond the 20 s node grace period
+			for _, p := range pids {
+				_ = syscall.Kill(p, syscall.SIGCONT)
+			}
+			return func() bool {
+				return nodeReady("node-2")() && readyPods("app=hostnames", "default", 3)() && readyPods("k8s-app=kube-dns", "kube-system", 2)()
+			}
+		}},
+	}
+	type window struct {
+		f         fault
+		from, to  time.Time
+		recovered time.Duration
+	}
+	var windows []window
+	time.Sleep(3 * time.Second) // a quiet start
+	for _, f := range faults {
+		from := time.Now()
+		recovered := f.do(t)
+		c.until("recovery from killing "+f.name, 3*time.Minute, recovered)
+		took := time.Since(from)
+		time.Sleep(3 * time.Second) // let stragglers land in this window
+		windows = append(windows, window{f: f, from: from, to: time.Now(), recovered: took})
+	}
+	stop()
+	wg.Wait()
+
+	// Every acknowledged write is stored; no address or port twice.
+	cms, err := client.CoreV1().ConfigMaps("ledger").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs, err := client.CoreV1().Services("ledger").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]bool{}
+	for _, cm := range cms.Items {
+		stored[cm.Name] = cm.Data["seq"] == cm.Name
+	}
+	ips, ports := map[string]string{}, map[int32]string{}
+	dups := 0
+	for _, s := range svcs.Items {
+		stored["svc/"+s.Name] = true
+		if other, dup := ips[s.Spec.ClusterIP]; dup {
+			dups++
+			t.Errorf("ClusterIP %s given to both %s and %s", s.Spec.ClusterIP, other, s.Name)
+		}
+		ips[s.Spec.ClusterIP] = s.Name
+		for _, p := range s.Spec.Ports {
+			if other, dup := ports[p.NodePort]; dup {
+				dups++
+				t.Errorf("NodePort %d given to both %s and %s", p.NodePort, other, s.Name)
+			}
+			ports[p.NodePort] = s.Name
+		}
+	}
+	lost := 0
+	for name := range acked {
+		if !stored[name] {
+			lost++
+			t.Errorf("acknowledged write %s is not stored", name)
+		}
+	}
+	report := []string{fmt.Sprintf("%-46s %-26s %-26s %-16s %-16s %s", "fault", "HTTP NodePort", "HTTP LoadBalancer", "DNS lookups", "API writes", "recovered in")}
+	cell := func(sent, failed int, kinds map[string]int) string {
+		s := fmt.Sprintf("%d/%d failed", failed, sent)
+		if failed > 0 {
+			var ks []string
+			for k, n := range kinds {
+				ks = append(ks, fmt.Sprintf("%s %d", k, n))
+			}
+			slices.Sort(ks)
+			s += " (" + strings.Join(ks, ", ") + ")"
+		}
+		return s
+	}
+	for _, w := range windows {
+		var cells []string
+		for i, r := range httpResults {
+			sent, failed, kinds := loadgen.Count(r.Outcomes, w.from, w.to)
+			cells = append(cells, cell(sent, failed, kinds))
+			if w.f.dataPath && failed > 0 {
+				t.Errorf("%s: %d of %d requests through the %s failed: %v", w.f.name, failed, sent, targets[i].Name, kinds)
+			}
+		}
+		sent, failed, kinds := loadgen.Count(dnsOutcomes, w.from, w.to)
+		cells = append(cells, cell(sent, failed, kinds))
+		if w.f.dns && failed > 0 {
+			t.Errorf("%s: %d of %d DNS lookups failed: %v", w.f.name, failed, sent, kinds)
+		}
+		ws, wf, _ := loadgen.Count(append(slices.Clone(writeOutcomes), allocOutcomes...), w.from, w.to)
+		cells = append(cells, fmt.Sprintf("%d/%d failed", wf, ws))
+		report = append(report, fmt.Sprintf("%-46s %-26s %-26s %-16s %-16s %.1fs", w.f.name, cells[0], cells[1], cells[2], cells[3], w.recovered.Seconds()))
+	}
+	report = append(report, fmt.Sprintf("acknowledged writes %d, lost %d; Services created %d, ClusterIPs or NodePorts given twice: %d",
+		len(acked), lost, len(svcs.Items), dups))
+	t.Logf("faults under load (20 HTTP req/s per path, 20 DNS lookups/s, 7 API writes/s):\n%s", strings.Join(report, "\n"))
+	if path := os.Getenv("SVCNET_CHAOS_REPORT"); path != "" {
+		_ = os.WriteFile(path, []byte(strings.Join(report, "\n")+"\n"), 0o644)
+	}
+}
+
+// lookup asks the cluster DNS for name's A record from inside ns, once,
+// and returns "" or the kind of failure.
+func lookup(ns, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	conn, err := netns.DialContext(ctx, ns, "udp", "10.96.0.10:53")
+	if err != nil {
+		return loadgen.Classify(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	dc := &dns.Conn{Conn: conn}
+	q := new(dns.Msg)
+	q.SetQuestion(name, dns.TypeA)
+	if err := dc.WriteMsg(q); err != nil {
+		return loadgen.Classify(err)
+	}
+	r, err := dc.ReadMsg()
+	if err != nil {
+		return loadgen.Classify(err)
+	}
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0 {
+		return "rcode " + dns.RcodeToString[r.Rcode]
+	}
+	return ""
+}
+
+func apiErrorKind(err error) string {
+	if st, ok := err.(apierrors.APIStatus); ok {
+		return "api " + strconv.Itoa(int(st.Status().Code))
+	}
+	return loadgen.Classify(err)
+}
+
+// pidsWith lists the processes whose command line contains every part
+// (and none of the parts written "!part").
+func (c *localCluster) pidsWith(parts ...string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		cmdline := " " + strings.ReplaceAll(string(raw), "\x00", " ")
+		all := true
+		for _, p := range parts {
+			if not, ok := strings.CutPrefix(p, "!"); ok {
+				if strings.Contains(cmdline, not) {
+					all = false
+				}
+			} else if !strings.Contains(cmdline, p) {
+				all = false
+			}
+		}
+		if all {
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// healthz reports whether url answers 200 from inside ns.
+func (c *localCluster) healthz(ns, url string) bool {
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return netns.DialContext(ctx, ns, network, addr)
+		}}}
+	resp, err := hc.Get(url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
