@@ -22,6 +22,10 @@ test: deps build check-kubectl
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) test -count=1 -timeout 20m ./...
+	@# The race detector: every package that runs without a cluster, then
+	@# the cluster tests with a race-built svcnet (supervisor, agents, pods).
+	$(GO) test -race -count=1 -timeout 10m ./internal/...
+	SVCNET_E2E_RACE=1 $(GO) test -count=1 -timeout 15m -run 'TestReferenceScenario|TestDownAfterCrash' ./test/e2e/cluster/
 
 ## deps: install the Debian packages svcnet uses (needs root)
 deps:

@@ -64,6 +64,21 @@ func newInternalCommand() *cobra.Command {
 		},
 	}
 	netnsExec.Flags().StringVar(&ns, "netns", "", "named network namespace")
-	root.AddCommand(podExec, netnsExec, newSuperviseCommand())
+	var stateDir, logPath string
+	shim := &cobra.Command{
+		Use:   "container-shim --state DIR --log FILE -- POD-EXEC-ARGS...",
+		Short: "Run one container and outlive the node agent that started it",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			return runtime.RunShim(self, stateDir, logPath, args)
+		},
+	}
+	shim.Flags().StringVar(&stateDir, "state", "", "the container start's state directory")
+	shim.Flags().StringVar(&logPath, "log", "", "the container's log file")
+	root.AddCommand(podExec, netnsExec, shim, newSuperviseCommand())
 	return root
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/node/ipam"
+	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
 )
 
 // Version is what the agent reports as its kubelet version.
@@ -208,8 +210,26 @@ func (a *Agent) cleanupStale(store cache.Store) {
 	for _, uid := range a.net.Owners() {
 		if !live[uid] {
 			slog.Info("removing the sandbox of a pod that is gone", "uid", uid)
+			a.killContainers(uid)
 			a.net.Teardown(uid)
 		}
+	}
+	// Containers outlive the agent (their shims keep them): those of pods
+	// deleted meanwhile end here, sandbox or not.
+	dirs, _ := os.ReadDir(filepath.Join(a.cfg.StateDir, "pods"))
+	for _, d := range dirs {
+		if !live[d.Name()] {
+			a.killContainers(d.Name())
+			_ = os.RemoveAll(filepath.Join(a.cfg.StateDir, "pods", d.Name()))
+		}
+	}
+}
+
+// killContainers ends every container an earlier run started for the pod.
+func (a *Agent) killContainers(uid string) {
+	runs, _ := filepath.Glob(filepath.Join(a.cfg.StateDir, "pods", uid, "*.run"))
+	for _, run := range runs {
+		noderuntime.Kill(run)
 	}
 }
 

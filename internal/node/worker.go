@@ -3,11 +3,13 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +54,7 @@ type podWorker struct {
 	containers []*container
 	startTime  metav1.Time
 	sandboxErr string
+	adopted    bool // looked for containers of an earlier run
 	pushed     *corev1.PodStatus
 }
 
@@ -219,6 +222,10 @@ func (w *podWorker) reconcile(ctx context.Context) {
 			w.ip = netip.Addr{}
 			return
 		}
+		if !w.adopted {
+			w.adopted = true
+			w.adopt(ctx)
+		}
 	}
 	for _, c := range w.state.Due(w.pod.Spec.RestartPolicy, time.Now()) {
 		w.start(ctx, w.container(c.Spec.Name))
@@ -277,11 +284,20 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return
 	}
-	logPath := filepath.Join(w.dir, c.Spec.Name+".log")
+	logPath := w.logPath(c)
 	if c.Gen > 0 {
 		_ = os.Rename(logPath, filepath.Join(w.dir, c.Spec.Name+".previous.log"))
 	}
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// What a restarted agent needs to adopt this start, written before
+	// it: the shim's state directory only ever describes this start.
+	run := w.runDir(c)
+	meta, err := json.Marshal(runMeta{Gen: c.Gen + 1, Env: env})
+	if err == nil {
+		err = errors.Join(os.RemoveAll(run), os.MkdirAll(run, 0o700))
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(run, "meta.json"), meta, 0o600)
+	}
 	if err != nil {
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return
@@ -290,25 +306,69 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 		Exec: runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
 			ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts"),
 			Dir: c.Spec.WorkingDir, Argv: argv},
-		Env: env, Log: logFile,
+		Env: env, Log: logPath, StateDir: run,
 	})
 	if err != nil {
-		logFile.Close()
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return
 	}
 	c.Started(proc.Started)
-	c.proc, c.logPath, c.env = proc, logPath, env
+	w.follow(ctx, c, proc, env)
+	w.a.event(w.pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Spec.Name)
+	w.postStart(ctx, c)
+}
+
+// runMeta is what the agent keeps of a container start for adoption.
+type runMeta struct {
+	Gen int      `json:"gen"`
+	Env []string `json:"env"`
+}
+
+func (w *podWorker) runDir(c *container) string  { return filepath.Join(w.dir, c.Spec.Name+".run") }
+func (w *podWorker) logPath(c *container) string { return filepath.Join(w.dir, c.Spec.Name+".log") }
+
+// follow takes a started (or adopted) process into the worker: its exit
+// becomes an event, its probes run.
+func (w *podWorker) follow(ctx context.Context, c *container, proc *runtime.Process, env []string) {
+	c.proc, c.logPath, c.env = proc, w.logPath(c), env
 	gen := c.Gen
 	go func() {
 		<-proc.Done()
-		logFile.Close()
 		w.exits <- exitEvent{c: c, gen: gen, code: proc.ExitCode(), at: proc.Started}
 	}()
 	w.publish()
-	w.a.event(w.pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Spec.Name)
-	w.postStart(ctx, c)
 	w.startProbes(ctx, c)
+}
+
+// adopt takes over the containers an earlier run of the agent started
+// and that outlived it (their shims keep them), instead of starting them
+// again: a restarted agent does not interrupt its pods. Containers that
+// ended meanwhile report their exit as if it had just happened.
+func (w *podWorker) adopt(ctx context.Context) {
+	for _, c := range w.containers {
+		run := w.runDir(c)
+		data, err := os.ReadFile(filepath.Join(run, "meta.json"))
+		if err != nil {
+			continue
+		}
+		var meta runMeta
+		if json.Unmarshal(data, &meta) != nil {
+			continue
+		}
+		proc, err := runtime.Adopt(run)
+		if err != nil {
+			continue
+		}
+		var was corev1.ContainerStatus
+		for _, st := range slices.Concat(w.pod.Status.InitContainerStatuses, w.pod.Status.ContainerStatuses) {
+			if st.Name == c.Spec.Name {
+				was = st
+			}
+		}
+		c.Adopted(proc.Started, meta.Gen, was)
+		w.follow(ctx, c, proc, meta.Env)
+		w.log().Info("adopted a running container", "container", c.Spec.Name, "pid", proc.Pid())
+	}
 }
 
 // argv is the command of c: the image's entrypoint unless the container

@@ -106,6 +106,19 @@ func (c *Container) Started(at time.Time) {
 	c.listening = c.Spec.ReadinessProbe != nil || len(TCPPorts(&c.Spec)) == 0
 }
 
+// Adopted records a start the agent did not see (made by an earlier run
+// of the agent, whose container outlived it): start gen at at, with the
+// readiness the API last had for it, so a restart of the agent does not
+// take a serving container out of its Services.
+func (c *Container) Adopted(at time.Time, gen int, was corev1.ContainerStatus) {
+	c.Gen = gen
+	c.running, c.NextStart = true, time.Time{}
+	c.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}
+	c.startedOK.Store(c.Spec.StartupProbe == nil || (was.Started != nil && *was.Started))
+	c.readyOK = was.Ready
+	c.listening = was.Ready || c.Spec.ReadinessProbe != nil || len(TCPPorts(&c.Spec)) == 0
+}
+
 // Exited records the end of the current process (started at started).
 func (c *Container) Exited(code int, started, now time.Time) {
 	reason := "Completed"

@@ -4,66 +4,147 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Spec is one container process to start.
 type Spec struct {
 	Exec ExecOptions
 	Env  []string
-	// Log receives the process's output in the CRI log format that
-	// `kubectl logs` reads back.
-	Log io.Writer
+	// Log is the file that receives the process's output in the CRI log
+	// format that `kubectl logs` reads back.
+	Log string
+	// StateDir is this start's state, where its shim records the pid
+	// and the exit code; the caller makes it (empty) first.
+	StateDir string
 }
 
-// Process is a running container process.
+// Process is a running container process, watched through its shim.
 type Process struct {
-	cmd     *exec.Cmd
-	Started time.Time
-	done    chan struct{}
-	mu      sync.Mutex
-	exit    int
-	wg      sync.WaitGroup
+	pid, shim int
+	Started   time.Time
+	done      chan struct{}
+	mu        sync.Mutex
+	exit      int
 }
 
-// Start launches spec through `self internal pod-exec`.
+// startWait bounds how long a shim may take to start its container.
+const startWait = 10 * time.Second
+
+// Start launches spec under a shim of its own (`self internal
+// container-shim`), in a session of its own, so that the container
+// outlives this process.
 func Start(self string, spec Spec) (*Process, error) {
-	cmd := exec.Command(self, spec.Exec.Args()...)
+	shimLog, err := os.OpenFile(filepath.Join(spec.StateDir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer shimLog.Close()
+	cmd := exec.Command(self, ShimOptions{StateDir: spec.StateDir, Log: spec.Log, Exec: spec.Exec}.Args()...)
 	cmd.Env = spec.Env
-	cmd.SysProcAttr = SysProcAttr()
-	p := &Process{cmd: cmd, done: make(chan struct{})}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
+	cmd.Stdout, cmd.Stderr = shimLog, shimLog
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start container: %w", err)
+		return nil, fmt.Errorf("start container shim: %w", err)
 	}
-	p.Started = time.Now()
-	var logMu sync.Mutex
-	for stream, r := range map[string]io.Reader{"stdout": stdout, "stderr": stderr} {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			copyLog(spec.Log, &logMu, stream, r)
-		}()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }() // reap it while it is ours
+	deadline := time.After(startWait)
+	for {
+		if rec, err := readRecord(spec.StateDir); err == nil {
+			return watch(spec.StateDir, rec), nil
+		}
+		select {
+		case <-exited:
+			// It ended before recording a start: it could not start.
+			if rec, err := readRecord(spec.StateDir); err == nil {
+				return watch(spec.StateDir, rec), nil
+			}
+			code, _ := readExit(spec.StateDir)
+			log, _ := os.ReadFile(filepath.Join(spec.StateDir, "shim.log"))
+			return nil, fmt.Errorf("container shim exited with %d before starting the container: %s", code, strings.TrimSpace(string(log)))
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			return nil, fmt.Errorf("container shim did not start the container in %s", startWait)
+		case <-time.After(2 * time.Millisecond):
+		}
 	}
+}
+
+// Adopt finds the container a shim started from stateDir, running or
+// finished (a restarted agent picking up its containers). It fails when
+// stateDir never had a started container.
+func Adopt(stateDir string) (*Process, error) {
+	rec, err := readRecord(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	return watch(stateDir, rec), nil
+}
+
+// Kill ends the container a shim started from stateDir, if it runs: for
+// pods that were deleted while the agent was away.
+func Kill(stateDir string) {
+	rec, err := readRecord(stateDir)
+	if err != nil {
+		return
+	}
+	if isShimOf(rec.shim, stateDir) {
+		_ = syscall.Kill(-rec.pid, syscall.SIGKILL)
+		_ = syscall.Kill(rec.shim, syscall.SIGKILL)
+	}
+}
+
+// watch follows the shim of rec until it exits, then reads the exit code
+// it recorded (137: the shim was killed, and its container with it).
+func watch(dir string, rec shimRecord) *Process {
+	p := &Process{pid: rec.pid, shim: rec.shim, Started: rec.started, done: make(chan struct{})}
 	go func() {
-		p.wg.Wait() // output first, so Wait's caller sees it all
-		err := cmd.Wait()
+		waitGone(rec.shim, dir)
+		code, ok := readExit(dir)
+		if !ok {
+			code = 128 + int(syscall.SIGKILL)
+		}
 		p.mu.Lock()
-		p.exit = exitCode(cmd, err)
+		p.exit = code
 		p.mu.Unlock()
 		close(p.done)
 	}()
-	return p, nil
+	return p
+}
+
+// waitGone returns once the shim pid has exited. A pidfd makes that
+// exact; a pid that is another program's by now (no exit recorded but a
+// process that is no shim of dir) counts as gone.
+func waitGone(pid int, dir string) {
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		defer unix.Close(fd)
+		if isShimOf(pid, dir) {
+			for {
+				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+					return
+				}
+			}
+		}
+		return
+	}
+	for isShimOf(pid, dir) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func isShimOf(pid int, dir string) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(cmdline), "container-shim") && strings.Contains(string(cmdline), dir)
 }
 
 // copyLog writes lines as "<RFC3339Nano> <stream> F <line>".
@@ -87,8 +168,8 @@ func exitCode(cmd *exec.Cmd, err error) int {
 	return cmd.ProcessState.ExitCode()
 }
 
-// Pid is the process id.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+// Pid is the container's process id.
+func (p *Process) Pid() int { return p.pid }
 
 // Done is closed when the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
@@ -103,7 +184,7 @@ func (p *Process) ExitCode() int {
 // Stop sends SIGTERM to the container's process group and SIGKILL after
 // grace, as kubelet does; it returns once the process is gone.
 func (p *Process) Stop(grace time.Duration) {
-	pgid := -p.cmd.Process.Pid
+	pgid := -p.pid
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
 	select {
 	case <-p.done:

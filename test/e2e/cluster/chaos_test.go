@@ -31,8 +31,9 @@ type fault struct {
 	name string
 	// dataPath: HTTP requests through the Services must not fail.
 	dataPath bool
-	// dns: lookups must not fail.
-	dns bool
+	// dns: lookups must not fail (dnsBudget: at most this share may).
+	dns       bool
+	dnsBudget float64
 	// do breaks something and returns how to tell it recovered.
 	do func(t *testing.T) (recovered func() bool)
 }
@@ -223,7 +224,11 @@ func TestFaultsUnderLoad(t *testing.T) {
 				return restarted(old, proxyOf("node-1")...)() && c.healthz("svcnet-"+c.name+"-node-1", "http://172.18.0.11:10256/healthz")
 			}
 		}},
-		{name: "one DNS replica", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
+		// A lookup sent to the replica between its death and every proxy
+		// dropping it is refused; its retry picks a replica at random
+		// again. The window is the agent's exit notice, the endpoint
+		// update and a proxy sync: well under 1 % of lookups at 20/s.
+		{name: "one DNS replica", dataPath: true, dns: true, dnsBudget: 0.01, do: func(t *testing.T) func() bool {
 			killOne(t, "a DNS replica", " dns ", state+"/in-cluster/dns.kubeconfig")
 			time.Sleep(time.Second) // its pod to be seen not ready before waiting for both
 			return readyPods("k8s-app=kube-dns", "kube-system", 2)
@@ -338,7 +343,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 		}
 		sent, failed, kinds := loadgen.Count(dnsOutcomes, w.from, w.to)
 		cells = append(cells, cell(sent, failed, kinds))
-		if w.f.dns && failed > 0 {
+		if w.f.dns && float64(failed) > w.f.dnsBudget*float64(sent) {
 			t.Errorf("%s: %d of %d DNS lookups failed: %v", w.f.name, failed, sent, kinds)
 		}
 		ws, wf, _ := loadgen.Count(append(slices.Clone(writeOutcomes), allocOutcomes...), w.from, w.to)

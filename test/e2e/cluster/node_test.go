@@ -109,10 +109,12 @@ spec:
 	if out := k.MustRun("", "logs", "crasher", "--previous"); !strings.Contains(out, "crashing") {
 		t.Errorf("logs --previous: %q", out)
 	}
-	out, _, _ := k.Run("", "get", "pods")
-	if !strings.Contains(out, "CrashLoopBackOff") && !strings.Contains(out, "Error") {
-		t.Errorf("kubectl get pods does not show the crash loop:\n%s", out)
-	}
+	// Between two crashes the container runs for a moment: the crash
+	// loop shows most of the time, not every instant.
+	c.until("kubectl get pods to show the crash loop", 30*time.Second, func() bool {
+		out, _, _ := k.Run("", "get", "pods", "crasher")
+		return strings.Contains(out, "CrashLoopBackOff") || strings.Contains(out, "Error")
+	})
 	// Logs and exec, like on any cluster.
 	c.until("stubborn running", time.Minute, func() bool { return phase("stubborn") == "Running" })
 	if out := k.MustRun("", "logs", "stubborn"); !strings.Contains(out, "started") {

@@ -1,0 +1,135 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A container's process is the child of a shim (`svcnet internal
+// container-shim`), as containerd keeps a shim per container: the shim
+// runs in a session of its own, so the node agent can die, be restarted
+// and find its containers still running, serving their Services. The
+// shim writes the container's output to its log, and into its state
+// directory:
+//
+//	pid    "<container pid> <shim pid> <start time, unix ns>", once started
+//	exit   the exit code (128+signal when killed), once it has exited
+const (
+	pidFile  = "pid"
+	exitFile = "exit"
+)
+
+// ShimOptions is what a shim runs: one container process.
+type ShimOptions struct {
+	StateDir string // the container start's state, created by the agent
+	Log      string // its CRI log
+	Exec     ExecOptions
+}
+
+// Args encodes o as the arguments of `svcnet internal container-shim`.
+func (o ShimOptions) Args() []string {
+	return append([]string{"internal", "container-shim", "--state", o.StateDir, "--log", o.Log, "--"}, o.Exec.Args()...)
+}
+
+// RunShim is the shim: it starts `self podExecArgs...` (the container,
+// entering its pod), copies its output to the log, records its pid and
+// then its exit code, and returns when it has exited. The container dies
+// with the shim (its parent-death signal).
+func RunShim(self, stateDir, logPath string, podExecArgs []string) error {
+	// The agent stops a container through its process group; the shim
+	// has nothing to stop for but its container's end.
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return writeExit(stateDir, 128, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(self, podExecArgs...)
+	cmd.Env = os.Environ()
+	cmd.SysProcAttr = SysProcAttr()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return writeExit(stateDir, 128, err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return writeExit(stateDir, 128, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return writeExit(stateDir, 128, err)
+	}
+	started := time.Now()
+	record := fmt.Sprintf("%d %d %d", cmd.Process.Pid, os.Getpid(), started.UnixNano())
+	if err := writeAtomic(filepath.Join(stateDir, pidFile), record); err != nil {
+		_ = cmd.Process.Kill()
+	}
+	var logMu sync.Mutex
+	var wg sync.WaitGroup
+	for stream, r := range map[string]io.Reader{"stdout": stdout, "stderr": stderr} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copyLog(logf, &logMu, stream, r)
+		}()
+	}
+	wg.Wait() // output first, so readers of the log see it all at exit
+	werr := cmd.Wait()
+	return writeExit(stateDir, exitCode(cmd, werr), nil)
+}
+
+func writeExit(dir string, code int, cause error) error {
+	err := writeAtomic(filepath.Join(dir, exitFile), strconv.Itoa(code))
+	return errors.Join(cause, err)
+}
+
+func writeAtomic(path, data string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// shimRecord is a parsed pid file.
+type shimRecord struct {
+	pid, shim int
+	started   time.Time
+}
+
+func readRecord(dir string) (shimRecord, error) {
+	data, err := os.ReadFile(filepath.Join(dir, pidFile))
+	if err != nil {
+		return shimRecord{}, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 3 {
+		return shimRecord{}, fmt.Errorf("%s: malformed pid file %q", dir, data)
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	shim, err2 := strconv.Atoi(f[1])
+	ns, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return shimRecord{}, fmt.Errorf("%s: malformed pid file: %w", dir, err)
+	}
+	return shimRecord{pid: pid, shim: shim, started: time.Unix(0, ns)}, nil
+}
+
+// readExit returns the recorded exit code, or false while there is none.
+func readExit(dir string) (int, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, exitFile))
+	if err != nil {
+		return 0, false
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	return code, err == nil
+}
