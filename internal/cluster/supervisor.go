@@ -290,6 +290,9 @@ func (s *supervisor) shutdown() {
 			<-r.done
 		}
 	}
+	// Containers outlive their agents (shims of their own session): end
+	// everything still running in the cluster's namespaces first.
+	killInNamespaces(NetnsPrefix(s.opts.Name))
 	if err := Destroy(s.opts.Name); err != nil {
 		slog.Error("remove network", "err", err)
 	}

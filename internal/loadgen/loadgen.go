@@ -111,64 +111,43 @@ func run(ctx context.Context, t Target) Result {
 		inflight = max(t.Rate, 1)
 	}
 	client := &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{DisableKeepAlives: true, DialContext: t.Dial,
-			ResponseHeaderTimeout: timeout, MaxConnsPerHost: 0},
+		Timeout:   timeout,
+		Transport: &http.Transport{DisableKeepAlives: true, DialContext: t.Dial, ResponseHeaderTimeout: timeout},
 	}
-	res := Result{Name: t.Name, Errors: map[string]int{}, Answers: map[string]int{}}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, inflight)
-	tick := time.NewTicker(time.Second / time.Duration(max(t.Rate, 1)))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return res
-		case <-tick.C:
-		}
-		select {
-		case sem <- struct{}{}:
-		default:
-			// Every slot is waiting on a slow request: the request this
-			// tick would have sent counts as failed, not silently skipped.
+	answers := map[string]int{}
+	outcomes := Every(ctx, t.Rate, inflight, func() string {
+		body, kind := get(client, t.URL)
+		if kind == "" {
 			mu.Lock()
-			res.Sent++
-			res.fail("client saturated", time.Now())
-			if t.Timeline {
-				res.Outcomes = append(res.Outcomes, Outcome{At: time.Now(), Kind: "client saturated"})
-			}
+			answers[body]++
 			mu.Unlock()
-			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			at := time.Now()
-			body, kind := get(client, t.URL)
-			mu.Lock()
-			defer mu.Unlock()
-			res.Sent++
-			if t.Timeline {
-				res.Outcomes = append(res.Outcomes, Outcome{At: at, Kind: kind})
-			}
-			if kind != "" {
-				res.fail(kind, time.Now())
-				return
-			}
+		return kind
+	})
+	res := Result{Name: t.Name, Errors: map[string]int{}, Answers: answers}
+	for _, o := range outcomes {
+		res.Sent++
+		if o.Kind == "" {
 			res.OK++
-			res.Answers[body]++
-		}()
+		} else {
+			res.fail(o.Kind, o.At)
+		}
 	}
+	if t.Timeline {
+		res.Outcomes = outcomes
+	}
+	return res
 }
 
 func (r *Result) fail(kind string, at time.Time) {
 	r.Errors[kind]++
-	if r.First.IsZero() {
+	if r.First.IsZero() || at.Before(r.First) {
 		r.First = at
 	}
-	r.Last = at
+	if at.After(r.Last) {
+		r.Last = at
+	}
 }
 
 // get fetches url and returns the body, or the kind of failure.

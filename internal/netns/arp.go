@@ -60,4 +60,9 @@ func GratuitousARPFrame(mac net.HardwareAddr, ip netip.Addr) []byte {
 	return append(f, a[:]...)
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
+// htons is v in network byte order, as the socket calls take it.
+func htons(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
+}

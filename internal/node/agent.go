@@ -207,8 +207,14 @@ func (a *Agent) cleanupStale(store cache.Store) {
 	for _, o := range store.List() {
 		live[string(o.(*corev1.Pod).UID)] = true
 	}
+	// A pod bound since the list was taken has a worker already.
+	gone := func(uid string) bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return !live[uid] && a.workers[types.UID(uid)] == nil
+	}
 	for _, uid := range a.net.Owners() {
-		if !live[uid] {
+		if gone(uid) {
 			slog.Info("removing the sandbox of a pod that is gone", "uid", uid)
 			a.killContainers(uid)
 			a.net.Teardown(uid)
@@ -218,7 +224,7 @@ func (a *Agent) cleanupStale(store cache.Store) {
 	// deleted meanwhile end here, sandbox or not.
 	dirs, _ := os.ReadDir(filepath.Join(a.cfg.StateDir, "pods"))
 	for _, d := range dirs {
-		if !live[d.Name()] {
+		if gone(d.Name()) {
 			a.killContainers(d.Name())
 			_ = os.RemoveAll(filepath.Join(a.cfg.StateDir, "pods", d.Name()))
 		}

@@ -136,9 +136,17 @@ func (w *podWorker) run(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		if w.pod.DeletionTimestamp != nil {
+			if !w.adopted && !terminal {
+				// Deleted while the agent was away: stop what an earlier
+				// run left running, hooks and grace included.
+				w.ensureSandbox(ctx)
+			}
 			grace := w.gracePeriod()
-			if d := drainDelay(w.pod, w.a.selectingServices(w.pod), w.endpointDrainDelay(), grace); d > 0 {
-				time.Sleep(d)
+			if d := drainDelay(w.pod, w.a.selectingServices(w.pod), w.endpointDrainDelay(), grace); d > 0 && w.anyRunning() {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+				}
 				grace -= d
 			}
 			w.terminate(grace)
@@ -156,7 +164,9 @@ func (w *podWorker) run(ctx context.Context) {
 		timer.Reset(w.state.NextWake(time.Now(), w.sandboxErr != ""))
 		select {
 		case <-ctx.Done():
-			w.terminate(2 * time.Second)
+			// The agent stops; its containers do not (their shims keep
+			// them, as containers outlive kubelet): the next run adopts
+			// them. Their probes end with ctx.
 			return
 		case <-w.gone:
 			w.terminate(w.gracePeriod())
@@ -171,6 +181,10 @@ func (w *podWorker) run(ctx context.Context) {
 		case <-timer.C:
 		}
 	}
+}
+
+func (w *podWorker) anyRunning() bool {
+	return slices.ContainsFunc(w.containers, func(c *container) bool { return c.Running() })
 }
 
 func (w *podWorker) container(name string) *container {
@@ -209,27 +223,37 @@ func (w *podWorker) gracePeriod() time.Duration {
 
 // reconcile sets up the sandbox and starts the containers that are due.
 func (w *podWorker) reconcile(ctx context.Context) {
+	if !w.ensureSandbox(ctx) {
+		return
+	}
+	for _, c := range w.state.Due(w.pod.Spec.RestartPolicy, time.Now()) {
+		w.start(ctx, w.container(c.Spec.Name))
+	}
+}
+
+// ensureSandbox sets up (or finds) the pod's network and files, and the
+// first time adopts the containers an earlier run of the agent left
+// running; it reports whether the sandbox is there.
+func (w *podWorker) ensureSandbox(ctx context.Context) bool {
 	if !w.ip.IsValid() {
 		ip, ns, err := w.a.net.Setup(string(w.uid))
 		if err != nil {
 			w.sandboxErr = err.Error()
 			w.log().Warn("pod sandbox failed", "err", err)
-			return
+			return false
 		}
 		w.sandboxErr, w.ip, w.netns = "", ip, ns
 		if err := w.writeFiles(); err != nil {
 			w.sandboxErr = err.Error()
 			w.ip = netip.Addr{}
-			return
+			return false
 		}
 		if !w.adopted {
 			w.adopted = true
 			w.adopt(ctx)
 		}
 	}
-	for _, c := range w.state.Due(w.pod.Spec.RestartPolicy, time.Now()) {
-		w.start(ctx, w.container(c.Spec.Name))
-	}
+	return true
 }
 
 func (w *podWorker) writeFiles() error {
@@ -291,7 +315,8 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 	// What a restarted agent needs to adopt this start, written before
 	// it: the shim's state directory only ever describes this start.
 	run := w.runDir(c)
-	meta, err := json.Marshal(runMeta{Gen: c.Gen + 1, Env: env})
+	runtime.Kill(run) // a shim an earlier run started as it died, unrecorded
+	meta, err := json.Marshal(runMeta{Gen: c.Gen + 1})
 	if err == nil {
 		err = errors.Join(os.RemoveAll(run), os.MkdirAll(run, 0o700))
 	}
@@ -318,10 +343,10 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 	w.postStart(ctx, c)
 }
 
-// runMeta is what the agent keeps of a container start for adoption.
+// runMeta is what the agent keeps of a container start for adoption
+// (its environment is the runtime's).
 type runMeta struct {
-	Gen int      `json:"gen"`
-	Env []string `json:"env"`
+	Gen int `json:"gen"`
 }
 
 func (w *podWorker) runDir(c *container) string  { return filepath.Join(w.dir, c.Spec.Name+".run") }
@@ -359,6 +384,7 @@ func (w *podWorker) adopt(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		env, _ := runtime.Env(run)
 		var was corev1.ContainerStatus
 		for _, st := range slices.Concat(w.pod.Status.InitContainerStatuses, w.pod.Status.ContainerStatuses) {
 			if st.Name == c.Spec.Name {
@@ -366,7 +392,18 @@ func (w *podWorker) adopt(ctx context.Context) {
 			}
 		}
 		c.Adopted(proc.Started, meta.Gen, was)
-		w.follow(ctx, c, proc, meta.Env)
+		if code, done := runtime.Finished(run); done {
+			// It ended while the agent was away: report the end, never a
+			// run that is not there (a finished init container stays
+			// finished; a crashed one backs off).
+			c.env = env
+			c.Exited(code, proc.Started, time.Now())
+			if c.ShouldRestart(w.pod.Spec.RestartPolicy) {
+				c.ScheduleRestart(w.pod.Name, time.Now())
+			}
+			continue
+		}
+		w.follow(ctx, c, proc, env)
 		w.log().Info("adopted a running container", "container", c.Spec.Name, "pid", proc.Pid())
 	}
 }
@@ -421,7 +458,9 @@ func (w *podWorker) stopPlan(c *container) stopPlan {
 }
 
 // postStart runs c's postStart hook beside it; a failed hook kills the
-// container, which then restarts by the pod's policy, as in kubelet.
+// container, which then restarts by the pod's policy, as in kubelet
+// (which, unlike here, also holds the container's Running state and the
+// next container until the hook is done).
 func (w *podWorker) postStart(ctx context.Context, c *container) {
 	lc := c.Spec.Lifecycle
 	if lc == nil || lc.PostStart == nil {
@@ -540,6 +579,7 @@ func (w *podWorker) teardownNetwork() {
 // kubelet does once its containers have stopped.
 func (w *podWorker) finishDeletion(ctx context.Context) {
 	w.teardownNetwork()
+	w.a.net.Teardown(string(w.uid)) // also a sandbox this run never set up
 	_ = os.RemoveAll(w.dir)
 	uid := w.uid
 	zero := int64(0)

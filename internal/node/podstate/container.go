@@ -114,9 +114,13 @@ func (c *Container) Adopted(at time.Time, gen int, was corev1.ContainerStatus) {
 	c.Gen = gen
 	c.running, c.NextStart = true, time.Time{}
 	c.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}
-	c.startedOK.Store(c.Spec.StartupProbe == nil || (was.Started != nil && *was.Started))
-	c.readyOK = was.Ready
-	c.listening = was.Ready || c.Spec.ReadinessProbe != nil || len(TCPPorts(&c.Spec)) == 0
+	// Only what the API said of this very start counts: the agent may
+	// have died before reporting it, and the last report was of the one
+	// before.
+	same := was.ContainerID == c.ID() && was.State.Running != nil
+	c.startedOK.Store(c.Spec.StartupProbe == nil || (same && was.Started != nil && *was.Started))
+	c.readyOK = same && was.Ready
+	c.listening = c.readyOK || c.Spec.ReadinessProbe != nil || len(TCPPorts(&c.Spec)) == 0
 }
 
 // Exited records the end of the current process (started at started).

@@ -264,3 +264,43 @@ func TestTCPPorts(t *testing.T) {
 		t.Errorf("TCPPorts %v", got)
 	}
 }
+
+// TestAdopted: a container an earlier run of the agent started keeps the
+// readiness the API had for that very start, and no other.
+func TestAdopted(t *testing.T) {
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}}
+	withProbe := spec("c", 8080)
+	withProbe.ReadinessProbe = probe
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	cases := []struct {
+		name string
+		spec corev1.Container
+		was  corev1.ContainerStatus
+		want bool
+	}{
+		{"ready in the API, same start", withProbe, corev1.ContainerStatus{Name: "c", ContainerID: "svcnet://c-3", State: running, Ready: true}, true},
+		{"the API's report is of the start before", withProbe, corev1.ContainerStatus{Name: "c", ContainerID: "svcnet://c-2", State: running, Ready: true}, false},
+		{"never reported", withProbe, corev1.ContainerStatus{}, false},
+		{"no probe, no ports: ready anyway", spec("c"), corev1.ContainerStatus{}, true},
+		{"no probe, a port, reported ready", spec("c", 80), corev1.ContainerStatus{Name: "c", ContainerID: "svcnet://c-3", State: running, Ready: true}, true},
+		{"no probe, a port, not reported", spec("c", 80), corev1.ContainerStatus{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewContainer(tc.spec, false)
+			c.Adopted(t0, 3, tc.was)
+			if !c.Running() || c.Gen != 3 || c.ID() != "svcnet://c-3" {
+				t.Fatalf("adopted: running %v gen %d", c.Running(), c.Gen)
+			}
+			if got := c.Ready(); got != tc.want {
+				t.Errorf("ready %v, want %v", got, tc.want)
+			}
+			// Its next start counts on from the adopted one.
+			c.Exited(1, t0, t0.Add(time.Second))
+			c.Started(t0)
+			if c.Gen != 4 {
+				t.Errorf("next start gen %d", c.Gen)
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/node/podstate"
 )
@@ -99,9 +100,9 @@ func (p *Prober) Run(ctx context.Context) {
 		var now *bool
 		switch {
 		case ok && successes >= int(max(pr.SuccessThreshold, 1)):
-			now = ptrBool(true)
+			now = ptr.To(true)
 		case !ok && failures >= int(max(pr.FailureThreshold, 1)):
-			now = ptrBool(false)
+			now = ptr.To(false)
 		}
 		if now != nil && (verdict == nil || *verdict != *now) {
 			verdict = now
@@ -122,8 +123,6 @@ func (p *Prober) Run(ctx context.Context) {
 		}
 	}
 }
-
-func ptrBool(b bool) *bool { return &b }
 
 // once runs the probe one time.
 func (p *Prober) once(ctx context.Context) (bool, string) {

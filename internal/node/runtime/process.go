@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,13 +44,16 @@ const startWait = 10 * time.Second
 // container-shim`), in a session of its own, so that the container
 // outlives this process.
 func Start(self string, spec Spec) (*Process, error) {
+	if err := os.WriteFile(filepath.Join(spec.StateDir, envFile), []byte(strings.Join(spec.Env, "\x00")), 0o600); err != nil {
+		return nil, err
+	}
 	shimLog, err := os.OpenFile(filepath.Join(spec.StateDir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer shimLog.Close()
 	cmd := exec.Command(self, ShimOptions{StateDir: spec.StateDir, Log: spec.Log, Exec: spec.Exec}.Args()...)
-	cmd.Env = spec.Env
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	cmd.Stdout, cmd.Stderr = shimLog, shimLog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -90,16 +94,20 @@ func Adopt(stateDir string) (*Process, error) {
 	return watch(stateDir, rec), nil
 }
 
-// Kill ends the container a shim started from stateDir, if it runs: for
-// pods that were deleted while the agent was away.
+// Kill ends whatever runs from stateDir: the container its shim
+// recorded, and any shim of stateDir, recorded or not (one that an agent
+// started just before it died, before the shim wrote its pid). For pods
+// deleted while the agent was away, and before a start reuses stateDir.
+// The container dies with its shim (its parent-death signal).
 func Kill(stateDir string) {
-	rec, err := readRecord(stateDir)
-	if err != nil {
-		return
-	}
-	if isShimOf(rec.shim, stateDir) {
+	if rec, err := readRecord(stateDir); err == nil && isShimOf(rec.shim, stateDir) {
 		_ = syscall.Kill(-rec.pid, syscall.SIGKILL)
-		_ = syscall.Kill(rec.shim, syscall.SIGKILL)
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && isShimOf(pid, stateDir) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 
@@ -127,12 +135,14 @@ func watch(dir string, rec shimRecord) *Process {
 func waitGone(pid int, dir string) {
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 		defer unix.Close(fd)
-		if isShimOf(pid, dir) {
-			for {
-				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-				if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-					return
-				}
+		for isShimOf(pid, dir) {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, -1)
+			if err == nil && n > 0 {
+				return // readable: it exited
+			}
+			if err != nil && err != unix.EINTR {
+				time.Sleep(50 * time.Millisecond) // and look again
 			}
 		}
 		return
@@ -144,7 +154,7 @@ func waitGone(pid int, dir string) {
 
 func isShimOf(pid int, dir string) bool {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && strings.Contains(string(cmdline), "container-shim") && strings.Contains(string(cmdline), dir)
+	return err == nil && strings.Contains(string(cmdline), "\x00container-shim\x00--state\x00"+dir+"\x00")
 }
 
 // copyLog writes lines as "<RFC3339Nano> <stream> F <line>".
@@ -184,6 +194,11 @@ func (p *Process) ExitCode() int {
 // Stop sends SIGTERM to the container's process group and SIGKILL after
 // grace, as kubelet does; it returns once the process is gone.
 func (p *Process) Stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return // its process group may be someone else's by now
+	default:
+	}
 	pgid := -p.pid
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
 	select {

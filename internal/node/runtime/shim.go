@@ -22,9 +22,11 @@ import (
 // shim writes the container's output to its log, and into its state
 // directory:
 //
+//	env    the container's environment (NUL-separated), from the agent
 //	pid    "<container pid> <shim pid> <start time, unix ns>", once started
 //	exit   the exit code (128+signal when killed), once it has exited
 const (
+	envFile  = "env"
 	pidFile  = "pid"
 	exitFile = "exit"
 )
@@ -47,15 +49,22 @@ func (o ShimOptions) Args() []string {
 // with the shim (its parent-death signal).
 func RunShim(self, stateDir, logPath string, podExecArgs []string) error {
 	// The agent stops a container through its process group; the shim
-	// has nothing to stop for but its container's end.
-	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// has nothing to stop for but its container's end. Caught, not
+	// ignored: an ignored signal would stay ignored in the container.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	env, err := Env(stateDir)
+	if err != nil {
+		return writeExit(stateDir, 128, err)
+	}
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return writeExit(stateDir, 128, err)
 	}
 	defer logf.Close()
 	cmd := exec.Command(self, podExecArgs...)
-	cmd.Env = os.Environ()
+	// The container's environment is the container's alone: the shim
+	// itself (a Go program) runs with the agent's minimal one.
+	cmd.Env = env
 	cmd.SysProcAttr = SysProcAttr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -71,7 +80,10 @@ func RunShim(self, stateDir, logPath string, podExecArgs []string) error {
 	started := time.Now()
 	record := fmt.Sprintf("%d %d %d", cmd.Process.Pid, os.Getpid(), started.UnixNano())
 	if err := writeAtomic(filepath.Join(stateDir, pidFile), record); err != nil {
+		// Untracked, it must not run: the agent would start another.
 		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return writeExit(stateDir, 128+int(syscall.SIGKILL), fmt.Errorf("record the container's pid: %w", err))
 	}
 	var logMu sync.Mutex
 	var wg sync.WaitGroup
@@ -99,6 +111,24 @@ func writeAtomic(path, data string) error {
 	}
 	return os.Rename(tmp, path)
 }
+
+// Env reads the environment the agent gave a container start.
+func Env(stateDir string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, envFile))
+	if err != nil {
+		return nil, fmt.Errorf("container environment: %w", err)
+	}
+	var env []string
+	for kv := range strings.SplitSeq(string(data), "\x00") {
+		if kv != "" {
+			env = append(env, kv)
+		}
+	}
+	return env, nil
+}
+
+// Finished returns the exit code a start recorded, if it has ended.
+func Finished(stateDir string) (int, bool) { return readExit(stateDir) }
 
 // shimRecord is a parsed pid file.
 type shimRecord struct {

@@ -19,10 +19,6 @@ import (
 // `self internal pod-exec …` and the agent `self internal container-shim …`.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "internal" {
-		args := os.Args[3:]
-		if len(args) > 0 && args[0] == "--" {
-			args = args[1:]
-		}
 		switch os.Args[2] {
 		case "container-shim":
 			// --state DIR --log FILE -- pod-exec args…

@@ -238,14 +238,27 @@ func TestFaultsUnderLoad(t *testing.T) {
 			old := killOne(t, "the edge", parts...)
 			return restarted(old, parts...)
 		}},
-		{name: "node-2's agent", do: func(t *testing.T) func() bool {
+		{name: "node-2's agent", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
+			// Its containers outlive it and are adopted: the same starts,
+			// not restarts.
+			before := containerStarts(t, client, "node-2")
 			old := killOne(t, "node-2's agent", agentOf("node-2")...)
 			return func() bool {
-				return restarted(old, agentOf("node-2")...)() && nodeReady("node-2")() &&
-					readyPods("app=hostnames", "default", 3)() && readyPods("k8s-app=kube-dns", "kube-system", 2)()
+				if !restarted(old, agentOf("node-2")...)() || !nodeReady("node-2")() {
+					return false
+				}
+				// The restarted agent has seen every pod once its starts show.
+				after := containerStarts(t, client, "node-2")
+				for k, v := range before {
+					if after[k] != v {
+						t.Errorf("after the agent's restart, %s is %q, was %q: restarted, not adopted", k, after[k], v)
+						return true
+					}
+				}
+				return readyPods("app=hostnames", "default", 3)() && readyPods("k8s-app=kube-dns", "kube-system", 2)()
 			}
 		}},
-		{name: "node-2 frozen 30 s (agent and proxy stopped)", dataPath: false, do: func(t *testing.T) func() bool {
+		{name: "node-2 frozen 30 s (agent and proxy stopped)", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
 			pids := append(c.pidsWith(agentOf("node-2")...), c.pidsWith(proxyOf("node-2")...)...)
 			for _, p := range pids {
 				_ = syscall.Kill(p, syscall.SIGSTOP)
@@ -356,6 +369,22 @@ func TestFaultsUnderLoad(t *testing.T) {
 	if path := os.Getenv("SVCNET_CHAOS_REPORT"); path != "" {
 		_ = os.WriteFile(path, []byte(strings.Join(report, "\n")+"\n"), 0o644)
 	}
+}
+
+// containerStarts maps each container of the node's pods to its current
+// start (container ID and restart count).
+func containerStarts(t *testing.T, client kubernetes.Interface, node string) map[string]string {
+	pods, err := client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		for _, st := range p.Status.ContainerStatuses {
+			out[p.Namespace+"/"+p.Name+"/"+st.Name] = fmt.Sprintf("%s restarts=%d", st.ContainerID, st.RestartCount)
+		}
+	}
+	return out
 }
 
 // lookup asks the cluster DNS for name's A record from inside ns, once,

@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,6 +85,9 @@ func (c *localCluster) dumpLogs() {
 }
 
 func (c *localCluster) down() {
+	// The supervisor stops everything first, so that races on the way
+	// down are in the logs before down removes them.
+	c.stopSupervisor()
 	c.checkRaces()
 	if c.t.Failed() {
 		c.dumpLogs()
@@ -96,6 +101,22 @@ func (c *localCluster) down() {
 	}
 	if procs, _ := exec.Command("pgrep", "-af", c.home).CombinedOutput(); len(bytes.TrimSpace(procs)) > 0 {
 		c.t.Errorf("processes left after svcnet down: %q", procs)
+	}
+}
+
+// stopSupervisor asks the cluster's supervisor to stop (as down does)
+// and waits until it has.
+func (c *localCluster) stopSupervisor() {
+	data, err := os.ReadFile(filepath.Join(c.home, c.name, "supervisor.pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || syscall.Kill(pid, syscall.SIGTERM) != nil {
+		return
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil; {
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
