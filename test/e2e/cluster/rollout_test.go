@@ -7,7 +7,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,5 +195,70 @@ spec:
 	t.Logf("requests during kubectl rollout restart (3 replicas, 20/s per path):\n%s", strings.Join(report, "\n"))
 	if path := os.Getenv("SVCNET_ROLLOUT_REPORT"); path != "" {
 		_ = os.WriteFile(path, []byte(strings.Join(report, "\n")+"\n"), 0o644)
+	}
+}
+
+// TestAgentRestartKeepsPods: containers outlive their node agent. A
+// running pod keeps its process across a kill -9 of the agent (adopted,
+// not restarted); a pod deleted while the agent is away is stopped and
+// removed by the next run, process and sandbox included.
+func TestAgentRestartKeepsPods(t *testing.T) {
+	t.Parallel()
+	c := up(t, 1)
+	k := c.kubectl
+	pod := func(name string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers: [{name: c, image: host, command: [sleep, "%d"]}]
+`, name, 3000+len(name))
+	}
+	k.MustRun(pod("keeper")+"---\n"+pod("goner"), "apply", "-f", "-")
+	status := func(name, path string) string {
+		out, _, _ := k.Run("", "get", "pod", name, "-o", "jsonpath="+path)
+		return out
+	}
+	c.until("both running", time.Minute, func() bool {
+		return status("keeper", "{.status.phase}") == "Running" && status("goner", "{.status.phase}") == "Running"
+	})
+	keeperPids := c.pidsWith("sleep 3006", "!container-shim")
+	gonerPids := c.pidsWith("sleep 3005", "!container-shim")
+	if len(keeperPids) != 1 || len(gonerPids) != 1 {
+		t.Fatalf("container processes: keeper %v, goner %v", keeperPids, gonerPids)
+	}
+	keeperID := status("keeper", "{.status.containerStatuses[0].containerID}")
+	gonerIP := status("goner", "{.status.podIP}")
+
+	// The agent stops (as if cut off), the pod is deleted meanwhile, and
+	// the agent dies without a chance to clean up.
+	agent := agentPid(t, c, "node-1")
+	if err := syscall.Kill(agent, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	k.MustRun("", "delete", "pod", "goner", "--wait=false")
+	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.until("goner to be gone from the API", time.Minute, func() bool {
+		_, _, err := k.Run("", "get", "pod", "goner")
+		return err != nil
+	})
+	if left := c.pidsWith("sleep 3005", "!container-shim"); len(left) > 0 {
+		t.Errorf("the deleted pod's process is left running: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(c.home, c.name, "nodes", "node-1", "ipam", gonerIP)); err == nil {
+		t.Errorf("the deleted pod's address %s is still allocated", gonerIP)
+	}
+	// The other pod's container is the same process, the same start.
+	if now := c.pidsWith("sleep 3006", "!container-shim"); !slices.Equal(now, keeperPids) {
+		t.Errorf("keeper's process %v became %v across the agent's restart", keeperPids, now)
+	}
+	c.until("keeper reported by the new agent", 30*time.Second, func() bool {
+		return status("keeper", `{.status.conditions[?(@.type=="Ready")].status}`) == "True"
+	})
+	if id, restarts := status("keeper", "{.status.containerStatuses[0].containerID}"), status("keeper", "{.status.containerStatuses[0].restartCount}"); id != keeperID || restarts != "0" {
+		t.Errorf("keeper after the agent's restart: container %s (was %s), restarts %s", id, keeperID, restarts)
 	}
 }
