@@ -203,10 +203,13 @@ func TestRunIPTables(t *testing.T) {
 
 	// The health-check node port says one local endpoint.
 	waitFor(t, "the health-check node port", func() bool { return hc.addr(30900) != "" })
-	code, body := get("http://" + hc.addr(30900) + "/")
-	if code != 200 || !strings.Contains(body, `"localEndpoints": 1`) {
-		t.Errorf("health check: %d %s", code, body)
-	}
+	// The port opens as the service appears; its count follows.
+	var code int
+	var body string
+	waitFor(t, "the health check to count one local endpoint", func() bool {
+		code, body = get("http://" + hc.addr(30900) + "/")
+		return code == 200 && strings.Contains(body, `"localEndpoints": 1`)
+	})
 	if code, body := get("http://" + o.HealthzBindAddress + "/healthz"); code != 200 || !strings.Contains(body, "lastUpdated") {
 		t.Errorf("/healthz: %d %s", code, body)
 	}

@@ -129,6 +129,7 @@ func TestRolloutLosesNoRequest(t *testing.T) {
 		// As kubelet: SIGTERM as the pod leaves the endpoints. Reported,
 		// not asserted: what it loses depends on the race.
 		{"probe, exits at SIGTERM, no drain delay", probe, false},
+		{"no probe, exits at SIGTERM, no drain delay", "", false},
 	}
 	var report []string
 	for _, v := range variants {
