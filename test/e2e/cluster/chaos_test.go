@@ -87,23 +87,11 @@ func TestFaultsUnderLoad(t *testing.T) {
 	c.until("2 DNS pods ready", time.Minute, readyPods("k8s-app=kube-dns", "kube-system", 2))
 
 	clientNs, node2 := "svcnet-"+c.name+"-client", "svcnet-"+c.name+"-node-2"
-	dial := func(ns string) loadgen.Dialer {
-		return func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return netns.DialContext(ctx, ns, network, addr)
-		}
-	}
 	targets := []loadgen.Target{
-		{Name: "NodePort", URL: "http://172.18.0.11:8477/", Rate: 20, Dial: dial(clientNs), Timeline: true},
-		{Name: "LoadBalancer", URL: "http://" + lbIP + ":80/", Rate: 20, Dial: dial(clientNs), Timeline: true},
+		{Name: "NodePort", URL: "http://172.18.0.11:8477/", Rate: 20, Dial: nsDialer(clientNs), Timeline: true},
+		{Name: "LoadBalancer", URL: "http://" + lbIP + ":80/", Rate: 20, Dial: nsDialer(clientNs), Timeline: true},
 	}
-	for _, tg := range targets {
-		c.until(tg.Name+" to answer", 30*time.Second, func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-			defer cancel()
-			r := loadgen.Run(ctx, tg)[0]
-			return r.Sent > 0 && r.OK == r.Sent
-		})
-	}
+	c.untilAnswering(targets...)
 
 	// The load, for the whole test.
 	ctx, stop := context.WithCancel(context.Background())
@@ -456,14 +444,34 @@ func (c *localCluster) pidsWith(parts ...string) []int {
 
 // healthz reports whether url answers 200 from inside ns.
 func (c *localCluster) healthz(ns, url string) bool {
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return netns.DialContext(ctx, ns, network, addr)
-		}}}
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: nsDialer(ns)}}
 	resp, err := hc.Get(url)
 	if err != nil {
 		return false
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// nsDialer connects from inside the named network namespace.
+func nsDialer(ns string) loadgen.Dialer {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return netns.DialContext(ctx, ns, network, addr)
+	}
+}
+
+// untilAnswering waits until every target answers every request of a
+// short burst, before a measurement starts.
+func (c *localCluster) untilAnswering(targets ...loadgen.Target) {
+	c.t.Helper()
+	for _, tg := range targets {
+		c.until(tg.Name+" to answer", 30*time.Second, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			probe := tg
+			probe.Rate = 10
+			r := loadgen.Run(ctx, probe)[0]
+			return r.Sent > 0 && r.OK == r.Sent
+		})
+	}
 }

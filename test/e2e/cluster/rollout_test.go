@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/loadgen"
-	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/node/ipam"
 )
 
@@ -98,16 +96,11 @@ func TestRolloutLosesNoRequest(t *testing.T) {
 		return lbIP != ""
 	})
 	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
-	dialer := func(ns string) loadgen.Dialer {
-		return func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return netns.DialContext(ctx, ns, network, addr)
-		}
-	}
 	client, node2 := "svcnet-"+c.name+"-client", "svcnet-"+c.name+"-node-2"
 	targets := []loadgen.Target{
-		{Name: "ClusterIP", URL: "http://" + clusterIP + ":80/", Rate: 20, Dial: dialer(node2)},
-		{Name: "NodePort", URL: "http://172.18.0.11:8477/", Rate: 20, Dial: dialer(client)},
-		{Name: "LoadBalancer", URL: "http://" + lbIP + ":80/", Rate: 20, Dial: dialer(client)},
+		{Name: "ClusterIP", URL: "http://" + clusterIP + ":80/", Rate: 20, Dial: nsDialer(node2)},
+		{Name: "NodePort", URL: "http://172.18.0.11:8477/", Rate: 20, Dial: nsDialer(client)},
+		{Name: "LoadBalancer", URL: "http://" + lbIP + ":80/", Rate: 20, Dial: nsDialer(client)},
 	}
 	const probe = `
         readinessProbe:
@@ -155,16 +148,7 @@ spec:
 `, drain, v.template), "apply", "-f", "-")
 		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
 		// Every path answers before the measurement starts.
-		for _, tg := range targets {
-			c.until(tg.Name+" to answer", 30*time.Second, func() bool {
-				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-				defer cancel()
-				probe := tg
-				probe.Rate = 10
-				r := loadgen.Run(ctx, probe)[0]
-				return r.Sent > 0 && r.OK == r.Sent
-			})
-		}
+		c.untilAnswering(targets...)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		done := make(chan []loadgen.Result)
 		go func() { done <- loadgen.Run(ctx, targets...) }()
