@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +14,7 @@ import (
 func newAPIServerCommand() *cobra.Command {
 	o := apiserver.Defaults()
 	var alsoListen []string
+	var listenFD int
 	cmd := &cobra.Command{
 		Use:   "apiserver",
 		Short: "Serve the Kubernetes API, stored in etcd",
@@ -28,6 +31,15 @@ kube-apiserver.`,
 					return fmt.Errorf("--also-listen %w", err)
 				}
 				o.AlsoListen = append(o.AlsoListen, l)
+			}
+			if listenFD > 0 {
+				f := os.NewFile(uintptr(listenFD), "secure-port")
+				l, err := net.FileListener(f)
+				f.Close()
+				if err != nil {
+					return fmt.Errorf("--listen-fd %d: %w", listenFD, err)
+				}
+				o.Listener = l
 			}
 			s, err := apiserver.New(cmd.Context(), o)
 			if err != nil {
@@ -52,6 +64,7 @@ kube-apiserver.`,
 	f.IntVar(&o.Nodes.Port, "kubelet-port", 10250, "port of the node agents' logs and exec server")
 	f.BoolVar(&o.Nodes.Enabled, "kubelet-connection", false, "serve pods/log and pods/exec through node agents (mutual TLS from the cluster CA)")
 	f.StringVar(&o.Nodes.Netns, "kubelet-netns", "", "named network namespace in which node addresses are reachable")
+	f.IntVar(&listenFD, "listen-fd", 0, "serve the secure port on this inherited, already listening socket (svcnet up keeps the port across restarts)")
 	f.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs of the serving certificate")
 	return cmd
 }

@@ -63,6 +63,10 @@ type Options struct {
 	// (--etcd-compaction-interval, default 5m); older resourceVersions then
 	// answer 410 Gone.
 	EtcdCompactionInterval time.Duration
+	// Listener, when set, is the secure port already bound (by svcnet
+	// up's supervisor, which keeps it across restarts); SecurePort and
+	// BindAddress then only describe it.
+	Listener net.Listener
 }
 
 // Defaults returns Options with kube-apiserver's defaults.
@@ -112,8 +116,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if bind == nil {
 		return nil, fmt.Errorf("--bind-address %q is not an IP address", opts.BindAddress)
 	}
-	listener, port, err := genericoptions.CreateListener("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.SecurePort)), net.ListenConfig{})
-	if err != nil {
+	listener, port, err := opts.Listener, 0, error(nil)
+	if listener != nil {
+		a, ok := listener.Addr().(*net.TCPAddr)
+		if !ok {
+			return nil, fmt.Errorf("the inherited listener is not TCP: %v", listener.Addr())
+		}
+		port = a.Port
+	} else if listener, port, err = genericoptions.CreateListener("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.SecurePort)), net.ListenConfig{}); err != nil {
 		return nil, fmt.Errorf("cannot serve on %s:%d: %w", opts.BindAddress, opts.SecurePort, err)
 	}
 	if len(opts.AlsoListen) > 0 {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -30,6 +29,11 @@ type supervisor struct {
 	state State
 	self  string
 
+	// apiListener is the API server's port, held for the cluster's life
+	// and handed to every run of the API server: no other process can take
+	// the port between a pick and a bind, or during a restart.
+	apiListener *os.File
+
 	mu    sync.Mutex
 	procs []*proc
 }
@@ -38,6 +42,8 @@ type supervisor struct {
 type proc struct {
 	name string
 	argv []string
+	// files are inherited as descriptors 3, 4, …
+	files []*os.File
 	// cmd and done are the current run's, guarded by the supervisor's mu
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -87,18 +93,18 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.state.step("network: %d nodes on underlay %s, pods in %s, services in %s (%.1fs)",
 		len(s.plan.Nodes), s.plan.Underlay, s.plan.ClusterCIDR, s.plan.ServiceCIDR, time.Since(t0).Seconds())
 
-	port, err := s.apiPort()
+	port, err := s.listenAPI()
 	if err != nil {
 		return err
 	}
 	inCluster := netip.AddrPortFrom(s.plan.Gateway, APIPortInCluster)
 	args := []string{"apiserver", "--data-dir", s.state.APIServerDir(), "--bind-address", "127.0.0.1",
-		"--secure-port", strconv.Itoa(port), "--write-kubeconfig", s.state.Kubeconfig(),
+		"--secure-port", strconv.Itoa(port), "--listen-fd", "3", "--write-kubeconfig", s.state.Kubeconfig(),
 		"--also-listen", s.plan.UnderlayNetns() + "/" + inCluster.String(),
 		"--advertise-address", s.plan.Gateway.String(),
 		"--service-cluster-ip-range", s.opts.ServiceCIDR, "--service-node-port-range", s.opts.NodePortRange,
 		"--kubelet-connection", "--kubelet-netns", s.plan.UnderlayNetns()}
-	s.run("apiserver", append(args, s.opts.APIServerArgs...))
+	s.run("apiserver", append(args, s.opts.APIServerArgs...), s.apiListener)
 	if err := s.waitAPI(ctx, port); err != nil {
 		return err
 	}
@@ -192,24 +198,33 @@ func (s *supervisor) dnsIP() netip.Addr {
 	return a
 }
 
-func (s *supervisor) apiPort() (int, error) {
+// listenAPI binds the API server's port on loopback: --api-port, or
+// 6443 if free, or any free port.
+func (s *supervisor) listenAPI() (int, error) {
+	candidates := []int{6443, 0}
 	if s.opts.APIPort != 0 {
-		return s.opts.APIPort, nil
+		candidates = []int{s.opts.APIPort}
 	}
-	for _, p := range []int{6443, 0} {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err == nil {
-			port := l.Addr().(*net.TCPAddr).Port
-			l.Close()
-			return port, nil
+	var err error
+	for _, p := range candidates {
+		var l net.Listener
+		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
+			continue
 		}
+		f, ferr := l.(*net.TCPListener).File()
+		l.Close() // f is a duplicate that keeps the socket open
+		if ferr != nil {
+			return 0, fmt.Errorf("API server port: %w", ferr)
+		}
+		s.apiListener = f
+		return l.Addr().(*net.TCPAddr).Port, nil
 	}
-	return 0, errors.New("no free port for the API server")
+	return 0, fmt.Errorf("no port for the API server: %w", err)
 }
 
 // run starts a supervised process and restarts it when it dies.
-func (s *supervisor) run(name string, args []string) {
-	p := &proc{name: name, argv: append([]string{s.self}, args...)}
+func (s *supervisor) run(name string, args []string, files ...*os.File) {
+	p := &proc{name: name, argv: append([]string{s.self}, args...), files: files}
 	s.mu.Lock()
 	s.procs = append(s.procs, p)
 	s.mu.Unlock()
@@ -252,6 +267,7 @@ func (s *supervisor) launch(p *proc) (<-chan struct{}, error) {
 	}
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = p.files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -295,6 +311,9 @@ func (s *supervisor) shutdown() {
 	killInNamespaces(NetnsPrefix(s.opts.Name))
 	if err := Destroy(s.opts.Name); err != nil {
 		slog.Error("remove network", "err", err)
+	}
+	if s.apiListener != nil {
+		s.apiListener.Close()
 	}
 	_ = os.Remove(s.state.pidFile())
 }

@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,7 +74,10 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 	start := time.Now()
 	err = follow(ctx, st, cmd.Process.Pid, out)
 	if err != nil {
-		fmt.Fprintf(out, "Cluster %q failed: %v\nLogs are in %s; removing the cluster.\n", opts.Name, err, st.path("logs"))
+		fmt.Fprintf(out, "Cluster %q failed: %v\n", opts.Name, err)
+		// The logs go with the cluster: their ends are what is left.
+		printLogTails(out, st.path("logs"), 12)
+		fmt.Fprintf(out, "Removing the cluster.\n")
 		_ = Down(opts.Name, io.Discard)
 		return err
 	}
@@ -217,6 +223,26 @@ func killInNamespaces(prefix string) {
 		var st syscall.Stat_t
 		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && inodes[st.Ino] {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// printLogTails prints the last n lines of each non-empty log in dir.
+func printLogTails(out io.Writer, dir string, n int) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	sort.Strings(logs)
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil || len(bytes.TrimSpace(data)) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > n {
+			lines = lines[len(lines)-n:]
+		}
+		fmt.Fprintf(out, "--- %s (last %d lines)\n", filepath.Base(l), len(lines))
+		for _, line := range lines {
+			fmt.Fprintf(out, "    %s\n", line)
 		}
 	}
 }

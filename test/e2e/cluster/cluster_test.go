@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,15 +39,9 @@ func up(t *testing.T, nodes int, extra ...string) *localCluster {
 	}
 	c := &localCluster{t: t, name: fmt.Sprintf("e2e%d", rand.IntN(1e6)), home: t.TempDir(), bin: framework.Binary(t)}
 	t.Cleanup(c.down)
-	// A port of its own: clusters of parallel tests run side by side.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	args := append([]string{"up", "--name", c.name, "--nodes", fmt.Sprint(nodes), "--service-node-port-range", "8000-32767",
-		"--api-port", fmt.Sprint(port)}, extra...)
+	// No --api-port: up takes 6443 or, when another cluster of a parallel
+	// test has it, any free port, and holds it (no pick-then-bind race).
+	args := append([]string{"up", "--name", c.name, "--nodes", fmt.Sprint(nodes), "--service-node-port-range", "8000-32767"}, extra...)
 	out, err := c.svcnet(args...)
 	if err != nil {
 		c.dumpLogs()
