@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"time"
 
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
 	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
@@ -51,10 +52,13 @@ type Options struct {
 	AdvertiseAddress string   // --advertise-address: address of default/kubernetes endpoints
 	WriteKubeconfig  string   // admin kubeconfig path
 	EtcdServers      []string // --etcd-servers; empty = embedded etcd
-	ServiceCIDR      string   // --service-cluster-ip-range
-	NodePortRange    string   // --service-node-port-range
-	TokenAuthFile    string   // --token-auth-file; default: generated in DataDir
-	TLSSANs          []string // extra names and addresses of the serving certificate
+	// EtcdCAFile, EtcdCertFile, EtcdKeyFile secure the connection to an
+	// external etcd (--etcd-cafile, --etcd-certfile, --etcd-keyfile).
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	ServiceCIDR                           string   // --service-cluster-ip-range
+	NodePortRange                         string   // --service-node-port-range
+	TokenAuthFile                         string   // --token-auth-file; default: generated in DataDir
+	TLSSANs                               []string // extra names and addresses of the serving certificate
 	// AlsoListen are extra addresses inside network namespaces.
 	AlsoListen []NetnsListen
 	// Nodes say how to reach node agents for pods/log and pods/exec.
@@ -63,6 +67,16 @@ type Options struct {
 	// (--etcd-compaction-interval, default 5m); older resourceVersions then
 	// answer 410 Gone.
 	EtcdCompactionInterval time.Duration
+	// EncryptionProviderConfig is an EncryptionConfiguration file
+	// (--encryption-provider-config): how resources are encrypted at rest.
+	EncryptionProviderConfig string
+	// Audit is kube-apiserver's audit options (--audit-log-path,
+	// --audit-policy-file, …); nil records nothing.
+	Audit *genericoptions.AuditOptions
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the
+	// requests served at once (kube-apiserver's flags and defaults, 400
+	// and 200); more get 429 with Retry-After.
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 	// Listener, when set, is the secure port already bound (by svcnet
 	// up's supervisor, which keeps it across restarts); SecurePort and
 	// BindAddress then only describe it.
@@ -78,6 +92,10 @@ func Defaults() Options {
 		SecurePort:    6443,
 		ServiceCIDR:   "10.96.0.0/12",
 		NodePortRange: "30000-32767",
+		Audit:         genericoptions.NewAuditOptions(),
+
+		MaxRequestsInFlight:         400,
+		MaxMutatingRequestsInFlight: 200,
 	}
 }
 
@@ -173,13 +191,28 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 
 	endpoints := opts.EtcdServers
+	etcdCA, etcdCert, etcdKey := opts.EtcdCAFile, opts.EtcdCertFile, opts.EtcdKeyFile
 	if len(endpoints) == 0 {
-		s.etcd, err = etcd.Start(ctx, filepath.Join(opts.DataDir, "etcd"))
+		if etcdCA != "" || etcdCert != "" || etcdKey != "" {
+			listener.Close()
+			return nil, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile are for --etcd-servers; the embedded etcd has certificates of its own")
+		}
+		f, err := pki.EnsureEtcd(s.PKIDir)
+		if err != nil {
+			listener.Close()
+			return nil, err
+		}
+		s.etcd, err = etcd.Start(ctx, filepath.Join(opts.DataDir, "etcd"),
+			etcd.TLS{CA: f.CA, ServerCert: f.ServerCert, ServerKey: f.ServerKey, PeerCert: f.PeerCert, PeerKey: f.PeerKey})
 		if err != nil {
 			listener.Close()
 			return nil, err
 		}
 		endpoints = s.etcd.Endpoints
+		etcdCA, etcdCert, etcdKey = f.CA, f.ClientCert, f.ClientKey
+	} else if (etcdCert == "") != (etcdKey == "") {
+		listener.Close()
+		return nil, errors.New("--etcd-certfile and --etcd-keyfile go together")
 	}
 
 	config := genericapiserver.NewConfig(apis.Codecs)
@@ -233,14 +266,28 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.AdvertiseAddress != "" {
 		config.PublicAddress = net.ParseIP(opts.AdvertiseAddress)
 	}
+	config.MaxRequestsInFlight, config.MaxMutatingRequestsInFlight = opts.MaxRequestsInFlight, opts.MaxMutatingRequestsInFlight
+	if opts.Audit != nil {
+		if errs := opts.Audit.Validate(); len(errs) > 0 {
+			s.close()
+			return nil, fmt.Errorf("audit: %w", utilerrors.NewAggregate(errs))
+		}
+		if err := opts.Audit.ApplyTo(config); err != nil {
+			s.close()
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+	}
 
 	storageConfig := storagebackend.NewDefaultConfig("/registry", nil)
 	storageConfig.Transport.ServerList = endpoints
+	storageConfig.Transport.TrustedCAFile = etcdCA
+	storageConfig.Transport.CertFile, storageConfig.Transport.KeyFile = etcdCert, etcdKey
 	if opts.EtcdCompactionInterval > 0 {
 		storageConfig.CompactionInterval = opts.EtcdCompactionInterval
 	}
 	etcdOpts := genericoptions.NewEtcdOptions(storageConfig)
 	etcdOpts.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
+	etcdOpts.EncryptionProviderConfigFilepath = opts.EncryptionProviderConfig
 	resourceConfig := serverstorage.NewResourceConfig()
 	resourceConfig.EnableVersions(apis.Scheme.PrioritizedVersionsAllGroups()...)
 	factory := serverstorage.NewDefaultStorageFactory(*storageConfig, etcdOpts.DefaultStorageMediaType, apis.Codecs,

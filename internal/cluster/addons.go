@@ -6,8 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,15 +24,11 @@ import (
 // with Kubernetes' names.
 const DNSName = "kube-dns"
 
-func (s *supervisor) waitAPI(ctx context.Context, port int) error {
-	caPEM, err := waitFile(ctx, filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile), 60*time.Second)
-	if err != nil {
-		return fmt.Errorf("API server did not start; see %s", s.state.Log("apiserver"))
-	}
+func (s *supervisor) waitAPI(ctx context.Context, ca *pki.CA, port int) error {
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	pool.AddCert(ca.Cert)
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
 		resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
 		if err != nil {
 			return false, nil
@@ -46,16 +40,6 @@ func (s *supervisor) waitAPI(ctx context.Context, port int) error {
 		return fmt.Errorf("API server not ready in 90s; see %s", s.state.Log("apiserver"))
 	}
 	return nil
-}
-
-func waitFile(ctx context.Context, path string, timeout time.Duration) ([]byte, error) {
-	var data []byte
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		var err error
-		data, err = os.ReadFile(path)
-		return err == nil && len(data) > 0, nil
-	})
-	return data, err
 }
 
 func (s *supervisor) client() (kubernetes.Interface, error) {

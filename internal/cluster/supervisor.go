@@ -98,68 +98,31 @@ func (s *supervisor) start(ctx context.Context) error {
 		return err
 	}
 	inCluster := netip.AddrPortFrom(s.plan.Gateway, APIPortInCluster)
+	// Credentials first, before any process that uses them starts.
+	ca, encryption, err := s.credentials(inCluster)
+	if err != nil {
+		return err
+	}
 	args := []string{"apiserver", "--data-dir", s.state.APIServerDir(), "--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(port), "--listen-fd", "3", "--write-kubeconfig", s.state.Kubeconfig(),
 		"--also-listen", s.plan.UnderlayNetns() + "/" + inCluster.String(),
 		"--advertise-address", s.plan.Gateway.String(),
 		"--service-cluster-ip-range", s.opts.ServiceCIDR, "--service-node-port-range", s.opts.NodePortRange,
-		"--kubelet-connection", "--kubelet-netns", s.plan.UnderlayNetns()}
+		"--kubelet-connection", "--kubelet-netns", s.plan.UnderlayNetns(),
+		"--encryption-provider-config", encryption}
 	s.run("apiserver", append(args, s.opts.APIServerArgs...), s.apiListener)
-	if err := s.waitAPI(ctx, port); err != nil {
+	if err := s.waitAPI(ctx, ca, port); err != nil {
 		return err
 	}
 	s.state.step("control plane: API server with embedded etcd at https://127.0.0.1:%d (in the cluster: https://%s) (%.1fs)",
 		port, inCluster, time.Since(t0).Seconds())
 
-	ca, err := pki.LoadCA(filepath.Join(s.state.APIServerDir(), "pki"))
-	if err != nil {
-		return err
-	}
-	server := "https://" + inCluster.String()
-	write := func(id, user string, groups ...string) error {
-		cred, err := ca.ClientCredentials(user, groups...)
-		if err != nil {
-			return err
-		}
-		return pki.WriteKubeconfig(s.state.InCluster(id), pki.Kubeconfig("svcnet", server, ca.CertPEM, cred))
-	}
-	for _, c := range []struct{ id, user, group string }{
-		{"proxy", apiserver.ProxyUser, apiserver.ProxyGroup},
-		{"dns", apiserver.DNSUser, ""},
-		{"ingress", apiserver.IngressUser, ""},
-	} {
-		groups := []string{}
-		if c.group != "" {
-			groups = append(groups, c.group)
-		}
-		if err := write(c.id, c.user, groups...); err != nil {
-			return err
-		}
-	}
 	s.run("controller-manager", append([]string{"controller-manager",
 		"--kubeconfig", filepath.Join(s.state.APIServerDir(), apiserver.KubeconfigDir, "controller-manager.kubeconfig"),
 		"--bind-address", "0", "--leader-elect=false", "--load-balancer-pool", s.plan.LBPool}, s.opts.ControllerManagerArgs...))
 
 	for _, n := range s.plan.Nodes {
-		if err := write(n.Name, apiserver.NodeUserPrefix+n.Name, apiserver.NodeGroup); err != nil {
-			return err
-		}
 		dir := s.state.NodeDir(n.Name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return err
-		}
-		// The node agent's serving certificate, for the API server's
-		// logs and exec requests.
-		certPEM, keyPEM, err := ca.Issue("system:node:"+n.Name, []string{"system:nodes"}, []string{n.IP.String(), n.Name}, false)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "node.crt"), certPEM, 0o600); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "node.key"), keyPEM, 0o600); err != nil {
-			return err
-		}
 		proxyCmd := fmt.Sprintf("%s proxy --kubeconfig %s --proxy-mode %s --hostname-override %s --cluster-cidr %s --metrics-bind-address %s:10249 --healthz-bind-address %s:10256",
 			s.self, s.state.InCluster("proxy"), s.opts.ProxyMode, n.Name, s.plan.ClusterCIDR, n.IP, n.IP)
 		s.run(n.Name, []string{"internal", "netns-exec", "--netns", n.Netns, "--",
@@ -187,6 +150,69 @@ func (s *supervisor) start(ctx context.Context) error {
 	}
 	s.state.step("add-ons: cluster DNS at %s (kube-system/kube-dns) ready (%.1fs)", s.dnsIP(), time.Since(t0).Seconds())
 	return nil
+}
+
+// credentials makes, once and before anything starts, every key and
+// certificate of the cluster: its CA, etcd's CA and certificates, the
+// key that encrypts Secrets at rest, the kubeconfigs of the components in
+// the cluster and the node agents' serving certificates. It returns the
+// CA and the encryption configuration's path.
+func (s *supervisor) credentials(inCluster netip.AddrPort) (*pki.CA, string, error) {
+	pkiDir := filepath.Join(s.state.APIServerDir(), "pki")
+	ca, err := pki.EnsureCA(pkiDir)
+	if err != nil {
+		return nil, "", fmt.Errorf("cluster CA: %w", err)
+	}
+	if _, err := pki.EnsureEtcd(pkiDir); err != nil {
+		return nil, "", err
+	}
+	encryption := filepath.Join(pkiDir, pki.EncryptionConfigFile)
+	if err := pki.EnsureEncryptionConfig(encryption); err != nil {
+		return nil, "", fmt.Errorf("encryption at rest: %w", err)
+	}
+	server := "https://" + inCluster.String()
+	write := func(id, user string, groups ...string) error {
+		cred, err := ca.ClientCredentials(user, groups...)
+		if err != nil {
+			return err
+		}
+		return pki.WriteKubeconfig(s.state.InCluster(id), pki.Kubeconfig("svcnet", server, ca.CertPEM, cred))
+	}
+	for _, c := range []struct{ id, user, group string }{
+		{"proxy", apiserver.ProxyUser, apiserver.ProxyGroup},
+		{"dns", apiserver.DNSUser, ""},
+		{"ingress", apiserver.IngressUser, ""},
+	} {
+		groups := []string{}
+		if c.group != "" {
+			groups = append(groups, c.group)
+		}
+		if err := write(c.id, c.user, groups...); err != nil {
+			return nil, "", err
+		}
+	}
+	for _, n := range s.plan.Nodes {
+		if err := write(n.Name, apiserver.NodeUserPrefix+n.Name, apiserver.NodeGroup); err != nil {
+			return nil, "", err
+		}
+		dir := s.state.NodeDir(n.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, "", err
+		}
+		// The node agent's serving certificate, for the API server's
+		// logs and exec requests.
+		certPEM, keyPEM, err := ca.Issue("system:node:"+n.Name, []string{"system:nodes"}, []string{n.IP.String(), n.Name}, false)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "node.crt"), certPEM, 0o600); err != nil {
+			return nil, "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "node.key"), keyPEM, 0o600); err != nil {
+			return nil, "", err
+		}
+	}
+	return ca, encryption, nil
 }
 
 // dnsIP is the tenth address of the service range, like kube-dns's.

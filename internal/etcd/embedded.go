@@ -13,13 +13,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // Embedded is a running embedded etcd member.
 type Embedded struct {
 	etcd *embed.Etcd
-	// Endpoints are the client URLs, e.g. http://127.0.0.1:41234.
+	// Endpoints are the client URLs, e.g. https://127.0.0.1:41234.
 	Endpoints []string
 }
 
@@ -30,9 +31,19 @@ type ports struct {
 	Peer   int `json:"peer"`
 }
 
+// TLS are the member's certificates. Clients and peers are served over
+// TLS only and must present a certificate signed by CA (kubeadm's setup):
+// loopback is shared with every local user, and etcd has no other lock.
+type TLS struct {
+	CA, ServerCert, ServerKey, PeerCert, PeerKey string
+}
+
 // Start runs etcd with its data in dir, serving on loopback only. It
 // returns once the member is ready to serve.
-func Start(ctx context.Context, dir string) (*Embedded, error) {
+func Start(ctx context.Context, dir string, certs TLS) (*Embedded, error) {
+	if certs.CA == "" || certs.ServerCert == "" || certs.PeerCert == "" {
+		return nil, errors.New("embedded etcd: certificates are required (it serves only mutual TLS)")
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("etcd data directory: %w", err)
 	}
@@ -46,8 +57,11 @@ func Start(ctx context.Context, dir string) (*Embedded, error) {
 	cfg.LogLevel = "error"
 	cfg.Logger = "zap"
 	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", p.Client)}
-	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", p.Peer)}
+	client := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", p.Client)}
+	peer := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", p.Peer)}
+	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, TrustedCAFile: certs.CA, ClientCertAuth: true}
+	cfg.PeerTLSInfo = transport.TLSInfo{CertFile: certs.PeerCert, KeyFile: certs.PeerKey, TrustedCAFile: certs.CA, ClientCertAuth: true}
+	cfg.ClientAutoTLS, cfg.PeerAutoTLS = false, false
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)

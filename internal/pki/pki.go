@@ -42,8 +42,10 @@ const (
 	ServerKeyFile  = "apiserver.key"
 )
 
-// EnsureCA loads the CA in dir, creating it on first use.
-func EnsureCA(dir string) (*CA, error) {
+// EnsureCA loads the cluster CA in dir, creating it on first use.
+func EnsureCA(dir string) (*CA, error) { return ensureCA(dir, "svcnet-ca") }
+
+func ensureCA(dir, cn string) (*CA, error) {
 	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
 	if ca, err := LoadCA(dir); err == nil {
 		return ca, nil
@@ -60,7 +62,7 @@ func EnsureCA(dir string) (*CA, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "svcnet-ca"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -109,6 +111,14 @@ func LoadCA(dir string) (*CA, error) {
 // name and orgs its groups; for a serving certificate, hosts are its names
 // and addresses.
 func (ca *CA) Issue(cn string, orgs []string, hosts []string, client bool) (certPEM, keyPEM []byte, err error) {
+	usage := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	if client {
+		usage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+	return ca.issue(cn, orgs, hosts, usage)
+}
+
+func (ca *CA) issue(cn string, orgs []string, hosts []string, usage []x509.ExtKeyUsage) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -120,10 +130,7 @@ func (ca *CA) Issue(cn string, orgs []string, hosts []string, client bool) (cert
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(certValidity),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	if client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+		ExtKeyUsage:  usage,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -147,25 +154,29 @@ func (ca *CA) Issue(cn string, orgs []string, hosts []string, client bool) (cert
 // issuing a new one when the names it must cover changed.
 func (ca *CA) EnsureServingCert(dir string, hosts []string) (certPath, keyPath string, err error) {
 	certPath, keyPath = filepath.Join(dir, ServerCertFile), filepath.Join(dir, ServerKeyFile)
+	err = ca.ensureCert(certPath, keyPath, "kube-apiserver", nil, hosts, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth})
+	return certPath, keyPath, err
+}
+
+// ensureCert keeps the certificate at certPath if this CA signed it, it
+// covers hosts, has the usages and a month left; else it issues a new one.
+func (ca *CA) ensureCert(certPath, keyPath, cn string, orgs, hosts []string, usage []x509.ExtKeyUsage) error {
 	if pemBytes, err := os.ReadFile(certPath); err == nil {
 		if cert, err := parseCert(pemBytes); err == nil && covers(cert, hosts) && time.Until(cert.NotAfter) > 30*24*time.Hour &&
-			cert.CheckSignatureFrom(ca.Cert) == nil {
+			cert.CheckSignatureFrom(ca.Cert) == nil && cert.Subject.CommonName == cn && slices.Equal(cert.ExtKeyUsage, usage) {
 			if _, err := os.Stat(keyPath); err == nil {
-				return certPath, keyPath, nil
+				return nil
 			}
 		}
 	}
-	certPEM, keyPEM, err := ca.Issue("kube-apiserver", nil, hosts, false)
+	certPEM, keyPEM, err := ca.issue(cn, orgs, hosts, usage)
 	if err != nil {
-		return "", "", err
+		return err
 	}
 	if err := writeFile(keyPath, keyPEM); err != nil {
-		return "", "", err
+		return err
 	}
-	if err := writeFile(certPath, certPEM); err != nil {
-		return "", "", err
-	}
-	return certPath, keyPath, nil
+	return writeFile(certPath, certPEM)
 }
 
 func covers(cert *x509.Certificate, hosts []string) bool {
