@@ -35,6 +35,10 @@ type Options struct {
 	// both from one listener.
 	MetricsBindAddress string
 	HealthBindAddress  string
+	// Profiling adds /debug/pprof to the metrics address. Off by default
+	// (CoreDNS's pprof plugin is too): in a cluster the metrics address
+	// is reachable from every pod, and a profile costs CPU on demand.
+	Profiling bool
 	QueryLog           bool
 	// ServiceCIDRs and PodCIDRs are the cluster's ranges: PTR questions
 	// inside them are answered from the zone, never forwarded.

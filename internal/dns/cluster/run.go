@@ -102,7 +102,7 @@ func Run(ctx context.Context, o Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	httpErr, err := serveHTTP(ctx, c.MetricsBindAddress, c.HealthBindAddress, reg, srv.Ready)
+	httpErr, err := serveHTTP(ctx, c.MetricsBindAddress, c.HealthBindAddress, c.Profiling, reg, srv.Ready)
 	if err != nil {
 		return err
 	}
@@ -131,17 +131,19 @@ func Run(ctx context.Context, o Options) error {
 	return err
 }
 
-// serveHTTP serves /metrics (with pprof, as CoreDNS's pprof plugin would)
-// on one address and the probes on another, or everything on one
-// listener when the addresses are equal.
-func serveHTTP(ctx context.Context, metricsAddr, healthAddr string, reg *prometheus.Registry, ready func() bool) (<-chan error, error) {
+// serveHTTP serves /metrics (and pprof when profiling) on one address and
+// the probes on another, or everything on one listener when the
+// addresses are equal.
+func serveHTTP(ctx context.Context, metricsAddr, healthAddr string, profiling bool, reg *prometheus.Registry, ready func() bool) (<-chan error, error) {
 	errCh := make(chan error, 2)
 	off := func(a string) bool { return a == "" || a == "0" }
 	metrics := http.NewServeMux()
 	metrics.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	metrics.HandleFunc("/debug/pprof/", pprof.Index)
-	metrics.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	metrics.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if profiling {
+		metrics.HandleFunc("/debug/pprof/", pprof.Index)
+		metrics.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		metrics.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	health := metrics
 	if metricsAddr != healthAddr || off(metricsAddr) {
 		health = http.NewServeMux()

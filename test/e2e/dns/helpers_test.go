@@ -59,7 +59,7 @@ func startDNSOnCPUs(t testing.TB, cpus string, api *framework.APIServer, upstrea
 		"--listen", "127.0.0.1:0",
 		"--upstream", upstream,
 		"--resolv-conf", "",
-		"--metrics-bind-address", "127.0.0.1:0",
+		"--metrics-bind-address", "127.0.0.1:0", "--profiling",
 		"--health-bind-address", "127.0.0.1:0",
 		"--service-cidr", serviceCIDR,
 		"--pod-cidr", podCIDR,
