@@ -39,7 +39,7 @@ type Options struct {
 	// (CoreDNS's pprof plugin is too): in a cluster the metrics address
 	// is reachable from every pod, and a profile costs CPU on demand.
 	Profiling bool
-	QueryLog           bool
+	QueryLog  bool
 	// ServiceCIDRs and PodCIDRs are the cluster's ranges: PTR questions
 	// inside them are answered from the zone, never forwarded.
 	ServiceCIDRs []string
