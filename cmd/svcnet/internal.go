@@ -35,13 +35,23 @@ func newImageCommand() *cobra.Command {
 func newInternalCommand() *cobra.Command {
 	root := &cobra.Command{Use: "internal", Hidden: true, Short: "Helpers svcnet runs itself"}
 	var o runtime.ExecOptions
+	var security string
 	podExec := &cobra.Command{
 		Use:   "pod-exec [flags] -- COMMAND [ARGS...]",
 		Short: "Enter a pod's namespaces and run a command (how containers start)",
 		Args:  cobra.MinimumNArgs(1),
 		Run: func(_ *cobra.Command, args []string) {
 			o.Argv = args
-			err := runtime.Exec(o)
+			err := error(nil)
+			if security != "" {
+				var sec runtime.Security
+				if sec, err = runtime.ParseSecurity(security); err == nil {
+					o.Security = &sec
+				}
+			}
+			if err == nil {
+				err = runtime.Exec(o)
+			}
 			fmt.Fprintln(os.Stderr, "svcnet: cannot start the container:", err)
 			os.Exit(128) // the node agent reads this as StartError
 		},
@@ -52,6 +62,7 @@ func newInternalCommand() *cobra.Command {
 	f.StringVar(&o.ResolvConf, "resolv-conf", "", "file to show as /etc/resolv.conf")
 	f.StringVar(&o.Hosts, "hosts", "", "file to show as /etc/hosts")
 	f.StringVar(&o.Dir, "dir", "", "working directory")
+	f.StringVar(&security, "security", "", "the container's confinement (JSON: user, groups, capabilities, mounts)")
 	var ns string
 	netnsExec := &cobra.Command{
 		Use:   "netns-exec --netns NAME -- COMMAND [ARGS...]",

@@ -24,6 +24,13 @@ import (
 // with Kubernetes' names.
 const DNSName = "kube-dns"
 
+// DNSUser is the cluster DNS's user, which owns its kubeconfig; below
+// the range of the users pods get by default.
+const DNSUser = 10053
+
+// dnsKubeconfigMount is where the DNS pods see their kubeconfig.
+const dnsKubeconfigMount = "/run/svcnet/kubeconfig"
+
 func (s *supervisor) waitAPI(ctx context.Context, ca *pki.CA, port int) error {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
@@ -86,7 +93,7 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 	if _, err := c.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kube-dns service: %w", err)
 	}
-	args := []string{"--kubeconfig", s.state.InCluster("dns"), "--listen", "0.0.0.0:53",
+	args := []string{"--kubeconfig", dnsKubeconfigMount, "--listen", "0.0.0.0:53",
 		"--metrics-bind-address", "0.0.0.0:9153", "--health-bind-address", "0.0.0.0:8080",
 		"--service-cidr", s.plan.ServiceCIDR.String(), "--pod-cidr", s.plan.ClusterCIDR.String(), "--pods", "insecure"}
 	// The cluster has no route out: without an upstream the DNS is told to
@@ -109,8 +116,19 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					DNSPolicy: corev1.DNSDefault, // the DNS must not ask itself
+					// Its credentials, readable by its user only.
+					Volumes: []corev1.Volume{{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{
+						HostPath: &corev1.HostPathVolumeSource{Path: s.state.InCluster("dns"), Type: ptr.To(corev1.HostPathFile)}}}},
 					Containers: []corev1.Container{{
 						Name: "dns", Image: "svcnet/dns", Args: args,
+						VolumeMounts: []corev1.VolumeMount{{Name: "kubeconfig", MountPath: dnsKubeconfigMount, ReadOnly: true}},
+						// As CoreDNS's manifest: a user of its own, and of
+						// all capabilities only the one to bind port 53.
+						SecurityContext: &corev1.SecurityContext{
+							RunAsUser: ptr.To[int64](DNSUser), RunAsGroup: ptr.To[int64](DNSUser),
+							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+							Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"ALL"}},
+						},
 						Ports: []corev1.ContainerPort{
 							{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
 							{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},

@@ -191,6 +191,10 @@ func (s *supervisor) credentials(inCluster netip.AddrPort) (*pki.CA, string, err
 			return nil, "", err
 		}
 	}
+	// The DNS runs as a pod of its own user, which must read its file.
+	if err := os.Chown(s.state.InCluster("dns"), DNSUser, DNSUser); err != nil {
+		return nil, "", err
+	}
 	for _, n := range s.plan.Nodes {
 		if err := write(n.Name, apiserver.NodeUserPrefix+n.Name, apiserver.NodeGroup); err != nil {
 			return nil, "", err

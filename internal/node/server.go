@@ -90,6 +90,7 @@ type execTarget struct {
 	netns, hostname, dir string
 	env                  []string
 	uid                  string
+	security             *runtime.Security
 }
 
 // worker finds the worker of a pod this node runs.
@@ -125,7 +126,11 @@ func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
 	if !ok {
 		return nil, fmt.Errorf("container %s is not valid for pod %s", container, pod)
 	}
-	return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, env: env, uid: string(p.UID)}, nil
+	sec, ok := t.security[container]
+	if !ok {
+		return nil, fmt.Errorf("container %s of pod %s cannot be confined; see its status", container, pod)
+	}
+	return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, env: env, uid: string(p.UID), security: sec}, nil
 }
 
 func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error) {
@@ -305,7 +310,7 @@ func (e *executor) ExecInContainer(ctx context.Context, pod, _ string, container
 func runInPod(ctx context.Context, self string, t *execTarget, argv []string, in io.Reader, out, errw io.Writer,
 	tty bool, resize <-chan remotecommand.TerminalSize) error {
 	o := runtime.ExecOptions{Netns: t.netns, Hostname: t.hostname, ResolvConf: filepath.Join(t.dir, "resolv.conf"),
-		Hosts: filepath.Join(t.dir, "hosts"), Argv: argv}
+		Hosts: filepath.Join(t.dir, "hosts"), Argv: argv, Security: t.security}
 	c := exec.CommandContext(ctx, self, o.Args()...)
 	c.Env = t.env
 	c.SysProcAttr = runtime.SysProcAttr()

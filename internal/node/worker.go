@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet/svcnet/internal/images"
+	"github.com/svcnet/svcnet/internal/node/confine"
 	"github.com/svcnet/svcnet/internal/node/podstate"
 	"github.com/svcnet/svcnet/internal/node/prober"
 	"github.com/svcnet/svcnet/internal/node/runtime"
@@ -62,15 +63,20 @@ type podWorker struct {
 type execInfo struct {
 	netns, hostname string
 	env             map[string][]string // by container
-	running         map[string]bool     // log files being written
+	security        map[string]*runtime.Security
+	running         map[string]bool // log files being written
 }
 
 // publish refreshes the pod's execInfo after a container started or stopped.
 func (w *podWorker) publish() {
-	info := &execInfo{netns: w.netns, hostname: Hostname(w.pod), env: map[string][]string{}, running: map[string]bool{}}
+	info := &execInfo{netns: w.netns, hostname: Hostname(w.pod), env: map[string][]string{},
+		security: map[string]*runtime.Security{}, running: map[string]bool{}}
 	for _, c := range w.containers {
 		if c.env != nil {
 			info.env[c.Spec.Name] = c.env
+		}
+		if sec, err := w.security(c); err == nil {
+			info.security[c.Spec.Name] = sec
 		}
 		if c.Running() {
 			info.running[c.logPath] = true
@@ -304,7 +310,15 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 	for i := range argv {
 		argv[i] = Expand(argv[i], envMap(env))
 	}
-	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+	sec, err := w.security(c)
+	if err != nil {
+		if c.State.Waiting == nil || c.State.Waiting.Reason != "CreateContainerConfigError" {
+			w.a.event(w.pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		}
+		waiting("CreateContainerConfigError", err.Error(), 10*time.Second)
+		return
+	}
+	if err := w.makeDirs(); err != nil {
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return
 	}
@@ -330,7 +344,7 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 	proc, err := runtime.Start(w.a.self, runtime.Spec{
 		Exec: runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
 			ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts"),
-			Dir: c.Spec.WorkingDir, Argv: argv},
+			Dir: c.Spec.WorkingDir, Argv: argv, Security: sec},
 		Env: env, Log: logPath, StateDir: run,
 	})
 	if err != nil {
@@ -436,14 +450,46 @@ func envMap(env []string) map[string]string {
 	return m
 }
 
+// security is how c is confined (the same for its start, its probes and
+// hooks, and exec into it).
+func (w *podWorker) security(c *container) (*runtime.Security, error) {
+	sec, err := confine.For(w.pod, &c.Spec, w.dir)
+	if err != nil {
+		return nil, err
+	}
+	return &sec, nil
+}
+
+// makeDirs makes the pod's directory and its emptyDir volumes, writable
+// by every user as kubelet makes them: containers may run as anyone.
+func (w *podWorker) makeDirs() error {
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range confine.EmptyDirs(w.pod, w.dir) {
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			return err
+		}
+		if err := os.Chmod(d, 0o777); err != nil { // past the umask
+			return err
+		}
+	}
+	return nil
+}
+
 // execIn runs commands in c's pod with the environment of its current
 // start (exec probes and hooks).
 func (w *podWorker) execIn(c *container) prober.Exec {
 	opts := runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
 		ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts")}
+	sec, err := w.security(c)
 	env, self := c.env, w.a.self
 	return func(cmd []string, timeout time.Duration) ([]byte, int, error) {
+		if err != nil {
+			return nil, -1, err
+		}
 		o := opts
+		o.Security = sec
 		o.Argv = cmd
 		return runtime.RunOnce(self, o, env, timeout)
 	}

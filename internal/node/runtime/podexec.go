@@ -1,7 +1,9 @@
 // Package runtime runs containers as processes: each in its pod's network
 // namespace, with a private mount namespace in which the pod's
 // resolv.conf and hosts files cover /etc's, and a UTS namespace holding
-// the pod's hostname. Processes share the host's filesystem otherwise.
+// the pod's hostname. A container sees the machine's filesystem
+// read-only, with writable /tmp, /run and /dev/shm of its own, and runs
+// as the user, with the capabilities, its Security gives.
 package runtime
 
 import (
@@ -26,13 +28,18 @@ type ExecOptions struct {
 	Hosts      string // file to show as /etc/hosts
 	Dir        string
 	Argv       []string
+	// Security confines the process; nil for the node's own helpers.
+	Security *Security
 }
 
 // Args encodes o as the arguments of `svcnet internal pod-exec`.
 func (o ExecOptions) Args() []string {
 	args := []string{"internal", "pod-exec", "--netns", o.Netns, "--hostname", o.Hostname,
-		"--resolv-conf", o.ResolvConf, "--hosts", o.Hosts, "--dir", o.Dir, "--"}
-	return append(args, o.Argv...)
+		"--resolv-conf", o.ResolvConf, "--hosts", o.Hosts, "--dir", o.Dir}
+	if o.Security != nil {
+		args = append(args, "--security", o.Security.encode())
+	}
+	return append(append(args, "--"), o.Argv...)
 }
 
 // SysProcAttr is what a pod-exec process must be started with: new mount
@@ -62,26 +69,28 @@ func Exec(o ExecOptions) error {
 	if err := vnetns.Set(target); err != nil {
 		return fmt.Errorf("enter %s: %w", o.Netns, err)
 	}
-	if o.ResolvConf != "" || o.Hosts != "" {
+	path, err := exec.LookPath(o.Argv[0])
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Argv[0], err)
+	}
+	// Opened first, as root and in the machine's view: the container's
+	// user may not reach the executable's directory, and its private
+	// /tmp may hide it (svcnet's own binary, for the built-in images).
+	exe, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if o.ResolvConf != "" || o.Hosts != "" || o.Security != nil {
 		// Only in the private mount namespace SysProcAttr gives: a
 		// process started without it shares its parent's, and must not
 		// change it.
 		self, err1 := os.Readlink("/proc/self/ns/mnt")
 		parent, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", os.Getppid()))
 		if err1 != nil || err2 != nil || self == parent {
-			return errors.New("refusing to bind-mount pod files: not in a mount namespace of its own")
+			return errors.New("refusing to mount the pod's files: not in a mount namespace of its own")
 		}
-		// Keep the mounts below from propagating to the host.
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-			return fmt.Errorf("make mounts private: %w", err)
-		}
-		for src, dst := range map[string]string{o.ResolvConf: "/etc/resolv.conf", o.Hosts: "/etc/hosts"} {
-			if src == "" {
-				continue
-			}
-			if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-				return fmt.Errorf("bind %s over %s: %w", src, dst, err)
-			}
+		if err := setUpMounts(o); err != nil {
+			return err
 		}
 	}
 	if o.Hostname != "" {
@@ -94,12 +103,13 @@ func Exec(o ExecOptions) error {
 			return fmt.Errorf("working directory %s: %w", o.Dir, err)
 		}
 	}
-	path, err := exec.LookPath(o.Argv[0])
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.Argv[0], err)
+	if o.Security != nil {
+		if err := dropPrivileges(*o.Security); err != nil {
+			return err
+		}
 	}
 	// The parent-death signal belongs to the thread the process was
-	// started with; exec from this (possibly other) thread would drop it.
+	// started with, and changing the user clears it: set it last.
 	parent := os.Getppid()
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
 		return fmt.Errorf("parent-death signal: %w", err)
@@ -107,5 +117,9 @@ func Exec(o ExecOptions) error {
 	if os.Getppid() != parent {
 		return errors.New("the parent exited before the command started")
 	}
-	return syscall.Exec(path, o.Argv, os.Environ())
+	err = syscall.Exec(path, o.Argv, os.Environ())
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOENT) {
+		err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", exe), o.Argv, os.Environ())
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -29,14 +30,45 @@ func TestMain(m *testing.M) {
 			}
 			os.Exit(0)
 		case "pod-exec":
-			// --netns N --hostname H --resolv-conf R --hosts F --dir D -- argv…
-			o := ExecOptions{Netns: os.Args[4], Hostname: os.Args[6], Dir: os.Args[12], Argv: os.Args[14:]}
-			err := Exec(o)
+			o, err := parsePodExec(os.Args[3:])
+			if err == nil {
+				err = Exec(o)
+			}
 			fmt.Fprintln(os.Stderr, "cannot start:", err)
 			os.Exit(128)
 		}
 	}
+	if len(os.Args) > 1 && os.Args[1] == "confine-check" {
+		confineCheck(os.Args[2:])
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
+}
+
+// parsePodExec reads what ExecOptions.Args wrote, as svcnet's pod-exec
+// command does.
+func parsePodExec(args []string) (ExecOptions, error) {
+	var o ExecOptions
+	var security string
+	fs := flag.NewFlagSet("pod-exec", flag.ContinueOnError)
+	fs.StringVar(&o.Netns, "netns", "", "")
+	fs.StringVar(&o.Hostname, "hostname", "", "")
+	fs.StringVar(&o.ResolvConf, "resolv-conf", "", "")
+	fs.StringVar(&o.Hosts, "hosts", "", "")
+	fs.StringVar(&o.Dir, "dir", "", "")
+	fs.StringVar(&security, "security", "", "")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.Argv = fs.Args()
+	if security != "" {
+		sec, err := ParseSecurity(security)
+		if err != nil {
+			return o, err
+		}
+		o.Security = &sec
+	}
+	return o, nil
 }
 
 // TestShimOutlivesAgent: a container started through its shim keeps

@@ -1,0 +1,232 @@
+// Package confine turns a pod's securityContext and volumes into what the
+// container runtime applies to its processes. It decides only; it is pure
+// and tested without root.
+//
+// Where the pod asks for nothing, a container runs as an unprivileged user
+// of its pod's own (DefaultUser) with no capabilities, no privilege
+// escalation and the machine's filesystem read-only — stricter than a
+// container runtime's default (the image's user, often root, with 14
+// capabilities), because svcnet's containers share the machine's
+// filesystem and process table rather than an image's: a user per pod
+// keeps pods from signalling or tracing each other's processes, and root
+// (user or group 0) is refused unless the container is privileged, since
+// root owns the machine's files, the cluster's credentials among them. A
+// privileged container is the documented way to get more: root, every
+// capability, the machine writable.
+package confine
+
+import (
+	"fmt"
+	"hash/fnv"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/node/runtime"
+)
+
+// Default users are taken from [UserBase, UserBase+UserRange), away from
+// the machine's own users and from ids pods usually name.
+const (
+	UserBase  = 200000
+	UserRange = 800000
+)
+
+// DefaultUser is the user (and group) of a pod's containers that name
+// none: one per pod, from its UID.
+func DefaultUser(pod *corev1.Pod) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(pod.UID))
+	return UserBase + int64(h.Sum32()%UserRange)
+}
+
+// For is the confinement of container c of pod; podDir holds the pod's
+// emptyDir volumes (podDir/volumes/NAME). An error is a configuration
+// the node cannot honour (CreateContainerConfigError).
+func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security, error) {
+	psc := pod.Spec.SecurityContext
+	if psc == nil {
+		psc = &corev1.PodSecurityContext{}
+	}
+	csc := c.SecurityContext
+	if csc == nil {
+		csc = &corev1.SecurityContext{}
+	}
+	privileged := csc.Privileged != nil && *csc.Privileged
+	def := DefaultUser(pod)
+	if privileged {
+		def = 0
+	}
+	uid := pick(csc.RunAsUser, psc.RunAsUser, def)
+	gid := pick(csc.RunAsGroup, psc.RunAsGroup, uid)
+	if csc.RunAsUser == nil && psc.RunAsUser == nil && csc.RunAsGroup == nil && psc.RunAsGroup == nil {
+		gid = def
+	}
+	for _, id := range []int64{uid, gid} {
+		if id < 0 || id > 1<<32-2 {
+			return runtime.Security{}, fmt.Errorf("user or group %d is out of range", id)
+		}
+	}
+	if nonRoot := firstBool(csc.RunAsNonRoot, psc.RunAsNonRoot); nonRoot && uid == 0 {
+		return runtime.Security{}, fmt.Errorf("container %s has runAsNonRoot and would run as root (uid 0)", c.Name)
+	}
+	if !privileged && (uid == 0 || gid == 0 || slices.Contains(psc.SupplementalGroups, 0) || (psc.FSGroup != nil && *psc.FSGroup == 0)) {
+		return runtime.Security{}, fmt.Errorf("container %s: user or group 0 (root) needs privileged: true on svcnet, "+
+			"whose containers share the machine's filesystem, which root owns", c.Name)
+	}
+	sec := runtime.Security{ReadOnlyHost: !privileged, UID: uint32(uid), GID: uint32(gid)}
+
+	// Supplementary groups: the pod's, and fsGroup, as kubelet gives them.
+	groups := slices.Clone(psc.SupplementalGroups)
+	if psc.FSGroup != nil {
+		groups = append(groups, *psc.FSGroup)
+	}
+	for _, g := range groups {
+		if g < 0 || g > 1<<32-2 {
+			return runtime.Security{}, fmt.Errorf("supplemental group %d is out of range", g)
+		}
+		if !slices.Contains(sec.Groups, uint32(g)) && uint32(g) != sec.GID {
+			sec.Groups = append(sec.Groups, uint32(g))
+		}
+	}
+	slices.Sort(sec.Groups)
+
+	caps, err := capabilities(csc.Capabilities, privileged)
+	if err != nil {
+		return runtime.Security{}, fmt.Errorf("container %s: %w", c.Name, err)
+	}
+	sec.Caps = caps
+	// allowPrivilegeEscalation defaults to false here (true in Kubernetes
+	// unless a policy says otherwise): setuid programs gain nothing.
+	sec.NoNewPrivs = !privileged && !(csc.AllowPrivilegeEscalation != nil && *csc.AllowPrivilegeEscalation)
+	if privileged && csc.AllowPrivilegeEscalation != nil && !*csc.AllowPrivilegeEscalation {
+		return runtime.Security{}, fmt.Errorf("container %s: privileged and allowPrivilegeEscalation: false contradict each other", c.Name)
+	}
+
+	sec.Mounts, err = mounts(pod, c, podDir, privileged)
+	if err != nil {
+		return runtime.Security{}, fmt.Errorf("container %s: %w", c.Name, err)
+	}
+	return sec, nil
+}
+
+func pick(container, pod *int64, def int64) int64 {
+	if container != nil {
+		return *container
+	}
+	if pod != nil {
+		return *pod
+	}
+	return def
+}
+
+func firstBool(container, pod *bool) bool {
+	if container != nil {
+		return *container
+	}
+	return pod != nil && *pod
+}
+
+// capabilities is the set a container keeps: every one when privileged;
+// else what it adds (none by default), less what it drops unless it drops
+// ALL, which — as in container runtimes — removes the defaults, not adds.
+func capabilities(c *corev1.Capabilities, privileged bool) ([]string, error) {
+	if privileged {
+		return runtime.AllCaps(), nil
+	}
+	if c == nil {
+		return nil, nil
+	}
+	dropAll := false
+	drop := map[int]bool{}
+	for _, d := range c.Drop {
+		if strings.EqualFold(string(d), "ALL") {
+			dropAll = true
+			continue
+		}
+		n, ok := runtime.CapNumber(string(d))
+		if !ok {
+			return nil, fmt.Errorf("unknown capability %q in drop", d)
+		}
+		drop[n] = true
+	}
+	var keep []int
+	for _, a := range c.Add {
+		if strings.EqualFold(string(a), "ALL") {
+			for i := range runtime.AllCaps() {
+				keep = append(keep, i)
+			}
+			continue
+		}
+		n, ok := runtime.CapNumber(string(a))
+		if !ok {
+			return nil, fmt.Errorf("unknown capability %q in add", a)
+		}
+		keep = append(keep, n)
+	}
+	slices.Sort(keep)
+	keep = slices.Compact(keep)
+	all := runtime.AllCaps()
+	var out []string
+	for _, n := range keep {
+		if !drop[n] || dropAll {
+			out = append(out, all[n])
+		}
+	}
+	return out, nil
+}
+
+// mounts are the container's volumeMounts: hostPath and emptyDir volumes.
+// A confined container's mount targets must be in its private places or
+// exist on the machine (its filesystem is read-only: nothing is created
+// there); that is checked when the container starts.
+func mounts(pod *corev1.Pod, c *corev1.Container, podDir string, privileged bool) ([]runtime.Mount, error) {
+	var out []runtime.Mount
+	for _, vm := range c.VolumeMounts {
+		i := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+		if i < 0 {
+			return nil, fmt.Errorf("volumeMount %q names no volume of the pod", vm.Name)
+		}
+		v := pod.Spec.Volumes[i]
+		if !path.IsAbs(vm.MountPath) {
+			return nil, fmt.Errorf("volumeMount %q: mountPath %q is not absolute", vm.Name, vm.MountPath)
+		}
+		if vm.SubPath != "" || vm.SubPathExpr != "" {
+			return nil, fmt.Errorf("volumeMount %q: subPath is not supported by svcnet's node agent", vm.Name)
+		}
+		m := runtime.Mount{Target: path.Clean(vm.MountPath), ReadOnly: vm.ReadOnly}
+		switch {
+		case v.HostPath != nil:
+			if !path.IsAbs(v.HostPath.Path) {
+				return nil, fmt.Errorf("volume %q: hostPath %q is not absolute", v.Name, v.HostPath.Path)
+			}
+			m.Source = path.Clean(v.HostPath.Path)
+			// The machine stays read-only for a confined container,
+			// through a hostPath too.
+			if !privileged {
+				m.ReadOnly = true
+			}
+		case v.EmptyDir != nil:
+			m.Source = filepath.Join(podDir, "volumes", v.Name)
+		default:
+			return nil, fmt.Errorf("volume %q: only hostPath and emptyDir volumes are supported by svcnet's node agent", v.Name)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// EmptyDirs are the directories of the pod's emptyDir volumes, which the
+// node makes (mode 0777, as kubelet) before its containers start.
+func EmptyDirs(pod *corev1.Pod, podDir string) []string {
+	var out []string
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil {
+			out = append(out, filepath.Join(podDir, "volumes", v.Name))
+		}
+	}
+	return out
+}

@@ -1,0 +1,129 @@
+package confine
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/node/runtime"
+)
+
+func TestFor(t *testing.T) {
+	uid := types.UID("0f5cdd1a-8a4b-4c9e-9d6e-3b1a2c4d5e6f")
+	def := uint32(DefaultUser(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}))
+	type pod = corev1.PodSpec
+	ctr := func(sc *corev1.SecurityContext, mounts ...corev1.VolumeMount) corev1.Container {
+		return corev1.Container{Name: "c", SecurityContext: sc, VolumeMounts: mounts}
+	}
+	caps := func(add, drop []corev1.Capability) *corev1.SecurityContext {
+		return &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: add, Drop: drop}}
+	}
+	cases := []struct {
+		name    string
+		pod     pod
+		c       corev1.Container
+		want    runtime.Security
+		wantErr string
+	}{
+		{name: "nothing asked: nobody, no capabilities, read-only machine",
+			c:    ctr(nil),
+			want: runtime.Security{ReadOnlyHost: true, UID: def, GID: def, NoNewPrivs: true}},
+		{name: "pod runAsUser, container overrides group",
+			pod:  pod{SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000)}},
+			c:    ctr(&corev1.SecurityContext{RunAsGroup: ptr.To[int64](3000)}),
+			want: runtime.Security{ReadOnlyHost: true, UID: 1000, GID: 3000, NoNewPrivs: true}},
+		{name: "runAsUser alone: the group follows the user",
+			c:    ctr(&corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}),
+			want: runtime.Security{ReadOnlyHost: true, UID: 1000, GID: 1000, NoNewPrivs: true}},
+		{name: "supplemental groups and fsGroup, deduplicated and sorted",
+			pod: pod{SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000),
+				SupplementalGroups: []int64{5000, 4000, 1000}, FSGroup: ptr.To[int64](2000)}},
+			c:    ctr(nil),
+			want: runtime.Security{ReadOnlyHost: true, UID: 1000, GID: 1000, Groups: []uint32{2000, 4000, 5000}, NoNewPrivs: true}},
+		{name: "root needs privileged",
+			c:       ctr(&corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}),
+			wantErr: "needs privileged"},
+		{name: "the root group too",
+			c:       ctr(&corev1.SecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](0)}),
+			wantErr: "needs privileged"},
+		{name: "fsGroup root too",
+			pod:     pod{SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To[int64](0)}},
+			c:       ctr(nil),
+			wantErr: "needs privileged"},
+		{name: "privileged as a user of its own",
+			c:    ctr(&corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](1000)}),
+			want: runtime.Security{UID: 1000, GID: 1000, Caps: runtime.AllCaps()}},
+		{name: "runAsNonRoot with root",
+			pod:     pod{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](0)}},
+			c:       ctr(&corev1.SecurityContext{Privileged: ptr.To(true)}),
+			wantErr: "runAsNonRoot"},
+		{name: "runAsNonRoot with the default user is fine",
+			c:    ctr(&corev1.SecurityContext{RunAsNonRoot: ptr.To(true)}),
+			want: runtime.Security{ReadOnlyHost: true, UID: def, GID: def, NoNewPrivs: true}},
+		{name: "add a capability (both spellings), drop ALL first as CoreDNS does",
+			c: ctr(caps([]corev1.Capability{"NET_BIND_SERVICE", "CAP_NET_RAW"}, []corev1.Capability{"ALL"})),
+			want: runtime.Security{ReadOnlyHost: true, UID: def, GID: def, NoNewPrivs: true,
+				Caps: []string{"CAP_NET_BIND_SERVICE", "CAP_NET_RAW"}}},
+		{name: "drop wins over add unless it is ALL",
+			c:    ctr(caps([]corev1.Capability{"NET_ADMIN", "NET_RAW"}, []corev1.Capability{"net_raw"})),
+			want: runtime.Security{ReadOnlyHost: true, UID: def, GID: def, NoNewPrivs: true, Caps: []string{"CAP_NET_ADMIN"}}},
+		{name: "unknown capability",
+			c:       ctr(caps([]corev1.Capability{"FLY"}, nil)),
+			wantErr: `unknown capability "FLY"`},
+		{name: "allowPrivilegeEscalation true lifts no_new_privs",
+			c:    ctr(&corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(true)}),
+			want: runtime.Security{ReadOnlyHost: true, UID: def, GID: def}},
+		{name: "privileged: root, every capability, the machine writable",
+			c:    ctr(&corev1.SecurityContext{Privileged: ptr.To(true)}),
+			want: runtime.Security{UID: 0, GID: 0, Caps: runtime.AllCaps()}},
+		{name: "privileged without escalation is a contradiction",
+			c:       ctr(&corev1.SecurityContext{Privileged: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false)}),
+			wantErr: "contradict"},
+		{name: "hostPath is read-only for a confined container; emptyDir in the pod's directory",
+			pod: pod{Volumes: []corev1.Volume{
+				{Name: "cfg", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/svcnet/x.conf"}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+			c: ctr(nil, corev1.VolumeMount{Name: "cfg", MountPath: "/run/cfg/x.conf"}, corev1.VolumeMount{Name: "scratch", MountPath: "/data/"}),
+			want: runtime.Security{ReadOnlyHost: true, UID: def, GID: def, NoNewPrivs: true, Mounts: []runtime.Mount{
+				{Source: "/etc/svcnet/x.conf", Target: "/run/cfg/x.conf", ReadOnly: true},
+				{Source: "/pods/p/volumes/scratch", Target: "/data"}}}},
+		{name: "unsupported volume type",
+			pod: pod{Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "x"}}}}},
+			c:   ctr(nil, corev1.VolumeMount{Name: "s", MountPath: "/s"}), wantErr: "only hostPath and emptyDir"},
+		{name: "mount of a missing volume",
+			c: ctr(nil, corev1.VolumeMount{Name: "nope", MountPath: "/x"}), wantErr: "names no volume"},
+		{name: "subPath",
+			pod: pod{Volumes: []corev1.Volume{{Name: "e", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+			c:   ctr(nil, corev1.VolumeMount{Name: "e", MountPath: "/x", SubPath: "a"}), wantErr: "subPath"},
+	}
+	if def < UserBase || def >= UserBase+UserRange {
+		t.Fatalf("default user %d outside its range", def)
+	}
+	other := DefaultUser(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "another"}})
+	if int64(def) == other {
+		t.Errorf("two pods got the same default user %d", def)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Spec: tc.pod}
+			got, err := For(p, &tc.c, "/pods/p")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,208 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// setUpMounts builds the container's view of the filesystem in its
+// private mount namespace: the pod's files over /etc's and, when
+// confined, the machine read-only under private writable places, with
+// the container's volumes on top.
+func setUpMounts(o ExecOptions) error {
+	// Nothing below may propagate to the machine's namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	type bind struct {
+		fd       int
+		target   string
+		readOnly bool
+		dir      bool
+	}
+	var binds []bind
+	defer func() {
+		for _, b := range binds {
+			unix.Close(b.fd)
+		}
+	}()
+	// Sources are opened first: the private /tmp or /run may hide them
+	// (a pod's directory under the machine's /tmp, say).
+	open := func(src, target string, readOnly bool) error {
+		fd, err := unix.Open(src, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("mount source %s: %w", src, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		binds = append(binds, bind{fd, target, readOnly, st.Mode&unix.S_IFMT == unix.S_IFDIR})
+		return nil
+	}
+	for src, dst := range map[string]string{o.ResolvConf: "/etc/resolv.conf", o.Hosts: "/etc/hosts"} {
+		if src != "" {
+			if err := open(src, dst, o.Security != nil && o.Security.ReadOnlyHost); err != nil {
+				return err
+			}
+		}
+	}
+	sec := o.Security
+	if sec != nil {
+		for _, m := range sec.Mounts {
+			if err := open(m.Source, m.Target, m.ReadOnly); err != nil {
+				return err
+			}
+		}
+	}
+	if sec != nil && sec.ReadOnlyHost {
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("make the machine's filesystem read-only: %w", err)
+		}
+		for _, dir := range Private {
+			if _, err := os.Stat(dir); err != nil {
+				continue
+			}
+			mode := "1777"
+			if dir == "/run" {
+				mode = "0755"
+			}
+			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode="+mode+",size=64m"); err != nil {
+				return fmt.Errorf("private %s: %w", dir, err)
+			}
+		}
+	}
+	for _, b := range binds {
+		if err := makeTarget(b.target, b.dir, sec != nil && sec.ReadOnlyHost); err != nil {
+			return err
+		}
+		src := fmt.Sprintf("/proc/self/fd/%d", b.fd)
+		if err := unix.Mount(src, b.target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("mount over %s: %w", b.target, err)
+		}
+		// A bind mount keeps its source's flags: set what this one is.
+		attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+		if b.readOnly {
+			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, b.target, unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("mount flags of %s: %w", b.target, err)
+		}
+	}
+	return nil
+}
+
+// makeTarget makes sure a mount target exists. Under a confined
+// container's private places it is created; elsewhere the machine's
+// filesystem is read-only and the target must already be there.
+func makeTarget(target string, dir, confined bool) error {
+	if _, err := os.Stat(target); err == nil {
+		return nil
+	}
+	private := false
+	for _, p := range Private {
+		if target == p || strings.HasPrefix(target, p+"/") {
+			private = true
+		}
+	}
+	if confined && !private {
+		return fmt.Errorf("mount target %s does not exist, and the machine's filesystem is read-only to the container: mount under %s",
+			target, strings.Join(Private, ", "))
+	}
+	if dir {
+		return os.MkdirAll(target, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// dropPrivileges makes the calling thread (which then execs) the
+// container's user with exactly sec.Caps: out of the bounding set for
+// good, ambient so that they survive exec as a non-root user.
+func dropPrivileges(sec Security) error {
+	var have [2]unix.CapUserData
+	if err := unix.Capget(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &have[0]); err != nil {
+		return fmt.Errorf("capabilities: %w", err)
+	}
+	all := len(sec.Caps) == len(capNames)
+	keep := map[int]bool{}
+	for _, c := range sec.Caps {
+		n, ok := CapNumber(c)
+		if !ok {
+			return fmt.Errorf("unknown capability %q", c)
+		}
+		if have[n/32].Permitted&(1<<(n%32)) == 0 {
+			if all {
+				continue // privileged: every capability the node has
+			}
+			return fmt.Errorf("capability %s is not available on this node", c)
+		}
+		keep[n] = true
+	}
+	for n := 0; n <= unix.CAP_LAST_CAP; n++ {
+		if !keep[n] {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(n), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("drop %s: %w", capNames[n], err)
+			}
+		}
+	}
+	groups := make([]int, len(sec.Groups))
+	for i, g := range sec.Groups {
+		groups[i] = int(g)
+	}
+	if err := syscall.Setgroups(groups); err != nil {
+		return fmt.Errorf("supplementary groups: %w", err)
+	}
+	if err := unix.Setresgid(int(sec.GID), int(sec.GID), int(sec.GID)); err != nil {
+		return fmt.Errorf("group %d: %w", sec.GID, err)
+	}
+	// Keep the permitted set across the user change, to pick from it.
+	if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	if err := unix.Setresuid(int(sec.UID), int(sec.UID), int(sec.UID)); err != nil {
+		return fmt.Errorf("user %d: %w", sec.UID, err)
+	}
+	var data [2]unix.CapUserData
+	for n := range keep {
+		data[n/32].Effective |= 1 << (n % 32)
+		data[n/32].Permitted |= 1 << (n % 32)
+		data[n/32].Inheritable |= 1 << (n % 32)
+	}
+	if err := unix.Capset(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &data[0]); err != nil {
+		return fmt.Errorf("capabilities: %w", err)
+	}
+	for n := range keep {
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(n), 0, 0); err != nil {
+			return fmt.Errorf("ambient %s: %w", capNames[n], err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	// Changing the user made the process undumpable, which closes
+	// /proc/self/fd to it; exec resets this anyway.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	if sec.NoNewPrivs {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("no_new_privs: %w", err)
+		}
+	}
+	return nil
+}

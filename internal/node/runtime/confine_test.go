@@ -1,0 +1,256 @@
+package runtime
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// checks is what a confined process found it could and could not do.
+type checks struct {
+	UID, GID    int
+	Groups      []int
+	CapEff      string
+	CapBnd      string
+	NoNewPrivs  string
+	ResolvConf  string
+	WriteEtc    string // error writing a new file in /etc
+	WriteHost   string // error writing a file of the machine's the test made
+	WriteTmp    string // error writing in /tmp
+	WriteVolume string // error writing in a writable mount
+	ReadOnlyVol string // error writing in a read-only mount
+	LoadModule  string // error of init_module with a bogus image
+	ChangeNet   string // error setting lo up
+	Bind53      string // error binding port 53
+	SignalAgent string // error of kill(parent, 0)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return unix.ErrnoName(errno)
+	}
+	return err.Error()
+}
+
+// confineCheck runs inside the confined process (the test binary again)
+// and prints what it found as JSON. args: a machine file to try, a
+// writable mount, a read-only mount.
+func confineCheck(args []string) {
+	var c checks
+	c.UID, c.GID = os.Getuid(), os.Getgid()
+	c.Groups, _ = os.Getgroups()
+	if f, err := os.Open("/proc/self/status"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, _ := strings.Cut(sc.Text(), ":")
+			switch k {
+			case "CapEff":
+				c.CapEff = strings.TrimSpace(v)
+			case "CapBnd":
+				c.CapBnd = strings.TrimSpace(v)
+			case "NoNewPrivs":
+				c.NoNewPrivs = strings.TrimSpace(v)
+			}
+		}
+		f.Close()
+	}
+	data, _ := os.ReadFile("/etc/resolv.conf")
+	c.ResolvConf = string(data)
+	write := func(path string) string { return errText(os.WriteFile(path, []byte("x"), 0o644)) }
+	c.WriteEtc = write("/etc/svcnet-confine-test")
+	if c.WriteEtc == "" {
+		os.Remove("/etc/svcnet-confine-test")
+	}
+	c.WriteHost = write(args[0])
+	c.WriteTmp = write("/tmp/svcnet-confine-test")
+	c.WriteVolume = write(filepath.Join(args[1], "f"))
+	c.ReadOnlyVol = write(filepath.Join(args[2], "f"))
+	// Not an ELF image: even with the capability nothing is loaded.
+	c.LoadModule = errText(unix.InitModule([]byte("not a module"), ""))
+	if lo, err := netlink.LinkByName("lo"); err == nil {
+		c.ChangeNet = errText(netlink.LinkSetUp(lo))
+	} else {
+		c.ChangeNet = errText(err)
+	}
+	if l, err := net.Listen("tcp", "127.0.0.1:53"); err == nil {
+		l.Close()
+	} else {
+		c.Bind53 = errText(err)
+	}
+	c.SignalAgent = errText(unix.Kill(os.Getppid(), 0))
+	_ = json.NewEncoder(os.Stdout).Encode(c)
+}
+
+// TestConfinement runs the test binary confined as containers are, in a
+// network namespace of its own, and checks from inside what it may do:
+// the user, groups and capabilities asked for and no more; the machine's
+// files read-only but /tmp and writable mounts writable; no module
+// loading, no network changes, no signals to the node's processes —
+// unless privileged.
+func TestConfinement(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("confinement needs root to set up; CI runs as root")
+	}
+	ns := fmt.Sprintf("svcnet-test-confine-%d", rand.IntN(1e9))
+	if err := netns.Create(ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netns.Delete(ns) })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir() // 0700 root: the confined user cannot reach the test binary's files by path
+	resolv := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("nameserver 10.96.0.10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Outside /tmp, which a confined container has a private one of.
+	hostDir, err := os.MkdirTemp("/var/tmp", "svcnet-confine-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(hostDir) })
+	if err := os.Chmod(hostDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostFile := filepath.Join(hostDir, "machine-file")
+	if err := os.WriteFile(hostFile, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(hostFile, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	vol, roVol := filepath.Join(dir, "vol"), filepath.Join(dir, "ro")
+	for _, d := range []string{vol, roVol} {
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Chmod(d, 0o777)
+	}
+	mounts := []Mount{{Source: vol, Target: "/run/vol"}, {Source: roVol, Target: "/tmp/ro", ReadOnly: true}}
+	const user = 201234
+	cases := []struct {
+		name string
+		sec  Security
+		want func(c checks) []string
+	}{
+		{"no capabilities", Security{ReadOnlyHost: true, UID: user, GID: user, Groups: []uint32{3000}, NoNewPrivs: true, Mounts: mounts},
+			func(c checks) (bad []string) {
+				if c.UID != user || c.GID != user || fmt.Sprint(c.Groups) != "[3000]" {
+					bad = append(bad, fmt.Sprintf("ids %d %d %v", c.UID, c.GID, c.Groups))
+				}
+				if c.CapEff != "0000000000000000" || c.CapBnd != "0000000000000000" || c.NoNewPrivs != "1" {
+					bad = append(bad, fmt.Sprintf("caps eff %s bnd %s nnp %s", c.CapEff, c.CapBnd, c.NoNewPrivs))
+				}
+				if c.Bind53 != "EACCES" {
+					bad = append(bad, "bind 53 without the capability: "+c.Bind53)
+				}
+				return append(bad, confinedFiles(c)...)
+			}},
+		{"NET_BIND_SERVICE only", Security{ReadOnlyHost: true, UID: user, GID: user, Caps: []string{"CAP_NET_BIND_SERVICE"}, NoNewPrivs: true, Mounts: mounts},
+			func(c checks) (bad []string) {
+				if c.Bind53 != "" {
+					bad = append(bad, "cannot bind 53: "+c.Bind53)
+				}
+				if c.CapEff != "0000000000000400" || c.CapBnd != "0000000000000400" {
+					bad = append(bad, fmt.Sprintf("caps eff %s bnd %s, want only bit 10", c.CapEff, c.CapBnd))
+				}
+				return append(bad, confinedFiles(c)...)
+			}},
+		{"privileged", Security{UID: 0, GID: 0, Caps: AllCaps(), Mounts: mounts},
+			func(c checks) (bad []string) {
+				if c.UID != 0 || c.WriteHost != "" || c.ChangeNet != "" || c.Bind53 != "" || c.SignalAgent != "" {
+					bad = append(bad, fmt.Sprintf("privileged is held back: %+v", c))
+				}
+				if c.LoadModule == "EPERM" {
+					bad = append(bad, "privileged may not even try to load a module")
+				}
+				return bad
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_ = os.Remove(filepath.Join(vol, "f"))
+			sec := tc.sec
+			o := ExecOptions{Netns: ns, Hostname: "confined", ResolvConf: resolv, Security: &sec,
+				Argv: []string{self, "confine-check", hostFile, "/run/vol", "/tmp/ro"}}
+			cmd := exec.Command(self, o.Args()...)
+			cmd.SysProcAttr = SysProcAttr()
+			cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+			out, err := cmd.Output()
+			if err != nil {
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					t.Fatalf("%v: %s", err, ee.Stderr)
+				}
+				t.Fatal(err)
+			}
+			var c checks
+			if err := json.Unmarshal(out, &c); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if c.ResolvConf != "nameserver 10.96.0.10\n" {
+				t.Errorf("resolv.conf %q", c.ResolvConf)
+			}
+			for _, b := range tc.want(c) {
+				t.Error(b)
+			}
+			// Nothing leaked to the machine: its /tmp has no such file.
+			if _, err := os.Stat("/tmp/svcnet-confine-test"); err == nil {
+				os.Remove("/tmp/svcnet-confine-test")
+				if sec.ReadOnlyHost {
+					t.Error("the container's /tmp is the machine's")
+				}
+			}
+		})
+	}
+	if data, _ := os.ReadFile(hostFile); len(data) > 0 && !t.Failed() {
+		t.Log("the privileged case wrote the machine's file, as it may")
+	}
+}
+
+// confinedFiles are the checks every confined case shares.
+func confinedFiles(c checks) (bad []string) {
+	expect := func(what, got, want string) {
+		if got != want {
+			bad = append(bad, fmt.Sprintf("%s: %q, want %q", what, got, want))
+		}
+	}
+	expect("write /etc", c.WriteEtc, "EROFS")
+	expect("write a machine file (mode 0666)", c.WriteHost, "EROFS")
+	expect("write /tmp", c.WriteTmp, "")
+	expect("write a writable mount", c.WriteVolume, "")
+	expect("write a read-only mount", c.ReadOnlyVol, "EROFS")
+	// A kernel built without modules answers ENOSYS before any check:
+	// then the capability must be out of the bounding set.
+	if _, err := os.Stat("/proc/modules"); err != nil && c.LoadModule == "ENOSYS" {
+		if bnd, _ := strconv.ParseUint(c.CapBnd, 16, 64); bnd&(1<<unix.CAP_SYS_MODULE) != 0 {
+			bad = append(bad, "CAP_SYS_MODULE is in the bounding set")
+		}
+	} else {
+		expect("load a module", c.LoadModule, "EPERM")
+	}
+	expect("change the network", c.ChangeNet, "EPERM")
+	expect("signal the node's process", c.SignalAgent, "EPERM")
+	return bad
+}
