@@ -261,7 +261,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	config.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(
 		sets.NewString("watch", "proxy"), sets.NewString("attach", "exec", "proxy", "log", "portforward"))
 	config.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-		return withVersion(genericapiserver.DefaultBuildHandlerChain(h, c))
+		return withVersion(genericapiserver.DefaultBuildHandlerChain(withBadPatchAnswered(h), c))
 	}
 	if opts.AdvertiseAddress != "" {
 		config.PublicAddress = net.ParseIP(opts.AdvertiseAddress)

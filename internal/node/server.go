@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 
@@ -47,17 +48,7 @@ func (a *Agent) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node server certificate: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
-	mux.HandleFunc("/exec/{ns}/{pod}/{container}", a.serveExec)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
-	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && !apiServerClient(r) {
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	auth := a.handler()
 	l, err := net.Listen("tcp", a.cfg.ServerAddress)
 	if err != nil {
 		return err
@@ -70,6 +61,22 @@ func (a *Agent) serve(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// handler is the node server's: the API server's requests only, but for
+// /healthz. Port-forward and attach are not served (404).
+func (a *Agent) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
+	mux.HandleFunc("/exec/{ns}/{pod}/{container}", a.serveExec)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && !apiServerClient(r) {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // apiServerClient reports whether the request comes with the API server's
@@ -137,6 +144,12 @@ func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error
 	w, err := a.worker(ns, pod)
 	if err != nil {
 		return "", err
+	}
+	// Only a container of this pod: the name becomes a file name.
+	p := w.newest()
+	if !slices.ContainsFunc(append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...),
+		func(c corev1.Container) bool { return c.Name == container }) {
+		return "", fmt.Errorf("container %q is not valid for pod %q", container, pod)
 	}
 	name := container + ".log"
 	if previous {

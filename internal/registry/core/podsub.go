@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,7 +66,13 @@ func podNode(ctx context.Context, pods *genericregistry.Store, name string) (*co
 // defaultContainer picks the only container, or says which to choose.
 func defaultContainer(pod *corev1.Pod, container string) (string, error) {
 	if container != "" {
-		return container, nil
+		for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+			if c.Name == container {
+				return container, nil
+			}
+		}
+		// As kube-apiserver; and the name goes into the node's URL.
+		return "", apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", container, pod.Name))
 	}
 	if len(pod.Spec.Containers) == 1 {
 		return pod.Spec.Containers[0].Name, nil

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
@@ -399,5 +402,67 @@ func TestMaxRequestsInFlight(t *testing.T) {
 	// The admin (system:masters) is never throttled.
 	if _, err := s.Client().CoreV1().Services("").List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Errorf("admin: %v", err)
+	}
+}
+
+// TestBadInputAnswered: malformed patches of every type, a patch that
+// makes the patch library panic (found by FuzzPatches), a body over the
+// size limit and garbage bodies each get an error answer, and the server
+// goes on serving.
+func TestBadInputAnswered(t *testing.T) {
+	s := framework.StartAPIServer(t)
+	client := s.Client()
+	ctx := framework.Context(t, 60*time.Second)
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "target"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "target"}, AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}}}
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(s.Config("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: rt, Timeout: 30 * time.Second}
+	big := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"k":"` + strings.Repeat("x", 4<<20) + `"}}`
+	cases := []struct {
+		name, method, path, contentType, body string
+		want                                  []int
+	}{
+		{"JSON patch, not JSON", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/json-patch+json", `[{"op":`, []int{400, 422}},
+		{"JSON patch, bad op", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/json-patch+json", `[{"op":"fly","path":"/x"}]`, []int{400, 422, 500}},
+		{"merge patch, not an object", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/merge-patch+json", `[1,2]`, []int{400, 422}},
+		{"strategic patch, wrong types", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/strategic-merge-patch+json", `{"data":[1]}`, []int{400, 422}},
+		{"strategic patch that panics the library", "PATCH", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/target", "application/strategic-merge-patch+json",
+			`{"$setElementOrder/ports":[{"port":81}],"ports":[{"port":81}]}`, []int{400}},
+		{"apply patch, not YAML", "PATCH", "/api/v1/namespaces/default/configmaps/target?fieldManager=t", "application/apply-patch+yaml", "\t: :\n\x00", []int{400, 422}},
+		{"unknown patch type", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/x-unknown", `{}`, []int{415}},
+		{"body over 3 MiB", "POST", "/api/v1/namespaces/default/configmaps", "application/json", big, []int{413}},
+		{"garbage JSON", "POST", "/api/v1/namespaces/default/configmaps", "application/json", "{\"metadata\":", []int{400}},
+		{"garbage protobuf", "POST", "/api/v1/namespaces/default/configmaps", "application/vnd.kubernetes.protobuf", "k8s\x00\xff\xff\xff", []int{400, 415}},
+		{"wrong kind in body", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`, []int{400}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest(c.method, s.URL+c.path, strings.NewReader(c.body))
+			req.Header.Set("Content-Type", c.contentType)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !slices.Contains(c.want, resp.StatusCode) {
+				t.Errorf("status %d, want one of %v: %.300s", resp.StatusCode, c.want, body)
+			}
+			if resp.StatusCode != http.StatusRequestEntityTooLarge && !strings.Contains(string(body), `"kind":"Status"`) {
+				t.Errorf("the answer is not a Status: %.300s", body)
+			}
+		})
+	}
+	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "target", metav1.GetOptions{}); err != nil {
+		t.Errorf("the server stopped serving: %v", err)
 	}
 }

@@ -165,6 +165,10 @@ func (c *localCluster) podsConfined(t *testing.T) {
 		os.Remove("/etc/svcnet-confined")
 		t.Error("a pod wrote the machine's /etc")
 	}
+	// Logs only of the pod's containers: the name is not a path.
+	if out, errOut, err := k.Run("", "logs", "plain", "-c", "../../../logs/apiserver"); err == nil || !strings.Contains(errOut, "is not valid") {
+		t.Errorf("kubectl logs with a path for container: err %v, %s%s", err, out, errOut)
+	}
 	// Root without privileged is refused, with the reason.
 	c.until("wants-root to be refused", 30*time.Second, func() bool {
 		out, _, _ := k.Run("", "get", "pod", "wants-root", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}")
