@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/svcnet/svcnet/internal/pki"
@@ -16,6 +17,13 @@ const KubeconfigDir = "kubeconfigs"
 // asked and one kubeconfig per built-in identity in the data directory.
 func (s *Server) writeKubeconfigs(ca *pki.CA, tokenFile string) error {
 	dir := filepath.Join(s.opts.DataDir, KubeconfigDir)
+	// Credentials: the owner's only, also when an older version made it.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
 	certIdentities := []struct {
 		file, user string
 		groups     []string

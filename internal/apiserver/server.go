@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -124,7 +125,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.AdvertiseAddress != "" && net.ParseIP(opts.AdvertiseAddress) == nil {
 		return nil, fmt.Errorf("--advertise-address %q is not an IP address", opts.AdvertiseAddress)
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+	if err := privateDir(opts.DataDir); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	s := &Server{opts: opts, PKIDir: filepath.Join(opts.DataDir, "pki")}
@@ -370,4 +371,26 @@ func (s *Server) close() {
 	if s.etcd != nil {
 		s.etcd.Close()
 	}
+}
+
+// privateDir makes dir, which holds keys and etcd's data, the owner's
+// only, as etcd insists on for its data directory. A shared directory
+// (sticky, like /tmp) or one of another user is refused rather than
+// changed.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if info.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	if info.Mode()&os.ModeSticky != 0 || !ok || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s is shared (mode %v): give the API server a directory of its own", dir, info.Mode())
+	}
+	return os.Chmod(dir, 0o700)
 }

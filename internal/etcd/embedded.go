@@ -56,7 +56,14 @@ func Start(ctx context.Context, dir string, certs TLS) (*Embedded, error) {
 	cfg.Dir = filepath.Join(dir, "member-data")
 	cfg.LogLevel = "error"
 	cfg.Logger = "zap"
-	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
+	// The log names keys and members: the owner's only (zap would make
+	// it world-readable).
+	logPath := filepath.Join(dir, "etcd.log")
+	if f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+		f.Close()
+		_ = os.Chmod(logPath, 0o600)
+	}
+	cfg.LogOutputs = []string{logPath}
 	client := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", p.Client)}
 	peer := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", p.Peer)}
 	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, TrustedCAFile: certs.CA, ClientCertAuth: true}

@@ -39,7 +39,7 @@ func Kubeconfig(name, server string, caPEM []byte, cred Credentials) *clientcmda
 
 // WriteKubeconfig writes cfg to path with owner-only permissions.
 func WriteKubeconfig(path string, cfg *clientcmdapi.Config) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	data, err := clientcmd.Write(*cfg)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,6 +29,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/etcd"
+	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -102,6 +105,57 @@ func TestEtcdMutualTLS(t *testing.T) {
 				t.Errorf("served=%v, want %v (err %v, body %q)", served, c.ok, err, body)
 			}
 		})
+	}
+}
+
+// TestExternalEtcdTLS: with --etcd-servers and kube-apiserver's
+// --etcd-cafile, --etcd-certfile and --etcd-keyfile, the API server
+// stores in an etcd that requires mutual TLS (here a member started by
+// the test with the same certificates layout as kubeadm's).
+func TestExternalEtcdTLS(t *testing.T) {
+	dir := t.TempDir()
+	files, err := pki.EnsureEtcd(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	member, err := etcd.Start(ctx, filepath.Join(dir, "etcd"), etcd.TLS{CA: files.CA, ServerCert: files.ServerCert,
+		ServerKey: files.ServerKey, PeerCert: files.PeerCert, PeerKey: files.PeerKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(member.Close)
+	s := framework.StartAPIServer(t, "--etcd-servers", member.Endpoints[0],
+		"--etcd-cafile", files.CA, "--etcd-certfile", files.ClientCert, "--etcd-keyfile", files.ClientKey)
+	ctx2 := framework.Context(t, 30*time.Second)
+	if _, err := s.Client().CoreV1().ConfigMaps("default").Create(ctx2, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stored"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.DataDir, "etcd")); err == nil {
+		t.Error("an embedded etcd was started beside the external one")
+	}
+}
+
+// TestDataDirPrivate: nothing in the API server's data directory —
+// etcd's data, keys, kubeconfigs, tokens — is readable by other users.
+func TestDataDirPrivate(t *testing.T) {
+	s := framework.StartAPIServer(t)
+	err := filepath.WalkDir(s.DataDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if perm := info.Mode().Perm(); perm&0o077 != 0 && info.Mode().Type() != fs.ModeSymlink {
+			t.Errorf("%s is %v: open to other users", path, perm)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
