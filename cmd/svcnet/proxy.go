@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/app"
-	"github.com/svcnet/svcnet/internal/proxy/iptables"
 )
 
 func newProxyCommand() *cobra.Command {
@@ -60,7 +60,7 @@ masqueraded. --local traces a packet the node itself sends.`,
   ip netns exec svcnet-node-1 svcnet proxy trace --src 192.168.77.100 --dst 192.168.77.1:30080/tcp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return app.Trace(cmd.Context(), t, &iptables.Exec{Binary: t.IPTablesBinary}, app.Netlink{}, cmd.OutOrStdout())
+			return app.Trace(cmd.Context(), t, &utiliptables.Exec{Binary: t.IPTablesBinary}, app.Netlink{}, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -152,7 +153,7 @@ func TestRunIPTables(t *testing.T) {
 	nodeIP := netip.MustParseAddr("192.168.77.1")
 	client := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: nodeIP.String()}}}})
-	kernel := iptables.NewFake()
+	kernel := iptablestest.NewFake()
 	ct := &conntrack.Fake{}
 	hc := &loopbackHC{addrs: map[int]string{}}
 	o := Defaults()
@@ -246,7 +247,7 @@ func TestRunIPTables(t *testing.T) {
 // removes them mode by mode.
 func TestCleanup(t *testing.T) {
 	ctx := context.Background()
-	kernel := iptables.NewFake()
+	kernel := iptablestest.NewFake()
 	tr := svcstate.NewTracker(svcstate.Config{NodeName: "node-1", Logger: quiet})
 	tr.OnServiceAdd(Service("default", "web", "10.96.0.20", Port("http", v1.ProtocolTCP, 80, 30080), Type(v1.ServiceTypeNodePort)))
 	tr.OnEndpointSliceAdd(Slice("default", "web", "web-1", SlicePort("http", v1.ProtocolTCP, 8080), Endpoint("10.244.1.2", "node-1")))

@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
 )
@@ -82,7 +83,7 @@ type modeInfo struct {
 	start func(*deps) (syncer, error)
 	// cleanup removes the mode's rules: at --cleanup, and when another
 	// mode starts in the same namespace.
-	cleanup func(context.Context, iptables.Executor) error
+	cleanup func(context.Context, utiliptables.Executor) error
 	why     string // why a mode is not built
 }
 

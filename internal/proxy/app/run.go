@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
@@ -38,7 +39,7 @@ type syncer interface {
 // the sockets it serves on, so that the whole assembly runs against fakes
 // in tests.
 type OS struct {
-	IPTables   iptables.Executor
+	IPTables   utiliptables.Executor
 	Conntrack  conntrack.Interface
 	Interfaces Interfaces
 	// Sockets are the userspace mode's proxy sockets and endpoint dials.
@@ -50,7 +51,7 @@ type OS struct {
 // RealOS programs the namespace the process runs in.
 func RealOS(o Options) OS {
 	return OS{
-		IPTables:            &iptables.Exec{Binary: o.IPTablesBinary},
+		IPTables:            &utiliptables.Exec{Binary: o.IPTablesBinary},
 		Conntrack:           &conntrack.Exec{},
 		Interfaces:          Netlink{},
 		Sockets:             userspace.Real{},
@@ -75,12 +76,12 @@ type deps struct {
 func startIPTables(d *deps) (syncer, error) {
 	cidr, _ := d.opts.clusterCIDR()
 	maxChains := 0
-	if ex, ok := d.os.IPTables.(*iptables.Exec); ok {
+	if ex, ok := d.os.IPTables.(*utiliptables.Exec); ok {
 		backend, err := ex.Backend(d.ctx)
 		if err != nil {
 			return nil, err
 		}
-		if backend == iptables.BackendNFT {
+		if backend == utiliptables.BackendNFT {
 			// Measured on iptables 1.8.9: ~1,000 chains per restore is
 			// where the nft backend's per-chain cost and the per-restore
 			// overhead balance (10,000 services load in ~10 s).
@@ -153,7 +154,7 @@ func Run(ctx context.Context, o Options) error {
 
 // CleanupAll removes the rules of every mode, as kube-proxy --cleanup
 // does.
-func CleanupAll(ctx context.Context, ex iptables.Executor) error {
+func CleanupAll(ctx context.Context, ex utiliptables.Executor) error {
 	var failed []error
 	for _, m := range modes {
 		if m.cleanup != nil {

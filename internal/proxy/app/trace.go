@@ -11,7 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
 )
 
@@ -57,7 +57,7 @@ func (t TraceOptions) ParsePacket() (trace.Packet, error) {
 
 // Trace walks a packet through the rules of the namespace it runs in
 // (or of a saved dump) and writes the paths it may take.
-func Trace(ctx context.Context, t TraceOptions, ex iptables.Executor, ifaces Interfaces, w io.Writer) error {
+func Trace(ctx context.Context, t TraceOptions, ex utiliptables.Executor, ifaces Interfaces, w io.Writer) error {
 	pkt, err := t.ParsePacket()
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -355,7 +356,7 @@ func feed(tr *svcstate.Tracker, objects []any) {
 
 // apply ensures the jump rules and restores data into f, as a full sync
 // of the proxier does.
-func apply(t *testing.T, f *iptables.Fake, cfg iptables.Config, data []byte) {
+func apply(t *testing.T, f *iptablestest.Fake, cfg iptables.Config, data []byte) {
 	t.Helper()
 	ctx := context.Background()
 	for _, table := range []string{"mangle", "nat", "filter"} {
@@ -377,7 +378,7 @@ func apply(t *testing.T, f *iptables.Fake, cfg iptables.Config, data []byte) {
 }
 
 // kernel returns what the fake kernel holds, parsed by the tracer.
-func kernel(t *testing.T, f *iptables.Fake) *trace.Ruleset {
+func kernel(t *testing.T, f *iptablestest.Fake) *trace.Ruleset {
 	t.Helper()
 	var all []byte
 	for _, table := range []string{"filter", "nat"} {
@@ -409,7 +410,7 @@ func TestGolden(t *testing.T) {
 			rs := iptables.Build(cfg, iptables.Input{Snapshot: snap, Full: true})
 			compareGolden(t, filepath.Join("testdata", fx.name+".golden"), rs.Data)
 
-			fake := iptables.NewFake()
+			fake := iptablestest.NewFake()
 			apply(t, fake, cfg, rs.Data)
 			rules := kernel(t, fake)
 			for _, c := range fx.checks {

@@ -1,8 +1,6 @@
 package iptables
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/svcstate"
 )
@@ -21,7 +20,7 @@ import (
 type ProxierConfig struct {
 	Rules    Config
 	Tracker  *svcstate.Tracker
-	Executor Executor
+	Executor utiliptables.Executor
 	Metrics  *proxy.Metrics // optional
 	Logger   *slog.Logger   // optional
 	// FullSyncPeriod is the longest time between two full syncs, which
@@ -166,7 +165,7 @@ func (p *Proxier) sync(ctx context.Context) (proxy.SyncResult, error) {
 		if data, err := p.cfg.Executor.Save(ctx, "nat"); err != nil {
 			p.cfg.Logger.Warn("cannot list nat chains; stale chains stay until the next full sync", "err", err)
 		} else {
-			existing = chainsIn(data)
+			existing = utiliptables.ChainsIn(data)
 		}
 	}
 	rs := Build(p.cfg.Rules, Input{
@@ -311,18 +310,4 @@ func (p *Proxier) observe(rs *RuleSet, start, done time.Time) {
 	m.EndpointChanges.Add(float64(len(p.pending.Services)))
 	m.Services.Set(float64(rs.Stats.ServicePorts))
 	m.Endpoints.Set(float64(rs.Stats.Endpoints))
-}
-
-// chainsIn lists the chains declared in iptables-save output.
-func chainsIn(save []byte) []string {
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(save))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if l := sc.Bytes(); len(l) > 1 && l[0] == ':' {
-			name, _, _ := strings.Cut(string(l[1:]), " ")
-			out = append(out, name)
-		}
-	}
-	return out
 }

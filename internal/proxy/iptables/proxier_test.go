@@ -18,6 +18,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -29,7 +30,7 @@ import (
 type world struct {
 	t       *testing.T
 	tracker *svcstate.Tracker
-	fake    *iptables.Fake
+	fake    *iptablestest.Fake
 	proxier *iptables.Proxier
 	metrics *proxy.Metrics
 	now     time.Time
@@ -39,7 +40,7 @@ type world struct {
 func newWorld(t *testing.T) *world { return newEditingWorld(t, false) }
 
 func newEditingWorld(t *testing.T, edit bool) *world {
-	w := &world{t: t, fake: iptables.NewFake(), metrics: proxy.NewMetrics(nil),
+	w := &world{t: t, fake: iptablestest.NewFake(), metrics: proxy.NewMetrics(nil),
 		now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	w.tracker = svcstate.NewTracker(svcstate.Config{NodeName: "node-a",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return w.now }})
@@ -93,7 +94,7 @@ func (w *world) addWeb(n int) {
 }
 
 // save returns the fake kernel's tables.
-func save(t *testing.T, f *iptables.Fake) string {
+func save(t *testing.T, f *iptablestest.Fake) string {
 	t.Helper()
 	var b bytes.Buffer
 	for _, table := range []string{"filter", "nat"} {
@@ -110,7 +111,7 @@ func save(t *testing.T, f *iptables.Fake) string {
 // sync of the current snapshot on a fresh kernel would produce.
 func (w *world) assertMatchesFullSync() {
 	w.t.Helper()
-	fresh := iptables.NewFake()
+	fresh := iptablestest.NewFake()
 	for _, c := range w.foreign {
 		if err := fresh.EnsureChain(context.Background(), "nat", c); err != nil {
 			w.t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/svcstate"
@@ -147,13 +148,13 @@ func TestOptions(t *testing.T) {
 	if strings.Contains(data, "INVALID") {
 		t.Error("INVALID drop despite tcp_be_liberal")
 	}
-	fake := iptables.NewFake()
+	fake := iptablestest.NewFake()
 	apply(t, fake, cfg, []byte(data))
 }
 
 func TestFake(t *testing.T) {
 	ctx := context.Background()
-	f := iptables.NewFake()
+	f := iptablestest.NewFake()
 	ok := "*nat\n:A - [0:0]\n:B - [0:0]\n-A A -m comment --comment \"x y\" -j B\n-A B -j RETURN\nCOMMIT\n"
 	if err := f.Restore(ctx, []byte(ok)); err != nil {
 		t.Fatal(err)
@@ -202,25 +203,6 @@ func TestFake(t *testing.T) {
 	f.FailRestore = func([]byte) error { return errors.New("injected") }
 	if err := f.Restore(ctx, []byte(ok)); err == nil {
 		t.Error("injected failure ignored")
-	}
-}
-
-func TestTokenizeJoin(t *testing.T) {
-	for _, l := range []string{
-		`-A X -m comment --comment "a b" -j Y`,
-		`-A X -m comment --comment "say \"hi\"" -j Y`,
-		`-A X -m comment --comment "" -j Y`,
-	} {
-		w, err := iptables.Tokenize(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := iptables.Join(w); got != l {
-			t.Errorf("round trip %q -> %q", l, got)
-		}
-	}
-	if _, err := iptables.Tokenize(`-A X "open`); err == nil {
-		t.Error("unterminated quote accepted")
 	}
 }
 

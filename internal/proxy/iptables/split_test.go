@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -19,7 +20,7 @@ import (
 // watchedFake checks the kernel after every restore, as packets would
 // see it between the restores of a split sync.
 type watchedFake struct {
-	*iptables.Fake
+	*iptablestest.Fake
 	after func()
 }
 
@@ -38,7 +39,7 @@ func (w *watchedFake) Restore(ctx context.Context, data []byte) error {
 func TestSplitSyncsStayCoherent(t *testing.T) {
 	for _, edit := range []bool{false, true} {
 		t.Run(fmt.Sprintf("edit=%v", edit), func(t *testing.T) {
-			fake := &watchedFake{Fake: iptables.NewFake()}
+			fake := &watchedFake{Fake: iptablestest.NewFake()}
 			w := &world{t: t, fake: fake.Fake, metrics: proxy.NewMetrics(nil), now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 			w.tracker = svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet, Now: func() time.Time { return w.now }})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -38,7 +39,7 @@ func TestWiring(t *testing.T) {
 		OnBadInput: metrics.CountBadInput,
 		OnChange:   func() { runner.Run() },
 	})
-	fakeKernel := iptables.NewFake()
+	fakeKernel := iptablestest.NewFake()
 	proxier, err := iptables.NewProxier(iptables.ProxierConfig{
 		Rules: nodeConfig, Tracker: tracker, Executor: fakeKernel, Metrics: metrics, Logger: quiet,
 		EditTopLevelChains: true,

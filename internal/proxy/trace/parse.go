@@ -13,6 +13,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/svcnet/svcnet/internal/iptables"
 )
 
 // Ruleset is a parsed dump of one or more tables.
@@ -127,7 +129,7 @@ func Parse(data []byte) (*Ruleset, error) {
 				c.Policy = f[1]
 			}
 		case strings.HasPrefix(l, "-A ") || strings.HasPrefix(l, "--append "):
-			words, err := Tokenize(l)
+			words, err := iptables.Tokenize(l)
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %w", n, err)
 			}
@@ -334,39 +336,4 @@ func parseHex(s string, unsupported func(string)) uint32 {
 		unsupported("mark " + s)
 	}
 	return uint32(v)
-}
-
-// tokenize splits a rule into words, honouring double quotes.
-// Tokenize splits an iptables-restore or iptables-save line into words,
-// honouring double quotes (and \" inside them) as iptables-restore does.
-func Tokenize(l string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord, quoted := false, false
-	for i := 0; i < len(l); i++ {
-		c := l[i]
-		switch {
-		case c == '"':
-			quoted, inWord = !quoted, true
-		case c == '\\' && quoted && i+1 < len(l) && l[i+1] == '"':
-			cur.WriteByte('"')
-			i++
-		case (c == ' ' || c == '\t') && !quoted:
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	if quoted {
-		return nil, fmt.Errorf("unterminated quote in %q", l)
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
 }

@@ -24,8 +24,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy"
-	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/svcstate"
 )
 

@@ -17,8 +17,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
-	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
 	"github.com/svcnet/svcnet/internal/svcstate"
@@ -108,14 +108,14 @@ func (s *loopbackSockets) serveUDP(t *testing.T, ep, name string) {
 type world struct {
 	t       *testing.T
 	tracker *svcstate.Tracker
-	fake    *iptables.Fake
+	fake    *iptablestest.Fake
 	socks   *loopbackSockets
 	proxier *userspace.Proxier
 	metrics *proxy.Metrics
 }
 
 func newWorld(t *testing.T) *world {
-	w := &world{t: t, fake: iptables.NewFake(), socks: &loopbackSockets{servers: map[string]string{}}, metrics: proxy.NewMetrics(nil)}
+	w := &world{t: t, fake: iptablestest.NewFake(), socks: &loopbackSockets{servers: map[string]string{}}, metrics: proxy.NewMetrics(nil)}
 	w.tracker = svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet})
 	p, err := userspace.NewProxier(userspace.Config{Tracker: w.tracker, Executor: w.fake, Sockets: w.socks,
 		Node: proxy.Node{Name: "node-a"}, Metrics: w.metrics, Logger: quiet, UDPIdleTimeout: 200 * time.Millisecond})

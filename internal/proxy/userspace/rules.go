@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/svcstate"
 )
 

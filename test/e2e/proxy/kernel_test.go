@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
@@ -45,7 +46,7 @@ func webSlice(i, n int, firstReady bool) *discovery.EndpointSlice {
 // sorted, and the rules of the top-level chains sorted, since editing
 // syncs may order them differently without changing any packet's fate.
 // It checks that the node-port jump ends nat KUBE-SERVICES.
-func ourTables(t *testing.T, ex *iptables.Exec) string {
+func ourTables(t *testing.T, ex *utiliptables.Exec) string {
 	t.Helper()
 	var out []string
 	for _, table := range []string{"filter", "nat"} {
@@ -102,12 +103,12 @@ func TestEditingSyncsOnTheKernel(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			binary, early := strings.CutSuffix(variant, "-early")
 			ns := framework.NewNetns(t, "edit")
-			ex := &iptables.Exec{Binary: binary, Netns: ns.Name}
-			var apply iptables.Executor = ex
+			ex := &utiliptables.Exec{Binary: binary, Netns: ns.Name}
+			var apply utiliptables.Executor = ex
 			if early {
 				// EarlyCommit watches the kernel's notifications in the
 				// namespace the commands run in: run them all there.
-				apply = inNetns{ns: ns, ex: &iptables.Exec{Binary: binary, EarlyCommit: true}}
+				apply = inNetns{ns: ns, ex: &utiliptables.Exec{Binary: binary, EarlyCommit: true}}
 			}
 			tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-0", Logger: quiet})
 			cfg := iptables.Config{Node: proxy.Node{Name: "node-0"}, ClusterCIDR: netipPrefix("10.244.0.0/16")}
@@ -125,7 +126,7 @@ func TestEditingSyncsOnTheKernel(t *testing.T) {
 				// The reference: one full sync of the same snapshot into a
 				// fresh namespace.
 				ref := framework.NewNetns(t, "ref")
-				refEx := &iptables.Exec{Binary: binary, Netns: ref.Name}
+				refEx := &utiliptables.Exec{Binary: binary, Netns: ref.Name}
 				rp, err := iptables.NewProxier(iptables.ProxierConfig{Rules: cfg, Tracker: tracker, Executor: refEx, Logger: quiet})
 				if err != nil {
 					t.Fatal(err)
@@ -191,7 +192,7 @@ func diffLines(want, got string) string {
 func TestCleanupOnTheKernel(t *testing.T) {
 	framework.RequireRoot(t)
 	ns := framework.NewNetns(t, "cleanup")
-	ex := &iptables.Exec{Netns: ns.Name, Binary: "iptables"}
+	ex := &utiliptables.Exec{Netns: ns.Name, Binary: "iptables"}
 	tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-0", Logger: quiet})
 	for i := range 5 {
 		tracker.OnServiceAdd(webService(i, LoadBalancer(fmt.Sprintf("198.51.100.%d", i)), SourceRanges("203.0.113.0/24")))
@@ -224,7 +225,7 @@ func TestCleanupOnTheKernel(t *testing.T) {
 // the test's own namespace, the host's.
 type inNetns struct {
 	ns *framework.Netns
-	ex *iptables.Exec
+	ex *utiliptables.Exec
 }
 
 func (n inNetns) Restore(ctx context.Context, data []byte) error {
@@ -253,4 +254,4 @@ func (n inNetns) ChainExists(ctx context.Context, table, chain string) (ok bool,
 	return ok, err
 }
 
-var _ iptables.Executor = inNetns{}
+var _ utiliptables.Executor = inNetns{}

@@ -1,3 +1,10 @@
+// Package iptables is svcnet's one way to program iptables: the executor
+// (iptables-restore and -save, always waiting for the xtables lock), the
+// backend detection, the nf_tables commit monitor, the restore-language
+// tokenizer and helpers for rules in chains svcnet does not own. Every
+// writer — the proxy's modes, the node agent, the edge — uses it, so one
+// namespace never sees two backends or an unlocked write. Kubernetes
+// keeps its pkg/util/iptables apart from the proxiers the same way.
 package iptables
 
 import (
@@ -12,8 +19,8 @@ import (
 	"sync"
 )
 
-// Executor is every effect the iptables mode has on the host. Exec runs
-// the real binaries; Fake keeps tables in memory for tests.
+// Executor is every effect an iptables writer has on the host. Exec runs
+// the real binaries; iptablestest.Fake keeps tables in memory for tests.
 type Executor interface {
 	// Restore applies iptables-restore input without flushing the tables,
 	// atomically: all of it or none.
@@ -56,8 +63,8 @@ type Exec struct {
 // commit changes, the kernel sends a notification to every subscriber.
 const earlyMaxBytes = 64 << 10
 
-// lockWait makes concurrent iptables users (kubelet, CNI plugins) queue
-// for the xtables lock instead of failing.
+// lockWait makes concurrent iptables users (kubelet, CNI plugins, the
+// node agent and the proxy) queue for the xtables lock instead of failing.
 const lockWait = "5"
 
 func (e *Exec) run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {

@@ -1,8 +1,8 @@
-package iptables
+// Package iptablestest is the in-memory iptables that tests use in place
+// of the kernel, for every package that writes rules.
+package iptablestest
 
 import (
-	"github.com/svcnet/svcnet/internal/proxy/trace"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/svcnet/svcnet/internal/iptables"
 )
 
 // Fake is an in-memory iptables for tests: it applies restore input with
@@ -72,7 +74,7 @@ func (t *fakeTable) clone() *fakeTable {
 	return c
 }
 
-// Restore implements Executor.
+// Restore implements iptables.Executor.
 func (f *Fake) Restore(_ context.Context, data []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -130,7 +132,7 @@ func (f *Fake) Restore(_ context.Context, data []byte) error {
 			}
 			continue
 		}
-		words, err := Tokenize(l)
+		words, err := iptables.Tokenize(l)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -228,7 +230,7 @@ func target(rule []string) string {
 	return ""
 }
 
-// Save implements Executor, printing chains as iptables-save does:
+// Save implements iptables.Executor, printing chains as iptables-save does:
 // built-in chains first, then ours by name.
 func (f *Fake) Save(_ context.Context, table string) ([]byte, error) {
 	f.mu.Lock()
@@ -250,7 +252,7 @@ func (f *Fake) Save(_ context.Context, table string) ([]byte, error) {
 	}
 	for _, n := range names {
 		for _, r := range t.chains[n].rules {
-			fmt.Fprintf(&b, "-A %s %s\n", n, Join(r))
+			fmt.Fprintf(&b, "-A %s %s\n", n, iptables.Join(r))
 		}
 	}
 	b.WriteString("COMMIT\n")
@@ -269,7 +271,7 @@ func (t *fakeTable) chainNames(table string) []string {
 	return append(names, user...)
 }
 
-// EnsureChain implements Executor.
+// EnsureChain implements iptables.Executor.
 func (f *Fake) EnsureChain(_ context.Context, table, chain string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -283,7 +285,7 @@ func (f *Fake) EnsureChain(_ context.Context, table, chain string) error {
 	return nil
 }
 
-// EnsureRule implements Executor.
+// EnsureRule implements iptables.Executor.
 func (f *Fake) EnsureRule(_ context.Context, table, chain string, args ...string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -307,7 +309,7 @@ func (f *Fake) EnsureRule(_ context.Context, table, chain string, args ...string
 	return nil
 }
 
-// DeleteRule implements Executor.
+// DeleteRule implements iptables.Executor.
 func (f *Fake) DeleteRule(_ context.Context, table, chain string, args ...string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -321,7 +323,7 @@ func (f *Fake) DeleteRule(_ context.Context, table, chain string, args ...string
 	return nil
 }
 
-// ChainExists implements Executor.
+// ChainExists implements iptables.Executor.
 func (f *Fake) ChainExists(_ context.Context, table, chain string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -367,21 +369,4 @@ func (f *Fake) Chains(table string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// Tokenize splits an iptables-restore line into words, honouring double
-// quotes as iptables-restore does. The tracer's parser reads the same
-// grammar; there is one tokenizer, the tracer's.
-func Tokenize(l string) ([]string, error) { return trace.Tokenize(l) }
-
-// Join is the inverse of Tokenize.
-func Join(words []string) string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		if w == "" || strings.ContainsAny(w, " \t\"") {
-			w = `"` + strings.ReplaceAll(w, `"`, `\"`) + `"`
-		}
-		out[i] = w
-	}
-	return strings.Join(out, " ")
 }
