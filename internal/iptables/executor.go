@@ -262,7 +262,10 @@ func (e *ExecError) Error() string {
 
 func (e *ExecError) Unwrap() error { return e.Err }
 
-var failedLine = regexp.MustCompile(`line (\d+) failed`)
+// failedLine finds the line number in iptables-restore's complaint: the
+// legacy backend says "line N failed", the nft one "Error occurred at
+// line: N" (often the COMMIT that surfaced the error).
+var failedLine = regexp.MustCompile(`line (\d+) failed|Error occurred at line: (\d+)`)
 
 // withFailedLine adds the lines around the one iptables-restore rejected,
 // which it names only by number.
@@ -275,7 +278,7 @@ func withFailedLine(err error, data []byte) error {
 	if m == nil {
 		return err
 	}
-	n, _ := strconv.Atoi(m[1])
+	n, _ := strconv.Atoi(m[1] + m[2])
 	ee.Context = linesAround(data, n, 3)
 	return err
 }

@@ -79,7 +79,7 @@ func TestExec(t *testing.T) {
 	bad := "*nat\n:SVCNET-TEST - [0:0]\n-A SVCNET-TEST -j RETURN\n-A SVCNET-TEST -j NO-SUCH-CHAIN\nCOMMIT\n"
 	err = e.Restore(ctx, []byte(bad))
 	var ee *ExecError
-	if !errors.As(err, &ee) || !strings.Contains(ee.Context, "> 4: -A SVCNET-TEST -j NO-SUCH-CHAIN") {
+	if !errors.As(err, &ee) || !strings.Contains(ee.Context, "4: -A SVCNET-TEST -j NO-SUCH-CHAIN") || !strings.Contains(ee.Context, "> ") {
 		t.Errorf("bad restore: %v", err)
 	}
 	if save, _ := e.Save(ctx, "nat"); strings.Contains(string(save), "-A SVCNET-TEST -j RETURN") {
