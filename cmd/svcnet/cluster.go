@@ -39,6 +39,7 @@ network is not touched.`,
 	f.StringSliceVar(&o.APIServerArgs, "apiserver-arg", nil, "extra flag for the API server, e.g. --apiserver-arg=--etcd-compaction-interval=1m")
 	f.StringSliceVar(&o.ControllerManagerArgs, "controller-manager-arg", nil, "extra flag for the controller manager, e.g. --controller-manager-arg=--node-monitor-grace-period=20s")
 	f.StringVar(&o.DNSUpstream, "dns-upstream", "", "upstream servers for names outside the cluster (none by default: the cluster has no route out)")
+	f.StringVar(&o.IPTablesBinary, "iptables-binary", "iptables", "iptables of every node and the edge: iptables, iptables-nft or iptables-legacy (one backend for the whole cluster)")
 	return cmd
 }
 
@@ -76,14 +77,14 @@ func newKubeconfigCommand() *cobra.Command {
 }
 
 func newEdgeCommand() *cobra.Command {
-	var kubeconfig, iface string
+	var kubeconfig, iface, iptablesBinary string
 	cmd := &cobra.Command{
 		Use:    "edge",
 		Short:  "Run the edge load balancer of a local cluster (in its namespace)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := edge.New(kubeconfig, iface)
+			a, err := edge.New(kubeconfig, iface, iptablesBinary)
 			if err != nil {
 				return err
 			}
@@ -92,6 +93,7 @@ func newEdgeCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig")
 	cmd.Flags().StringVar(&iface, "interface", "eth0", "underlay interface that owns the load-balancer addresses")
+	cmd.Flags().StringVar(&iptablesBinary, "iptables-binary", "iptables", "iptables command (iptables, iptables-nft, iptables-legacy)")
 	return cmd
 }
 

@@ -66,6 +66,7 @@ svcnet up starts one per node; it needs root.`,
 	f.StringVar(&cfg.ClusterDNS, "cluster-dns", "10.96.0.10", "address of the cluster DNS in pods' resolv.conf")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	f.StringSliceVar(&labels, "node-labels", nil, "labels of the Node, key=value")
+	f.StringVar(&cfg.IPTablesBinary, "iptables-binary", "iptables", "iptables command of the node's own rules (pod egress); give the proxy the same")
 	f.StringVar(&proxyCommandLine, "proxy-command", "", "command line of the node's service proxy, started in the node's namespace")
 	f.StringVar(&cfg.ServerAddress, "address", "", "address of the logs and exec server for the API server (e.g. 172.18.0.11:10250)")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the logs and exec server")

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,16 @@ func (o Options) Validate() error {
 				if _, err := netip.ParseAddr(u); err != nil {
 					return fmt.Errorf("--dns-upstream %q: want addresses like 10.0.0.53 or 10.0.0.53:53, comma-separated", u)
 				}
+			}
+		}
+	}
+	if b := o.IPTablesBinary; b != "" {
+		if !strings.HasPrefix(b, "iptables") && !strings.HasPrefix(b, "ip6tables") {
+			return fmt.Errorf("--iptables-binary %q: want iptables, iptables-nft or iptables-legacy", b)
+		}
+		for _, tool := range []string{b, b + "-save", b + "-restore"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				return fmt.Errorf("--iptables-binary %s: %s is not installed", b, tool)
 			}
 		}
 	}

@@ -25,6 +25,8 @@ func TestValidate(t *testing.T) {
 		{"bad upstream", func(o *Options) { o.DNSUpstream = "dns.google" }, "--dns-upstream"},
 		{"no nodes", func(o *Options) { o.Nodes = 0 }, "--nodes"},
 		{"bad name", func(o *Options) { o.Name = "My_Cluster" }, "cluster name"},
+		{"not an iptables", func(o *Options) { o.IPTablesBinary = "nft" }, "--iptables-binary"},
+		{"an iptables not installed", func(o *Options) { o.IPTablesBinary = "iptables-svcnet-none" }, "is not installed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

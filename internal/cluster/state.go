@@ -29,6 +29,9 @@ type Options struct {
 	// DNSUpstream is where the cluster DNS forwards outside names (none by
 	// default: the cluster has no route out).
 	DNSUpstream string
+	// IPTablesBinary is every node's and the edge's iptables, chosen once
+	// for the cluster: mixing backends in one namespace breaks rules.
+	IPTablesBinary string
 }
 
 // Home is where clusters keep their state: $SVCNET_HOME or ~/.svcnet.

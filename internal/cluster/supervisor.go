@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -123,19 +124,19 @@ func (s *supervisor) start(ctx context.Context) error {
 
 	for _, n := range s.plan.Nodes {
 		dir := s.state.NodeDir(n.Name)
-		proxyCmd := fmt.Sprintf("%s proxy --kubeconfig %s --proxy-mode %s --hostname-override %s --cluster-cidr %s --metrics-bind-address %s:10249 --healthz-bind-address %s:10256",
-			s.self, s.state.InCluster("proxy"), s.opts.ProxyMode, n.Name, s.plan.ClusterCIDR, n.IP, n.IP)
+		proxyCmd := fmt.Sprintf("%s proxy --kubeconfig %s --proxy-mode %s --hostname-override %s --cluster-cidr %s --metrics-bind-address %s:10249 --healthz-bind-address %s:10256 --iptables-binary %s",
+			s.self, s.state.InCluster("proxy"), s.opts.ProxyMode, n.Name, s.plan.ClusterCIDR, n.IP, n.IP, s.iptables())
 		s.run(n.Name, []string{"internal", "netns-exec", "--netns", n.Netns, "--",
 			s.self, "node", "--kubeconfig", s.state.InCluster(n.Name), "--hostname-override", n.Name,
 			"--node-ip", n.IP.String(), "--pod-cidr", n.PodCIDR.String(), "--pod-bridge", PodBridge,
 			"--cluster-cidr", s.plan.ClusterCIDR.String(),
 			"--netns-prefix", n.Netns + "-", "--root-dir", dir, "--cluster-dns", s.dnsIP().String(),
-			"--proxy-command", proxyCmd, "--address", netip.AddrPortFrom(n.IP, 10250).String(),
+			"--proxy-command", proxyCmd, "--iptables-binary", s.iptables(), "--address", netip.AddrPortFrom(n.IP, 10250).String(),
 			"--tls-cert-file", filepath.Join(dir, "node.crt"), "--tls-private-key-file", filepath.Join(dir, "node.key"),
 			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)})
 	}
 	s.run("edge", []string{"internal", "netns-exec", "--netns", s.plan.EdgeNetns(), "--",
-		s.self, "edge", "--kubeconfig", s.state.InCluster("proxy"), "--interface", "eth0"})
+		s.self, "edge", "--kubeconfig", s.state.InCluster("proxy"), "--interface", "eth0", "--iptables-binary", s.iptables()})
 
 	client, err := s.client()
 	if err != nil {
@@ -218,6 +219,9 @@ func (s *supervisor) credentials(inCluster netip.AddrPort) (*pki.CA, string, err
 	}
 	return ca, encryption, nil
 }
+
+// iptables is the cluster's one iptables binary.
+func (s *supervisor) iptables() string { return cmp.Or(s.opts.IPTablesBinary, "iptables") }
 
 // dnsIP is the tenth address of the service range, like kube-dns's.
 func (s *supervisor) dnsIP() netip.Addr {

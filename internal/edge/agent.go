@@ -1,7 +1,7 @@
 package edge
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/internal/iptables"
 )
 
 // Agent programs the edge namespace it runs in.
@@ -36,10 +36,12 @@ type Agent struct {
 	health    map[string]bool // "nodeIP:port" -> has local endpoints
 	lastRules string
 	owned     map[netip.Addr]bool
+	ipt       iptables.Executor
 }
 
-// New connects to the API server.
-func New(kubeconfig, iface string) (*Agent, error) {
+// New connects to the API server. iptablesBinary is the edge's iptables
+// (as the nodes', one choice per cluster).
+func New(kubeconfig, iface, iptablesBinary string) (*Agent, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, err
@@ -49,7 +51,8 @@ func New(kubeconfig, iface string) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{client: client, iface: iface, trigger: make(chan struct{}, 1), health: map[string]bool{}, owned: map[netip.Addr]bool{}}, nil
+	return &Agent{client: client, iface: iface, trigger: make(chan struct{}, 1), health: map[string]bool{}, owned: map[netip.Addr]bool{},
+		ipt: &iptables.Exec{Binary: cmp.Or(iptablesBinary, "iptables")}}, nil
 }
 
 // Run keeps the edge programmed until ctx ends.
@@ -60,7 +63,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// The edge forwards out of the interface traffic came in on.
 	_ = os.WriteFile("/proc/sys/net/ipv4/conf/all/send_redirects", []byte("0"), 0o644)
 	_ = os.WriteFile("/proc/sys/net/ipv4/conf/"+a.iface+"/send_redirects", []byte("0"), 0o644)
-	if err := a.hook(); err != nil {
+	if err := a.hook(ctx); err != nil {
 		return err
 	}
 	factory := informers.NewSharedInformerFactory(a.client, 0)
@@ -98,26 +101,23 @@ func (a *Agent) poke() {
 }
 
 // hook jumps from the built-in chains to the edge's own.
-func (a *Agent) hook() error {
-	for _, r := range [][]string{
-		{"-t", "nat", "-N", ChainPrerouting}, {"-t", "nat", "-N", ChainPostrouting}, {"-t", "filter", "-N", "SVCNET-EDGE-FILTER"},
+func (a *Agent) hook(ctx context.Context) error {
+	for _, c := range []struct{ table, chain string }{
+		{"nat", ChainPrerouting}, {"nat", ChainPostrouting}, {"filter", ChainFilter},
 	} {
-		_ = exec.Command("iptables", r...).Run() // exists already: fine
-	}
-	for _, r := range [][]string{
-		{"-t", "nat", "PREROUTING", "-j", ChainPrerouting},
-		{"-t", "nat", "OUTPUT", "-j", ChainPrerouting},
-		{"-t", "nat", "POSTROUTING", "-j", ChainPostrouting},
-		{"-t", "filter", "FORWARD", "-j", "SVCNET-EDGE-FILTER"},
-		{"-t", "filter", "INPUT", "-j", "SVCNET-EDGE-FILTER"},
-	} {
-		check := append([]string{r[0], r[1], "-C"}, r[2:]...)
-		if exec.Command("iptables", check...).Run() == nil {
-			continue
+		if err := a.ipt.EnsureChain(ctx, c.table, c.chain); err != nil {
+			return err
 		}
-		add := append([]string{r[0], r[1], "-A"}, r[2:]...)
-		if out, err := exec.Command("iptables", add...).CombinedOutput(); err != nil {
-			return fmt.Errorf("iptables %v: %v: %s", add, err, out)
+	}
+	for _, j := range []struct{ table, chain, target string }{
+		{"nat", "PREROUTING", ChainPrerouting},
+		{"nat", "OUTPUT", ChainPrerouting},
+		{"nat", "POSTROUTING", ChainPostrouting},
+		{"filter", "FORWARD", ChainFilter},
+		{"filter", "INPUT", ChainFilter},
+	} {
+		if err := a.ipt.EnsureRule(ctx, j.table, j.chain, "-j", j.target); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -220,10 +220,8 @@ func (a *Agent) sync() error {
 	if rules == a.lastRules {
 		return nil
 	}
-	cmd := exec.Command("iptables-restore", "--noflush")
-	cmd.Stdin = strings.NewReader(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables-restore: %v: %s", err, bytes.TrimSpace(out))
+	if err := a.ipt.Restore(context.Background(), []byte(rules)); err != nil {
+		return err
 	}
 	a.lastRules = rules
 	slog.Info("edge programmed", "frontends", len(fs))

@@ -14,10 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Chains the edge owns in its nat table.
+// Chains the edge owns: two in its nat table, one in its filter table.
 const (
 	ChainPrerouting  = "SVCNET-EDGE"
 	ChainPostrouting = "SVCNET-EDGE-POSTROUTING"
+	ChainFilter      = "SVCNET-EDGE-FILTER"
 )
 
 // Frontend is one load-balanced address:port and its backends.

@@ -6,6 +6,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/node/ipam"
 	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
 )
@@ -60,6 +62,9 @@ type Config struct {
 	// Proxy, when set, is the command line of the node's service proxy,
 	// started (and restarted) by the agent in its own namespace.
 	Proxy []string
+	// IPTablesBinary is the node's iptables (iptables, iptables-legacy,
+	// iptables-nft): one choice for the agent's rules and the proxy's.
+	IPTablesBinary string
 	// ServerAddress is where the agent serves logs and exec for the API
 	// server (like kubelet's port 10250) over TLS with TLSCertFile and
 	// TLSKeyFile, trusting client certificates signed by ClientCAFile;
@@ -123,7 +128,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	if a.cfg.ClusterCIDR.IsValid() {
-		if err := podEgress(a.cfg.PodCIDR, a.cfg.ClusterCIDR); err != nil {
+		ex := &iptables.Exec{Binary: cmp.Or(a.cfg.IPTablesBinary, "iptables")}
+		if err := podEgress(ctx, ex, a.cfg.PodCIDR, a.cfg.ClusterCIDR); err != nil {
 			return err
 		}
 	}

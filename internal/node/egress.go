@@ -1,10 +1,11 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
-	"os/exec"
-	"strings"
+
+	"github.com/svcnet/svcnet/internal/iptables"
 )
 
 // egressChain is the node agent's own nat chain.
@@ -14,24 +15,17 @@ const egressChain = "SVCNET-POD-EGRESS"
 // outside the cluster's pod network, as CNI plugins do (kindnet, the
 // bridge plugin's ipMasq), so pods reach the hosts around the cluster and
 // their replies find the way back. It programs the node's namespace only
-// (the agent runs in it).
-func podEgress(podCIDR, clusterCIDR netip.Prefix) error {
-	run := func(args ...string) error {
-		out, err := exec.Command("iptables", args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("iptables %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
-	_ = run("-t", "nat", "-N", egressChain) // exists already: fine
-	if run("-t", "nat", "-C", "POSTROUTING", "-j", egressChain) != nil {
-		if err := run("-t", "nat", "-A", "POSTROUTING", "-m", "comment", "--comment", "svcnet pod egress", "-j", egressChain); err != nil {
-			return err
-		}
-	}
-	if err := run("-t", "nat", "-F", egressChain); err != nil {
+// (the agent runs in it), through the same iptables (binary, backend,
+// lock) as the node's service proxy.
+func podEgress(ctx context.Context, ex iptables.Executor, podCIDR, clusterCIDR netip.Prefix) error {
+	if err := ex.EnsureChain(ctx, "nat", egressChain); err != nil {
 		return err
 	}
-	return run("-t", "nat", "-A", egressChain, "-s", podCIDR.String(), "!", "-d", clusterCIDR.String(),
-		"-m", "comment", "--comment", "pods to outside the cluster's pod network", "-j", "MASQUERADE")
+	if err := ex.EnsureRule(ctx, "nat", "POSTROUTING", "-m", "comment", "--comment", "svcnet pod egress", "-j", egressChain); err != nil {
+		return err
+	}
+	// Declaring the chain in a --noflush restore replaces its rules at once.
+	rules := fmt.Sprintf("*nat\n:%s - [0:0]\n-A %s -s %s ! -d %s -m comment --comment \"pods to outside the cluster's pod network\" -j MASQUERADE\nCOMMIT\n",
+		egressChain, egressChain, podCIDR, clusterCIDR)
+	return ex.Restore(ctx, []byte(rules))
 }

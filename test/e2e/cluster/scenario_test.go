@@ -149,9 +149,11 @@ func TestLoadBalancer(t *testing.T) {
 
 // TestUserspaceMode runs the reference scenario's traffic through the
 // userspace proxy: NodePort from outside and the service name from a pod.
+// The cluster uses iptables-legacy: every writer on a node (the proxy,
+// the agent's egress rules) must use that backend and no other.
 func TestUserspaceMode(t *testing.T) {
 	t.Parallel()
-	c := up(t, 2, "--proxy-mode", "userspace")
+	c := up(t, 2, "--proxy-mode", "userspace", "--iptables-binary", "iptables-legacy")
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
 	c.until("3 ready hostnames pods", time.Minute, func() bool {
@@ -165,8 +167,11 @@ func TestUserspaceMode(t *testing.T) {
 	c.until("the service name from a pod to reach all pods", 30*time.Second, func() bool {
 		return len(c.names("default/"+pods[0], 9, "curl", "-s", "--max-time", "2", "hostnames")) == 3
 	})
-	rules, err := c.exec("node/node-1", "iptables-save", "-t", "nat")
-	if err != nil || !strings.Contains(rules, "REDIRECT") || strings.Contains(rules, "KUBE-SEP-") {
-		t.Errorf("userspace mode's rules on node-1 (%v):\n%s", err, rules)
+	rules, err := c.exec("node/node-1", "iptables-legacy-save", "-t", "nat")
+	if err != nil || !strings.Contains(rules, "REDIRECT") || strings.Contains(rules, "KUBE-SEP-") || !strings.Contains(rules, "SVCNET-POD-EGRESS") {
+		t.Errorf("userspace mode's and the agent's rules on node-1, legacy backend (%v):\n%s", err, rules)
+	}
+	if nft, err := c.exec("node/node-1", "iptables-nft-save"); err != nil || strings.Contains(nft, "KUBE-") || strings.Contains(nft, "SVCNET-") {
+		t.Errorf("rules of ours in the nft backend of a legacy cluster's node (%v):\n%s", err, nft)
 	}
 }
