@@ -38,9 +38,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *
 		selected:  podselector.New(factory.Core().V1().Pods().Lister()),
 	}
 	c.queue = controller.NewQueue("endpoints", c.sync)
-	svcHandler, podHandler := c.selected.Handlers(c.queue.Add)
-	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(svcHandler)
-	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(podHandler)
+	// Registering on a new informer cannot fail (it fails only once the
+	// informer has stopped).
+	_ = c.selected.Register(factory.Core().V1().Services().Informer(), factory.Core().V1().Pods().Informer(), c.queue.Add)
 	_, _ = factory.Core().V1().Endpoints().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, o any) { c.queue.AddObject(o) }, DeleteFunc: c.queue.AddObject,
 	})
@@ -48,7 +48,13 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *
 }
 
 // Run syncs until ctx ends.
-func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+func (c *Controller) Run(ctx context.Context, workers int) {
+	// Not before the index has every pod: see podselector.HasSynced.
+	if !cache.WaitForCacheSync(ctx.Done(), c.selected.HasSynced) {
+		return
+	}
+	c.queue.Run(ctx, workers)
+}
 
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)

@@ -56,9 +56,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, m
 		written:     NewTracker(),
 	}
 	c.queue = controller.NewQueue("endpointslice", c.sync)
-	svcHandler, podHandler := c.selected.Handlers(c.trigger)
-	_, _ = factory.Core().V1().Services().Informer().AddEventHandler(svcHandler)
-	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(podHandler)
+	// Registering on a new informer cannot fail (it fails only once the
+	// informer has stopped).
+	_ = c.selected.Register(factory.Core().V1().Services().Informer(), factory.Core().V1().Pods().Informer(), c.trigger)
 	_, _ = factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueueSlice(obj) },
 		UpdateFunc: func(_, obj any) { c.enqueueSlice(obj) },
@@ -69,7 +69,13 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, m
 }
 
 // Run syncs services until ctx ends.
-func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+func (c *Controller) Run(ctx context.Context, workers int) {
+	// Not before the index has every pod: see podselector.HasSynced.
+	if !cache.WaitForCacheSync(ctx.Done(), c.selected.HasSynced) {
+		return
+	}
+	c.queue.Run(ctx, workers)
+}
 
 // trigger notes a change of service key and queues it.
 func (c *Controller) trigger(key string) {
@@ -136,13 +142,16 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	return 0, nil
 }
 
+// apply writes a plan as Kubernetes' reconciler does: creates, then
+// updates, then deletes, so that an endpoint moving between slices is
+// never in none of them.
 func (c *Controller) apply(ctx context.Context, key string, plan Plan) error {
-	for _, s := range plan.Delete {
-		err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
+	for _, s := range plan.Create {
+		out, err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+		if err != nil {
 			return err
 		}
-		c.written.Record(key, s.Name, -1)
+		c.written.Record(key, out.Name, out.Generation)
 	}
 	for _, s := range plan.Update {
 		out, err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
@@ -151,12 +160,12 @@ func (c *Controller) apply(ctx context.Context, key string, plan Plan) error {
 		}
 		c.written.Record(key, out.Name, out.Generation)
 	}
-	for _, s := range plan.Create {
-		out, err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
-		if err != nil {
+	for _, s := range plan.Delete {
+		err := c.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		c.written.Record(key, out.Name, out.Generation)
+		c.written.Record(key, s.Name, -1)
 	}
 	return nil
 }

@@ -23,6 +23,10 @@ import (
 type Index struct {
 	pods corelisters.PodLister
 
+	// synced report whether the registered handlers have seen every
+	// object of their informers' first lists.
+	synced []cache.InformerSynced
+
 	mu        sync.RWMutex
 	selectors map[string]selector        // service key -> selector
 	byNS      map[string]map[string]bool // namespace -> service keys
@@ -163,6 +167,38 @@ func keys(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// Register adds the index's handlers to the informers (see Handlers).
+func (x *Index) Register(services, pods cache.SharedIndexInformer, changed func(serviceKey string)) error {
+	svcHandler, podHandler := x.Handlers(changed)
+	for _, r := range []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{{services, svcHandler}, {pods, podHandler}} {
+		reg, err := r.inf.AddEventHandler(r.h)
+		if err != nil {
+			return err
+		}
+		x.synced = append(x.synced, reg.HasSynced)
+	}
+	return nil
+}
+
+// HasSynced reports whether the index holds every Service and Pod of the
+// informers' first lists. An informer's store being synced is not
+// enough: its handlers may still have notifications queued, and a sync
+// that read the index then would see a Service with some of its pods
+// missing — and write endpoint slices without them (seen when the
+// controller manager restarted under load: Services lost their endpoints
+// for a moment). Controllers wait for this before their first sync.
+func (x *Index) HasSynced() bool {
+	for _, s := range x.synced {
+		if !s() {
+			return false
+		}
+	}
+	return len(x.synced) > 0
 }
 
 // Handlers keep the index current from Service and Pod events and call

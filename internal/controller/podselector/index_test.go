@@ -1,11 +1,17 @@
 package podselector
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -70,5 +76,40 @@ func TestIndex(t *testing.T) {
 	}
 	if got := x.Pods("ns", "nosel"); len(got) != 0 {
 		t.Errorf("selector-less service has pods %v", names(got))
+	}
+}
+
+// TestHasSyncedMeansComplete: once HasSynced says so, a Service's pods
+// are all in the index — not merely in the informer's store, which is
+// synced before its handlers have run. Slow pod handling (a loaded
+// machine) is what made a restarted controller manager write endpoint
+// slices without some pods.
+func TestHasSyncedMeansComplete(t *testing.T) {
+	const n = 500
+	var objs []runtime.Object
+	objs = append(objs, svc("web", map[string]string{"app": "web"}))
+	for i := range n {
+		objs = append(objs, pod(fmt.Sprintf("web-%d", i), map[string]string{"app": "web"}))
+	}
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	pods, svcs := factory.Core().V1().Pods().Informer(), factory.Core().V1().Services().Informer()
+	x := New(factory.Core().V1().Pods().Lister())
+	// The index's handlers are slowed by their callback, as by a loaded
+	// machine: the store syncs long before they are through.
+	if err := x.Register(svcs, pods, func(string) { time.Sleep(100 * time.Microsecond) }); err != nil {
+		t.Fatal(err)
+	}
+	if x.HasSynced() {
+		t.Fatal("synced before the informers started")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), x.HasSynced) {
+		t.Fatal("never synced")
+	}
+	if got := len(x.Pods("ns", "web")); got != n {
+		t.Errorf("HasSynced with %d of %d pods in the index", got, n)
 	}
 }

@@ -187,8 +187,10 @@ func TestDeploymentRollout(t *testing.T) {
 				return false, nil
 			}
 		}
+		// Complete as kubectl rollout status has it: the old replica set's
+		// pods counted out of status.replicas too.
 		return len(pods.Items) == 4 && d.Status.UpdatedReplicas == 4 && d.Status.AvailableReplicas == 4 &&
-			d.Status.ObservedGeneration == d.Generation, nil
+			d.Status.Replicas == 4 && d.Status.ObservedGeneration == d.Generation, nil
 	})
 	rs, err := c.client.AppsV1().ReplicaSets("default").Get(ctx, firstRS, metav1.GetOptions{})
 	if err != nil || ptr.Deref(rs.Spec.Replicas, -1) != 0 || rs.Annotations["deployment.kubernetes.io/revision"] != "1" {
