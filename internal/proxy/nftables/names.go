@@ -1,8 +1,9 @@
 // Package nftables will be the service proxy's nftables mode, with
 // kube-proxy's nftables layout (table ip kube-proxy, verdict maps, one
 // chain per service port and per endpoint). It is being built: so far it
-// holds the chain names; `svcnet proxy --proxy-mode nftables` still says
-// the mode is not available.
+// holds the chain names and the table's fixed part (Layout.Fixed);
+// `svcnet proxy --proxy-mode nftables` still says the mode is not
+// available.
 package nftables
 
 import (

@@ -1,0 +1,94 @@
+package nftables
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestFixedLayout loads the fixed table into the kernel, in a network
+// namespace of the test's own, for IPv4 and IPv6 and both NodePort
+// address modes, and reads it back: every base chain on its hook at
+// kube-proxy's priority, every jump, map and set, and the masquerade and
+// no-endpoint rules.
+func TestFixedLayout(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loading nftables needs root; CI runs as root")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Fatal("nft is not installed (make deps installs nftables)")
+	}
+	cases := []struct {
+		name   string
+		layout Layout
+		want   []string
+		absent []string
+	}{
+		{"IPv4, NodePorts on every local address", Layout{ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}},
+			[]string{
+				"type filter hook prerouting priority dstnat - 10; policy accept;",
+				"type filter hook output priority -90; policy accept;",
+				"type filter hook input priority -110; policy accept;",
+				"type nat hook postrouting priority srcnat; policy accept;",
+				"ct state new jump firewall-check",
+				"ct state new jump cluster-ips-check",
+				"jump services",
+				"jump masquerading",
+				"ip daddr . meta l4proto . th dport vmap @service-ips",
+				"fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports",
+				"ip daddr 10.96.0.0/12 drop comment \"Drop traffic to unallocated ClusterIPs\"",
+				"meta mark & 0x00004000 == 0x00000000 return",
+				"masquerade fully-random",
+				"type ipv4_addr . inet_proto . inet_service : verdict",
+			},
+			[]string{"set nodeport-ips"}},
+		{"IPv4, NodePorts on the node's address", Layout{NodePortIPs: []netip.Addr{netip.MustParseAddr("172.18.0.11"), netip.MustParseAddr("127.0.0.1")}},
+			[]string{"set nodeport-ips", "elements = { 172.18.0.11 }", "ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports"},
+			[]string{"127.0.0.1 }", "Drop traffic to unallocated ClusterIPs"}},
+		{"IPv6", Layout{IPv6: true, ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:96::/108")}},
+			[]string{"table ip6 kube-proxy", "ip6 daddr . meta l4proto . th dport vmap @service-ips", "ip6 daddr != ::1", "type ipv6_addr"},
+			nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := fmt.Sprintf("svcnet-test-nft-%d", rand.IntN(1e9))
+			if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", ns).Run() })
+			load := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
+			load.Stdin = strings.NewReader(tc.layout.Fixed())
+			if out, err := load.CombinedOutput(); err != nil {
+				t.Fatalf("nft refused the layout: %v: %s\n%s", err, out, tc.layout.Fixed())
+			}
+			family := "ip"
+			if tc.layout.IPv6 {
+				family = "ip6"
+			}
+			out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", family, TableName).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			listed := string(out)
+			for _, w := range tc.want {
+				if !strings.Contains(listed, w) {
+					t.Errorf("missing %q in:\n%s", w, listed)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(listed, a) {
+					t.Errorf("unexpected %q in:\n%s", a, listed)
+				}
+			}
+			for _, c := range baseChains {
+				if !strings.Contains(listed, "chain "+c.name+" {") {
+					t.Errorf("base chain %s missing", c.name)
+				}
+			}
+		})
+	}
+}
