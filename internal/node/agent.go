@@ -79,8 +79,10 @@ type Config struct {
 }
 
 // DefaultEndpointDrainDelay covers the endpoint controller's update and
-// every node's proxy sync (100 ms least interval) with room to spare.
-const DefaultEndpointDrainDelay = time.Second
+// every node's proxy sync (100 ms least interval): well under a second on
+// an idle machine, but once over a second while the whole test suite ran
+// on 2 cores (a rollout lost 5 requests), hence twice that.
+const DefaultEndpointDrainDelay = 2 * time.Second
 
 // Agent is a running node agent.
 type Agent struct {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/loadgen"
+	"github.com/svcnet/svcnet/internal/node"
 	"github.com/svcnet/svcnet/internal/node/ipam"
 )
 
@@ -126,7 +127,7 @@ func TestRolloutLosesNoRequest(t *testing.T) {
 	}
 	var report []string
 	for _, v := range variants {
-		drain := "1s" // the node's default
+		drain := node.DefaultEndpointDrainDelay.String()
 		if strings.Contains(v.name, "no drain delay") || strings.Contains(v.name, "after SIGTERM") {
 			drain = "0s" // kubelet's: the pod's own drain is what is measured
 		}
