@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 func TestTokenizeJoin(t *testing.T) {
@@ -42,10 +43,10 @@ func TestExec(t *testing.T) {
 		t.Skip("iptables needs root; CI runs as root")
 	}
 	ns := fmt.Sprintf("svcnet-test-ipt-%d", rand.IntN(1e9))
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
+	if err := netns.Create(ns); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", ns).Run() })
+	t.Cleanup(func() { _ = netns.Delete(ns) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := &Exec{Binary: "iptables", Netns: ns}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -17,8 +16,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // checks is what a confined process found it could and could not do.
@@ -110,11 +107,7 @@ func TestConfinement(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("confinement needs root to set up; CI runs as root")
 	}
-	ns := fmt.Sprintf("svcnet-test-confine-%d", rand.IntN(1e9))
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Delete(ns) })
+	ns := testNetns(t, "confine")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

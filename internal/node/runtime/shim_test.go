@@ -71,6 +71,18 @@ func parsePodExec(args []string) (ExecOptions, error) {
 	return o, nil
 }
 
+// testNetns makes a network namespace svcnet-test-WHAT-N for the test,
+// removed when it ends.
+func testNetns(t *testing.T, what string) string {
+	t.Helper()
+	ns := fmt.Sprintf("svcnet-test-%s-%d", what, rand.IntN(1e9))
+	if err := netns.Create(ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netns.Delete(ns) })
+	return ns
+}
+
 // TestShimOutlivesAgent: a container started through its shim keeps
 // running when the process that started it lets go, is found again by
 // its state directory (as a restarted agent finds it), stops on SIGTERM
@@ -79,11 +91,7 @@ func TestShimOutlivesAgent(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("containers enter network and mount namespaces: needs root; CI runs as root")
 	}
-	ns := fmt.Sprintf("svcnet-test-shim-%d", rand.IntN(1e9))
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Delete(ns) })
+	ns := testNetns(t, "shim")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

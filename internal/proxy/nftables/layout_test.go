@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // TestFixedLayout loads the fixed table into the kernel, in a network
@@ -56,10 +58,10 @@ func TestFixedLayout(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := fmt.Sprintf("svcnet-test-nft-%d", rand.IntN(1e9))
-			if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-				t.Fatalf("%v: %s", err, out)
+			if err := netns.Create(ns); err != nil {
+				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", ns).Run() })
+			t.Cleanup(func() { _ = netns.Delete(ns) })
 			load := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
 			load.Stdin = strings.NewReader(tc.layout.Fixed())
 			if out, err := load.CombinedOutput(); err != nil {
