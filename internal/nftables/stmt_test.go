@@ -1,0 +1,107 @@
+package nftables
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+)
+
+func TestFormat(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	cases := []struct {
+		f    Family
+		rule Rule
+		want string
+	}{
+		{IPv4, R(MatchAddr{Prefix: pfx("172.30.0.41/32")}, MatchProto{Proto: TCP}, MatchDport{Port: 80},
+			MatchAddr{Src: true, Neg: true, Prefix: pfx("10.0.0.0/8")}, Verdict{Kind: Jump, Chain: "mark-for-masquerade"}),
+			"ip daddr 172.30.0.41 meta l4proto tcp th dport 80 ip saddr != 10.0.0.0/8 jump mark-for-masquerade"},
+		{IPv6, R(MatchAddrSet{Src: true, Set: "aff"}, Verdict{Kind: Goto, Chain: "ep"}), "ip6 saddr @aff goto ep"},
+		{IPv4, R(MatchAddrList{Src: true, Neg: true, Prefixes: []netip.Prefix{pfx("203.0.113.0/25"), pfx("10.1.2.3/32")}}, Verdict{Kind: Drop}),
+			"ip saddr != { 203.0.113.0/25, 10.1.2.3 } drop"},
+		{IPv4, R(Numgen{Targets: []string{"a", "b"}}), "numgen random mod 2 vmap { 0 : goto a, 1 : goto b }"},
+		{IPv4, R(MatchFibLocal{Src: true}, Verdict{Kind: Jump, Chain: "m"}).WithComment("masquerade local traffic"),
+			`fib saddr type local jump m comment "masquerade local traffic"`},
+		{IPv6, R(MatchFibLocal{}, MatchAddr{Neg: true, Prefix: pfx("::1/128")}, VmapLookup{Map: "service-nodeports"}),
+			"fib daddr type local ip6 daddr != ::1 meta l4proto . th dport vmap @service-nodeports"},
+		{IPv6, R(VmapLookup{Daddr: true, Map: "service-ips"}), "ip6 daddr . meta l4proto . th dport vmap @service-ips"},
+		{IPv4, R(MatchMarkClear{Mark: 0x4000}, Verdict{Kind: Return}), "meta mark & 0x00004000 == 0 return"},
+		{IPv4, R(SetMark{Mark: 0x4000}), "meta mark set meta mark | 0x00004000"},
+		{IPv4, R(SetMark{Xor: true, Mark: 0x4000}), "meta mark set meta mark ^ 0x00004000"},
+		{IPv6, R(UpdateSrcSet{Set: "aff"}), "update @aff { ip6 saddr }"},
+		{IPv6, R(MatchProto{Proto: SCTP}, DNAT{To: netip.MustParseAddrPort("[fd00::5]:80")}), "meta l4proto sctp dnat to [fd00::5]:80"},
+		{IPv4, R(MatchCtNew{}, Verdict{Kind: Jump, Chain: "x"}), "ct state new jump x"},
+		{IPv4, R(Masquerade{FullyRandom: true}), "masquerade fully-random"},
+		{IPv4, R(MatchAddrSet{Set: "cluster-ips"}, Reject{}), "ip daddr @cluster-ips reject"},
+	}
+	for _, c := range cases {
+		if got := c.rule.Format(c.f); got != c.want {
+			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
+	}
+}
+
+// TestIntervals encodes prefix lists as interval sets and reads them
+// back: overlapping and adjacent prefixes merge, the rest survive.
+func TestIntervals(t *testing.T) {
+	pfx := func(ss ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, s := range ss {
+			out = append(out, netip.MustParsePrefix(s))
+		}
+		return out
+	}
+	cases := []struct {
+		f        Family
+		in, want []netip.Prefix
+	}{
+		{IPv4, pfx("203.0.113.0/25", "1.2.3.4/32"), pfx("1.2.3.4/32", "203.0.113.0/25")},
+		{IPv4, pfx("203.0.113.0/25", "203.0.113.128/25"), pfx("203.0.113.0/24")},
+		{IPv4, pfx("10.0.0.0/8", "10.1.0.0/16"), pfx("10.0.0.0/8")},
+		{IPv4, pfx("0.0.0.0/0"), pfx("0.0.0.0/0")},
+		{IPv4, pfx("0.0.0.0/1", "255.255.255.255/32"), pfx("0.0.0.0/1", "255.255.255.255/32")},
+		{IPv4, pfx("10.0.0.1/32", "10.0.0.2/32"), pfx("10.0.0.1/32", "10.0.0.2/32")},
+		{IPv6, pfx("fd00::/64", "fd00:0:0:1::/64", "::1/128"), pfx("::1/128", "fd00::/63")},
+	}
+	for _, c := range cases {
+		elems, err := intervalElems(c.f, c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := prefixesOf(c.f, elems)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%v: got %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	for _, c := range []struct {
+		f Family
+		t KeyType
+		k Key
+	}{
+		{IPv4, KeyAddr, Key{Addr: netip.MustParseAddr("10.0.0.1")}},
+		{IPv4, KeyProtoPort, Key{Proto: UDP, Port: 30053}},
+		{IPv4, KeyAddrProtoPort, Key{Addr: netip.MustParseAddr("10.96.0.10"), Proto: SCTP, Port: 53}},
+		{IPv6, KeyAddrProtoPort, Key{Addr: netip.MustParseAddr("fd00::10"), Proto: TCP, Port: 443}},
+	} {
+		b, err := encodeKey(c.f, c.t, c.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, n := c.t.magic(c.f); int(n) != len(b) {
+			t.Errorf("%v: key of %d bytes, type says %d", c.k, len(b), n)
+		}
+		back, err := decodeKey(c.f, c.t, b)
+		if err != nil || back != c.k {
+			t.Errorf("%v came back as %v (%v)", c.k, back, err)
+		}
+	}
+	if _, err := encodeKey(IPv4, KeyAddr, Key{Addr: netip.MustParseAddr("fd00::1")}); err == nil {
+		t.Error("an IPv6 key went into an IPv4 set")
+	}
+}
