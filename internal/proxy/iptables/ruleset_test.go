@@ -21,7 +21,7 @@ import (
 func TestBuildIsDeterministic(t *testing.T) {
 	tr := quietTracker()
 	for _, fx := range fixtures[:3] {
-		feed(tr, fx.objects)
+		feed(tr, fx.Objects)
 	}
 	snap, _ := tr.Snapshot()
 	a := iptables.Build(nodeConfig, iptables.Input{Snapshot: snap, Full: true})
@@ -89,20 +89,20 @@ func TestDualStackFamiliesAreIndependent(t *testing.T) {
 func TestStats(t *testing.T) {
 	want := map[string][2]int{"nodeport-local": {0, 1}, "internal-local": {1, 0}} // no local: internal, external
 	for _, fx := range fixtures {
-		w, ok := want[fx.name]
+		w, ok := want[fx.Name]
 		if !ok {
 			continue
 		}
 		tr := quietTracker()
-		feed(tr, fx.objects)
+		feed(tr, fx.Objects)
 		snap, _ := tr.Snapshot()
 		rs := iptables.Build(nodeConfig, iptables.Input{Snapshot: snap, Full: true})
 		s := rs.Stats
 		if s.ServicePorts != 2 || s.NoLocalInternal != w[0] || s.NoLocalExternal != w[1] || s.ServicePortsWritten != 2 {
-			t.Errorf("%s: stats = %+v", fx.name, s)
+			t.Errorf("%s: stats = %+v", fx.Name, s)
 		}
 		if lines := strings.Count(string(rs.Data), "\n-A "); s.NATRules+s.FilterRules != lines || s.NATRulesWritten != s.NATRules {
-			t.Errorf("%s: rules counted %d+%d, restore has %d", fx.name, s.NATRules, s.FilterRules, lines)
+			t.Errorf("%s: rules counted %d+%d, restore has %d", fx.Name, s.NATRules, s.FilterRules, lines)
 		}
 	}
 }
@@ -126,7 +126,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	tr := quietTracker()
-	feed(tr, fixtures[1].objects) // nodeport
+	feed(tr, fixtures[1].Objects) // nodeport
 	snap, _ := tr.Snapshot()
 	cfg := nodeConfig
 	cfg.MasqueradeAll, cfg.RandomFully, cfg.ConntrackTCPLiberal, cfg.LocalhostNodePorts = true, true, true, true

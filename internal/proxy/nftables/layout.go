@@ -1,9 +1,10 @@
 package nftables
 
 import (
-	"fmt"
 	"net/netip"
-	"strings"
+	"slices"
+
+	nft "github.com/svcnet/svcnet/internal/nftables"
 )
 
 // TableName is kube-proxy's table, in the ip (and ip6) family.
@@ -37,30 +38,25 @@ const (
 	MapFirewallIPs          = "firewall-ips"
 	MapServiceIPs           = "service-ips"
 	MapServiceNodePorts     = "service-nodeports"
-	defaultMasqueradeMark   = "0x4000"
+	defaultMasqueradeMark   = 0x4000
 	tableComment            = "rules for kube-proxy"
 	noEndpointsMapComment   = "vmap to drop or reject packets to services with no endpoints"
 	noEndpointsNPMapComment = "vmap to drop or reject packets to service nodeports with no endpoints"
 )
 
-// baseChain is a chain on a netfilter hook. The filter chains run just
-// before DNAT (priority dstnat, -100), so that they see the addresses
-// clients asked for; the one after DNAT in output sees where locally sent
-// packets really go. Priorities are numbers: nft accepts the names
-// dstnat and srcnat only on some hooks.
-type baseChain struct {
-	name, typ, hook, priority string
-}
-
-var baseChains = []baseChain{
-	{ChainFilterPrerouting, "filter", "prerouting", "-110"},
-	{ChainFilterInput, "filter", "input", "-110"},
-	{ChainFilterForward, "filter", "forward", "-110"},
-	{ChainFilterOutput, "filter", "output", "-110"},
-	{ChainFilterOutputPostDNAT, "filter", "output", "-90"},
-	{ChainNATPrerouting, "nat", "prerouting", "-100"},
-	{ChainNATOutput, "nat", "output", "-100"},
-	{ChainNATPostrouting, "nat", "postrouting", "100"},
+// baseChains are the chains on netfilter hooks. The filter chains run
+// just before DNAT (priority dstnat, -100), so that they see the
+// addresses clients asked for; the one after DNAT in output sees where
+// locally sent packets really go.
+var baseChains = []nft.Chain{
+	{Name: ChainFilterPrerouting, Hook: &nft.Hook{Type: "filter", Hook: "prerouting", Priority: -110}},
+	{Name: ChainFilterInput, Hook: &nft.Hook{Type: "filter", Hook: "input", Priority: -110}},
+	{Name: ChainFilterForward, Hook: &nft.Hook{Type: "filter", Hook: "forward", Priority: -110}},
+	{Name: ChainFilterOutput, Hook: &nft.Hook{Type: "filter", Hook: "output", Priority: -110}},
+	{Name: ChainFilterOutputPostDNAT, Hook: &nft.Hook{Type: "filter", Hook: "output", Priority: -90}},
+	{Name: ChainNATPrerouting, Hook: &nft.Hook{Type: "nat", Hook: "prerouting", Priority: -100}},
+	{Name: ChainNATOutput, Hook: &nft.Hook{Type: "nat", Hook: "output", Priority: -100}},
+	{Name: ChainNATPostrouting, Hook: &nft.Hook{Type: "nat", Hook: "postrouting", Priority: 100}},
 }
 
 // jump is a rule in a base chain that enters one of the fixed chains; new
@@ -87,12 +83,22 @@ var jumps = []jump{
 	{ChainFilterOutputPostDNAT, ChainClusterIPsCheck, true},
 }
 
+// fixedRegular are the fixed chains that no hook calls, in the order they
+// are declared.
+var fixedRegular = []string{ChainServices, ChainServiceEndpointsCheck, ChainNodePortEndpointsChk, ChainFirewallCheck,
+	ChainClusterIPsCheck, ChainMasquerading, ChainMarkForMasquerade, ChainReject}
+
+// IsFixedChain tells the chains every table has from the per-service ones.
+func IsFixedChain(name string) bool {
+	return slices.Contains(fixedRegular, name) || slices.ContainsFunc(baseChains, func(c nft.Chain) bool { return c.Name == name })
+}
+
 // Layout is what the fixed part of the table depends on.
 type Layout struct {
 	IPv6 bool
 	// MasqueradeMark is the packet mark bit for masquerading (kube-proxy's
-	// 0x4000 when empty).
-	MasqueradeMark string
+	// 0x4000 when zero).
+	MasqueradeMark uint32
 	// ServiceCIDRs: traffic to unallocated addresses in them is dropped.
 	ServiceCIDRs []netip.Prefix
 	// NodePortIPs accept NodePort traffic; none means every local address
@@ -100,102 +106,90 @@ type Layout struct {
 	NodePortIPs []netip.Addr
 }
 
-// Fixed renders the table with its fixed sets, maps and chains, as an
-// nft script that creates it (the per-service chains and the map and set
-// elements are added to it by the syncs).
-func (l Layout) Fixed() string {
-	ip, addrType, noLocalhost := "ip", "ipv4_addr", "ip daddr != 127.0.0.0/8"
+func (l Layout) family() nft.Family {
 	if l.IPv6 {
-		ip, addrType, noLocalhost = "ip6", "ipv6_addr", "ip6 daddr != ::1"
+		return nft.IPv6
 	}
+	return nft.IPv4
+}
+
+// Fixed returns the table with its fixed sets, maps and chains (the
+// per-service chains and the map and set elements are added to it by the
+// syncs), and the elements of nodeport-ips.
+func (l Layout) Fixed() *nft.Table {
 	mark := l.MasqueradeMark
-	if mark == "" {
+	if mark == 0 {
 		mark = defaultMasqueradeMark
 	}
-	rules := map[string][]string{}
-	add := func(chain string, rule ...string) { rules[chain] = append(rules[chain], strings.Join(rule, " ")) }
+	loopback := netip.MustParsePrefix("127.0.0.0/8")
+	if l.IPv6 {
+		loopback = netip.MustParsePrefix("::1/128")
+	}
+	rules := map[string][]nft.Rule{}
+	add := func(chain string, r nft.Rule) { rules[chain] = append(rules[chain], r) }
 	for _, j := range jumps {
 		if j.newOnly {
-			add(j.from, "ct state new jump", j.to)
+			add(j.from, nft.R(nft.MatchCtNew{}, jumpTo(j.to)))
 		} else {
-			add(j.from, "jump", j.to)
+			add(j.from, nft.R(jumpTo(j.to)))
 		}
 	}
-	add(ChainMarkForMasquerade, "mark set mark or", mark)
-	add(ChainMasquerading, "mark and", mark, "== 0 return")
-	add(ChainMasquerading, "mark set mark xor", mark)
-	add(ChainMasquerading, "masquerade fully-random")
-	add(ChainClusterIPsCheck, ip, "daddr @"+SetClusterIPs, `reject comment "Reject traffic to invalid ports of ClusterIPs"`)
+	add(ChainMarkForMasquerade, nft.R(nft.SetMark{Mark: mark}))
+	add(ChainMasquerading, nft.R(nft.MatchMarkClear{Mark: mark}, nft.Verdict{Kind: nft.Return}))
+	add(ChainMasquerading, nft.R(nft.SetMark{Xor: true, Mark: mark}))
+	add(ChainMasquerading, nft.R(nft.Masquerade{FullyRandom: true}))
+	add(ChainClusterIPsCheck, nft.R(nft.MatchAddrSet{Set: SetClusterIPs}, nft.Reject{}).WithComment("Reject traffic to invalid ports of ClusterIPs"))
 	if len(l.ServiceCIDRs) > 0 {
-		cidrs := make([]string, len(l.ServiceCIDRs))
-		for i, c := range l.ServiceCIDRs {
-			cidrs[i] = c.Masked().String()
+		// One CIDR is a plain match, as nft writes a one-element list.
+		var m nft.Stmt = nft.MatchAddrList{Prefixes: l.ServiceCIDRs}
+		if len(l.ServiceCIDRs) == 1 {
+			m = nft.MatchAddr{Prefix: l.ServiceCIDRs[0]}
 		}
-		add(ChainClusterIPsCheck, ip, "daddr {", strings.Join(cidrs, ", "), `} drop comment "Drop traffic to unallocated ClusterIPs"`)
+		add(ChainClusterIPsCheck, nft.R(m, nft.Verdict{Kind: nft.Drop}).WithComment("Drop traffic to unallocated ClusterIPs"))
 	}
-	add(ChainReject, "reject")
-	add(ChainServiceEndpointsCheck, ip, "daddr . meta l4proto . th dport vmap @"+MapNoEndpointServices)
-	add(ChainFirewallCheck, ip, "daddr . meta l4proto . th dport vmap @"+MapFirewallIPs)
-	add(ChainServices, ip, "daddr . meta l4proto . th dport vmap @"+MapServiceIPs)
+	add(ChainReject, nft.R(nft.Reject{}))
+	add(ChainServiceEndpointsCheck, nft.R(nft.VmapLookup{Daddr: true, Map: MapNoEndpointServices}))
+	add(ChainFirewallCheck, nft.R(nft.VmapLookup{Daddr: true, Map: MapFirewallIPs}))
+	add(ChainServices, nft.R(nft.VmapLookup{Daddr: true, Map: MapServiceIPs}))
 	if len(l.NodePortIPs) == 0 {
-		add(ChainNodePortEndpointsChk, noLocalhost, "meta l4proto . th dport vmap @"+MapNoEndpointNodePorts)
-		add(ChainServices, "fib daddr type local", noLocalhost, "meta l4proto . th dport vmap @"+MapServiceNodePorts)
+		noLocalhost := nft.MatchAddr{Neg: true, Prefix: loopback}
+		add(ChainNodePortEndpointsChk, nft.R(noLocalhost, nft.VmapLookup{Map: MapNoEndpointNodePorts}))
+		add(ChainServices, nft.R(nft.MatchFibLocal{}, noLocalhost, nft.VmapLookup{Map: MapServiceNodePorts}))
 	} else {
-		add(ChainNodePortEndpointsChk, ip, "daddr @"+SetNodePortIPs, "meta l4proto . th dport vmap @"+MapNoEndpointNodePorts)
-		add(ChainServices, ip, "daddr @"+SetNodePortIPs, "meta l4proto . th dport vmap @"+MapServiceNodePorts)
+		add(ChainNodePortEndpointsChk, nft.R(nft.MatchAddrSet{Set: SetNodePortIPs}, nft.VmapLookup{Map: MapNoEndpointNodePorts}))
+		add(ChainServices, nft.R(nft.MatchAddrSet{Set: SetNodePortIPs}, nft.VmapLookup{Map: MapServiceNodePorts}))
 	}
 
-	var b strings.Builder
-	family := "ip"
-	if l.IPv6 {
-		family = "ip6"
-	}
-	fmt.Fprintf(&b, "table %s %s {\n\tcomment %q\n", family, TableName, tableComment)
-	set := func(name, comment string, elems []string) {
-		fmt.Fprintf(&b, "\tset %s {\n\t\ttype %s\n\t\tcomment %q\n", name, addrType, comment)
-		if len(elems) > 0 {
-			fmt.Fprintf(&b, "\t\telements = { %s }\n", strings.Join(elems, ", "))
-		}
-		b.WriteString("\t}\n")
-	}
-	vmap := func(name, key, comment string) {
-		fmt.Fprintf(&b, "\tmap %s {\n\t\ttype %s : verdict\n\t\tcomment %q\n\t}\n", name, key, comment)
-	}
-	set(SetClusterIPs, "Active ClusterIPs", nil)
+	t := &nft.Table{Family: l.family(), Name: TableName, Comment: tableComment, Elements: map[string][]nft.Element{}}
+	t.Sets = append(t.Sets, &nft.Set{Name: SetClusterIPs, Key: nft.KeyAddr, Comment: "Active ClusterIPs"})
 	if len(l.NodePortIPs) > 0 {
-		var ips []string
+		t.Sets = append(t.Sets, &nft.Set{Name: SetNodePortIPs, Key: nft.KeyAddr, Comment: "IPs that accept NodePort traffic"})
 		for _, a := range l.NodePortIPs {
 			if !a.IsLoopback() {
-				ips = append(ips, a.String())
+				t.Elements[SetNodePortIPs] = append(t.Elements[SetNodePortIPs], nft.Element{Key: nft.Key{Addr: a}})
 			}
 		}
-		set(SetNodePortIPs, "IPs that accept NodePort traffic", ips)
 	}
-	full := addrType + " . inet_proto . inet_service"
-	vmap(MapNoEndpointServices, full, noEndpointsMapComment)
-	vmap(MapNoEndpointNodePorts, "inet_proto . inet_service", noEndpointsNPMapComment)
-	vmap(MapFirewallIPs, full, "destinations that are subject to LoadBalancerSourceRanges")
-	vmap(MapServiceIPs, full, "ClusterIP, ExternalIP and LoadBalancer IP traffic")
-	vmap(MapServiceNodePorts, "inet_proto . inet_service", "NodePort traffic")
+	t.Sets = append(t.Sets,
+		&nft.Set{Name: MapNoEndpointServices, Key: nft.KeyAddrProtoPort, Verdicts: true, Comment: noEndpointsMapComment},
+		&nft.Set{Name: MapNoEndpointNodePorts, Key: nft.KeyProtoPort, Verdicts: true, Comment: noEndpointsNPMapComment},
+		&nft.Set{Name: MapFirewallIPs, Key: nft.KeyAddrProtoPort, Verdicts: true, Comment: "destinations that are subject to LoadBalancerSourceRanges"},
+		&nft.Set{Name: MapServiceIPs, Key: nft.KeyAddrProtoPort, Verdicts: true, Comment: "ClusterIP, ExternalIP and LoadBalancer IP traffic"},
+		&nft.Set{Name: MapServiceNodePorts, Key: nft.KeyProtoPort, Verdicts: true, Comment: "NodePort traffic"},
+	)
 	// Regular chains first, so that every jump finds its target declared.
-	for _, c := range []string{ChainServices, ChainServiceEndpointsCheck, ChainNodePortEndpointsChk, ChainFirewallCheck,
-		ChainClusterIPsCheck, ChainMasquerading, ChainMarkForMasquerade, ChainReject} {
-		fmt.Fprintf(&b, "\tchain %s {\n", c)
+	for _, c := range fixedRegular {
+		ch := &nft.Chain{Name: c, Rules: rules[c]}
 		if c == ChainReject {
-			fmt.Fprintf(&b, "\t\tcomment %q\n", "helper for @no-endpoint-services / @no-endpoint-nodeports")
+			ch.Comment = "helper for @no-endpoint-services / @no-endpoint-nodeports"
 		}
-		for _, r := range rules[c] {
-			fmt.Fprintf(&b, "\t\t%s\n", r)
-		}
-		b.WriteString("\t}\n")
+		t.Chains = append(t.Chains, ch)
 	}
 	for _, c := range baseChains {
-		fmt.Fprintf(&b, "\tchain %s {\n\t\ttype %s hook %s priority %s; policy accept;\n", c.name, c.typ, c.hook, c.priority)
-		for _, r := range rules[c.name] {
-			fmt.Fprintf(&b, "\t\t%s\n", r)
-		}
-		b.WriteString("\t}\n")
+		t.Chains = append(t.Chains, &nft.Chain{Name: c.Name, Hook: c.Hook, Rules: rules[c.Name]})
 	}
-	b.WriteString("}\n")
-	return b.String()
+	return t
 }
+
+func jumpTo(chain string) nft.Verdict    { return nft.Verdict{Kind: nft.Jump, Chain: chain} }
+func gotoChain(chain string) nft.Verdict { return nft.Verdict{Kind: nft.Goto, Chain: chain} }

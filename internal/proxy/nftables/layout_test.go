@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	nft "github.com/svcnet/svcnet/internal/nftables"
 )
 
 // TestFixedLayout loads the fixed table into the kernel, in a network
@@ -62,10 +63,18 @@ func TestFixedLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = netns.Delete(ns) })
-			load := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
-			load.Stdin = strings.NewReader(tc.layout.Fixed())
-			if out, err := load.CombinedOutput(); err != nil {
-				t.Fatalf("nft refused the layout: %v: %s\n%s", err, out, tc.layout.Fixed())
+			fixed := tc.layout.Fixed()
+			tx := nft.NewTx(fixed.Family, fixed.Name)
+			tx.AddAll(fixed)
+			if err := netns.Do(ns, func() error {
+				c, err := nft.Open()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return c.Run(tx)
+			}); err != nil {
+				t.Fatalf("the kernel refused the layout: %v\n%s", err, fixed.Format())
 			}
 			family := "ip"
 			if tc.layout.IPv6 {
@@ -87,8 +96,8 @@ func TestFixedLayout(t *testing.T) {
 				}
 			}
 			for _, c := range baseChains {
-				if !strings.Contains(listed, "chain "+c.name+" {") {
-					t.Errorf("base chain %s missing", c.name)
+				if !strings.Contains(listed, "chain "+c.Name+" {") {
+					t.Errorf("base chain %s missing", c.Name)
 				}
 			}
 		})

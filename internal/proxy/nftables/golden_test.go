@@ -1,0 +1,50 @@
+package nftables_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	nft "github.com/svcnet/svcnet/internal/nftables"
+	"github.com/svcnet/svcnet/internal/proxy/nftables"
+	"github.com/svcnet/svcnet/internal/proxy/proxytest"
+	"github.com/svcnet/svcnet/internal/svcstate"
+)
+
+func configOf(n proxytest.NodeConfig) nftables.Config {
+	return nftables.Config{Family: n.Family, Node: n.Node, NodeIPs: n.NodeIPs, ClusterCIDR: n.ClusterCIDR}
+}
+
+func snapshotOf(objects []any) *svcstate.Snapshot {
+	tr := proxytest.QuietTracker()
+	proxytest.Feed(tr, objects)
+	snap, _ := tr.Snapshot()
+	return snap
+}
+
+// TestGolden builds the table for each kube-proxy case, compares it with
+// its golden file, and traces every check's packet through it.
+func TestGolden(t *testing.T) {
+	for _, fx := range proxytest.Fixtures {
+		t.Run(fx.Name, func(t *testing.T) {
+			node, env := fx.Node()
+			cfg := configOf(node)
+			plan := nftables.Build(cfg, nftables.Input{Snapshot: snapshotOf(fx.Objects), Full: true})
+			proxytest.CompareGolden(t, filepath.Join("testdata", fx.Name+".golden"), []byte(plan.Format(plan.Table.Family)))
+			for _, c := range fx.Checks {
+				t.Run(c.Name, func(t *testing.T) {
+					recent := map[string]bool{}
+					for _, s := range c.Affinity {
+						recent[nftables.PrefixAffinity+nftables.EndpointBase(s.Port, s.Endpoint)] = true
+					}
+					want := c.Want
+					if c.WantNFT != nil {
+						want = c.WantNFT
+					}
+					proxytest.CheckOutcomes(t, nftables.Trace(nftables.TableSource(plan.Table, recent), c.Pkt, env), want)
+				})
+			}
+		})
+	}
+}
+
+var _ = nft.IPv4

@@ -1,0 +1,397 @@
+package nftables
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	nft "github.com/svcnet/svcnet/internal/nftables"
+	"github.com/svcnet/svcnet/internal/proxy/trace"
+)
+
+// Source is where the tracer reads the table: a built one (Table) or the
+// kernel's (Live), chain by chain, so that tracing one packet through a
+// table of 10,000 services reads a handful of chains.
+type Source interface {
+	Family() nft.Family
+	Chain(name string) (*nft.Chain, error)
+	// Elements of a named set or map; for the affinity sets, the clients
+	// recently sent to the endpoint.
+	Elements(set string) ([]nft.Element, error)
+}
+
+// TableSource traces through a built table; recent names the affinity
+// sets that hold the packet's source.
+func TableSource(t *nft.Table, recent map[string]bool) Source { return tableSource{t, recent} }
+
+type tableSource struct {
+	t      *nft.Table
+	recent map[string]bool
+}
+
+func (s tableSource) Family() nft.Family { return s.t.Family }
+
+func (s tableSource) Chain(name string) (*nft.Chain, error) {
+	if c := s.t.Chain(name); c != nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("no chain %s", name)
+}
+
+func (s tableSource) Elements(set string) ([]nft.Element, error) {
+	if strings.HasPrefix(set, PrefixAffinity) {
+		if s.recent[set] {
+			return []nft.Element{{Key: nft.Key{}}}, nil // any address: see matchSet
+		}
+		return nil, nil
+	}
+	return s.t.Elements[set], nil
+}
+
+// LiveSource traces through the kernel's table, read as needed.
+func LiveSource(r *nft.Reader, f nft.Family) Source {
+	return &liveSource{r: r, f: f, chains: map[string]*nft.Chain{}, elems: map[string][]nft.Element{}}
+}
+
+type liveSource struct {
+	r      *nft.Reader
+	f      nft.Family
+	chains map[string]*nft.Chain
+	elems  map[string][]nft.Element
+	sets   map[string]*nft.Set
+}
+
+func (s *liveSource) Family() nft.Family { return s.f }
+
+func (s *liveSource) Chain(name string) (*nft.Chain, error) {
+	if c, ok := s.chains[name]; ok {
+		return c, nil
+	}
+	c, err := s.r.Chain(name)
+	if err != nil {
+		return nil, err
+	}
+	s.chains[name] = c
+	return c, nil
+}
+
+func (s *liveSource) Elements(set string) ([]nft.Element, error) {
+	if e, ok := s.elems[set]; ok {
+		return e, nil
+	}
+	if s.sets == nil {
+		sets, err := s.r.Sets()
+		if err != nil {
+			return nil, err
+		}
+		s.sets = map[string]*nft.Set{}
+		for _, st := range sets {
+			s.sets[st.Name] = st
+		}
+	}
+	st := s.sets[set]
+	if st == nil {
+		return nil, fmt.Errorf("no set %s", set)
+	}
+	e, err := s.r.Elements(st)
+	if err != nil {
+		return nil, err
+	}
+	s.elems[set] = e
+	return e, nil
+}
+
+// maxDepth bounds chain nesting; kube-proxy's chains nest 4 deep.
+const maxDepth = 32
+
+// Trace walks the first packet of a connection through the table, hook
+// by hook as netfilter calls the base chains: prerouting (or output for
+// the node's own packets), then input or forward as routing decides
+// after DNAT, then postrouting. Every random choice forks the walk.
+func Trace(src Source, p trace.Packet, env trace.Env) *trace.Result {
+	p.Proto = strings.ToLower(p.Proto)
+	w := &walker{src: src, env: env, pkt: p, table: src.Family().String() + " " + TableName}
+	res := &trace.Result{Packet: p}
+	start := flow{prob: 1, dst: p.Dst}
+	first := []string{ChainFilterPrerouting, ChainNATPrerouting}
+	if p.Local {
+		first = []string{ChainFilterOutput, ChainNATOutput, ChainFilterOutputPostDNAT}
+	}
+	for _, o := range w.hook(first, start) {
+		if o.verdict != "ACCEPT" {
+			res.Paths = append(res.Paths, o.path())
+			continue
+		}
+		var next []string
+		switch {
+		case p.Local:
+			next = []string{ChainNATPostrouting}
+		case w.isLocal(o.dst.Addr()):
+			next = []string{ChainFilterInput}
+		default:
+			next = []string{ChainFilterForward, ChainNATPostrouting}
+		}
+		for _, n := range w.hook(next, o.flow.fork()) {
+			res.Paths = append(res.Paths, n.path())
+		}
+	}
+	res.Warnings = w.warnings
+	return res
+}
+
+type walker struct {
+	src      Source
+	env      trace.Env
+	pkt      trace.Packet
+	table    string
+	warnings []string
+}
+
+type flow struct {
+	prob     float64
+	dst      netip.AddrPort
+	dnat     bool
+	mark     uint32
+	masq     bool
+	steps    []trace.Step
+	affinity []string
+}
+
+func (f flow) fork() flow {
+	f.steps = slices.Clone(f.steps)
+	f.affinity = slices.Clone(f.affinity)
+	return f
+}
+
+type outcome struct {
+	flow
+	verdict string // ACCEPT, DROP, REJECT, or RETURN when a chain fell through
+}
+
+func (o outcome) path() trace.Path {
+	return trace.Path{Probability: o.prob, Steps: o.steps, Verdict: o.verdict, Dst: o.dst, DNAT: o.dnat,
+		Masquerade: o.masq, RecentSet: o.affinity}
+}
+
+func (w *walker) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if !slices.Contains(w.warnings, msg) {
+		w.warnings = append(w.warnings, msg)
+	}
+}
+
+// hook runs base chains one after the other; each accepts (or falls
+// through to its accept policy) into the next.
+func (w *walker) hook(chains []string, f flow) []outcome {
+	outs := []outcome{{flow: f, verdict: "ACCEPT"}}
+	for _, name := range chains {
+		var next []outcome
+		for _, o := range outs {
+			if o.verdict != "ACCEPT" {
+				next = append(next, o)
+				continue
+			}
+			c, err := w.src.Chain(name)
+			if err != nil {
+				w.warn("%v", err)
+				next = append(next, o)
+				continue
+			}
+			for _, r := range w.walk(c, 0, o.flow, 0) {
+				if r.verdict == "RETURN" {
+					r.verdict = "ACCEPT"
+				}
+				next = append(next, r)
+			}
+		}
+		outs = next
+	}
+	return outs
+}
+
+// walk evaluates chain c from rule i on.
+func (w *walker) walk(c *nft.Chain, i int, f flow, depth int) []outcome {
+	if depth > maxDepth {
+		w.warn("chains nest deeper than %d at %s; giving up on that path", maxDepth, c.Name)
+		return []outcome{{flow: f, verdict: "DROP"}}
+	}
+	for ; i < len(c.Rules); i++ {
+		outs, matched := w.rule(c, i, f, depth)
+		if matched {
+			return outs
+		}
+	}
+	return []outcome{{flow: f, verdict: "RETURN"}}
+}
+
+func (w *walker) step(c *nft.Chain, i int, note string) trace.Step {
+	return trace.Step{Table: w.table, Chain: c.Name, Note: note,
+		Rule: &trace.Rule{Chain: c.Name, Num: i + 1, Text: c.Rules[i].Format(w.src.Family())}}
+}
+
+// rule evaluates rule i of c. It returns the outcomes and true when the
+// rule decided the packet's way (a verdict, a fork, or its end after a
+// statement that changes it); false when a match failed or the rule ran
+// to its end without a verdict, and the chain goes on with the next rule
+// (in which case f's changes stand: the caller continues with outs[0]).
+func (w *walker) rule(c *nft.Chain, i int, f flow, depth int) ([]outcome, bool) {
+	r := c.Rules[i]
+	f = f.fork()
+	cont := func(f flow) []outcome { return w.walk(c, i+1, f, depth) }
+	for _, s := range r.Stmts {
+		switch s := s.(type) {
+		case nft.MatchAddr:
+			if s.Prefix.Contains(w.addr(s.Src, f)) == s.Neg {
+				return nil, false
+			}
+		case nft.MatchAddrSet:
+			if w.inSet(s.Set, w.addr(s.Src, f)) == s.Neg {
+				return nil, false
+			}
+		case nft.MatchAddrList:
+			a := w.addr(s.Src, f)
+			if slices.ContainsFunc(s.Prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) == s.Neg {
+				return nil, false
+			}
+		case nft.MatchProto:
+			if s.Proto.String() != w.pkt.Proto {
+				return nil, false
+			}
+		case nft.MatchDport:
+			if s.Port != f.dst.Port() {
+				return nil, false
+			}
+		case nft.MatchFibLocal:
+			if w.isLocal(w.addr(s.Src, f)) == s.Neg {
+				return nil, false
+			}
+		case nft.MatchCtNew:
+			// The traced packet is a connection's first.
+		case nft.MatchMarkClear:
+			if f.mark&s.Mark != 0 {
+				return nil, false
+			}
+		case nft.SetMark:
+			if s.Xor {
+				f.mark ^= s.Mark
+			} else {
+				f.mark |= s.Mark
+			}
+		case nft.VmapLookup:
+			v, ok := w.lookup(s, f)
+			if !ok {
+				return nil, false
+			}
+			f.steps = append(f.steps, w.step(c, i, "matched "+v.String()))
+			return w.verdict(c, i, v, f, depth, cont), true
+		case nft.Numgen:
+			var outs []outcome
+			p := 1 / float64(len(s.Targets))
+			for n, t := range s.Targets {
+				g := f.fork()
+				g.prob *= p
+				g.steps = append(g.steps, w.step(c, i, fmt.Sprintf("random %d of %d (probability %s)", n, len(s.Targets), strconv.FormatFloat(p, 'f', -1, 64))))
+				outs = append(outs, w.verdict(c, i, nft.Verdict{Kind: nft.Goto, Chain: t}, g, depth, cont)...)
+			}
+			return outs, true
+		case nft.UpdateSrcSet:
+			f.affinity = append(f.affinity, s.Set)
+		case nft.DNAT:
+			f.dst, f.dnat = s.To, true
+		case nft.Masquerade:
+			f.masq = true
+		case nft.Reject:
+			f.steps = append(f.steps, w.step(c, i, ""))
+			return []outcome{{flow: f, verdict: "REJECT"}}, true
+		case nft.Verdict:
+			f.steps = append(f.steps, w.step(c, i, ""))
+			return w.verdict(c, i, s, f, depth, cont), true
+		default:
+			w.warn("cannot trace %T", s)
+			return nil, false
+		}
+	}
+	// The rule ran to its end: its changes stand, the chain goes on.
+	f.steps = append(f.steps, w.step(c, i, ""))
+	return cont(f), true
+}
+
+// verdict applies v, reached by rule i of c; cont continues c after it.
+func (w *walker) verdict(c *nft.Chain, i int, v nft.Verdict, f flow, depth int, cont func(flow) []outcome) []outcome {
+	switch v.Kind {
+	case nft.Accept:
+		return []outcome{{flow: f, verdict: "ACCEPT"}}
+	case nft.Drop:
+		return []outcome{{flow: f, verdict: "DROP"}}
+	case nft.Return:
+		return []outcome{{flow: f, verdict: "RETURN"}}
+	}
+	target, err := w.src.Chain(v.Chain)
+	if err != nil {
+		w.warn("%s rule %d: %v", c.Name, i+1, err)
+		return []outcome{{flow: f, verdict: "DROP"}}
+	}
+	outs := w.walk(target, 0, f, depth+1)
+	if v.Kind == nft.Goto {
+		return outs // the target's return is the caller's
+	}
+	var all []outcome
+	for _, o := range outs {
+		if o.verdict == "RETURN" {
+			all = append(all, cont(o.flow)...)
+		} else {
+			all = append(all, o)
+		}
+	}
+	return all
+}
+
+func (w *walker) addr(src bool, f flow) netip.Addr {
+	if src {
+		return w.pkt.Src
+	}
+	return f.dst.Addr()
+}
+
+func (w *walker) isLocal(a netip.Addr) bool {
+	return a.IsLoopback() || slices.Contains(w.env.LocalAddrs, a)
+}
+
+func (w *walker) inSet(set string, a netip.Addr) bool {
+	elems, err := w.src.Elements(set)
+	if err != nil {
+		w.warn("%v", err)
+		return false
+	}
+	for _, e := range elems {
+		// A built table's affinity set stands for "holds the source".
+		if e.Key.Addr == a || (!e.Key.Addr.IsValid() && strings.HasPrefix(set, PrefixAffinity)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *walker) lookup(s nft.VmapLookup, f flow) (nft.Verdict, bool) {
+	elems, err := w.src.Elements(s.Map)
+	if err != nil {
+		w.warn("%v", err)
+		return nft.Verdict{}, false
+	}
+	proto, err := nft.ParseProto(w.pkt.Proto)
+	if err != nil {
+		return nft.Verdict{}, false
+	}
+	key := nft.Key{Proto: proto, Port: f.dst.Port()}
+	if s.Daddr {
+		key.Addr = f.dst.Addr()
+	}
+	for _, e := range elems {
+		if e.Key == key {
+			return e.Verdict, true
+		}
+	}
+	return nft.Verdict{}, false
+}
