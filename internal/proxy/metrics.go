@@ -11,23 +11,26 @@ import (
 // finer, because svcnet aims at sub-second programming latency where
 // kube-proxy's first bucket is 250 ms.
 type Metrics struct {
-	SyncDuration           prometheus.Histogram
-	SyncFullDuration       prometheus.Histogram
-	SyncPartialDuration    prometheus.Histogram
-	NetworkProgramming     prometheus.Histogram
-	LastSync               prometheus.Gauge
-	RestoreFailures        prometheus.Counter
-	PartialRestoreFailures prometheus.Counter
-	Rules                  *prometheus.GaugeVec // by table
-	RulesLastSync          *prometheus.GaugeVec // by table: lines written by the last sync
-	NoLocalEndpoints       *prometheus.GaugeVec // by traffic_policy: internal, external
-	ServiceChanges         prometheus.Counter
-	EndpointChanges        prometheus.Counter
-	Services               prometheus.Gauge
-	Endpoints              prometheus.Gauge
-	BadInput               *prometheus.CounterVec // by kind, reason
-	ConntrackCleanupErrors prometheus.Counter
-	EndpointDialFailures   prometheus.Counter // userspace mode
+	SyncDuration            prometheus.Histogram
+	SyncFullDuration        prometheus.Histogram
+	SyncPartialDuration     prometheus.Histogram
+	NetworkProgramming      prometheus.Histogram
+	LastSync                prometheus.Gauge
+	RestoreFailures         prometheus.Counter
+	PartialRestoreFailures  prometheus.Counter
+	Rules                   *prometheus.GaugeVec // by table
+	RulesLastSync           *prometheus.GaugeVec // by table: lines written by the last sync
+	NoLocalEndpoints        *prometheus.GaugeVec // by traffic_policy: internal, external
+	ServiceChanges          prometheus.Counter
+	EndpointChanges         prometheus.Counter
+	Services                prometheus.Gauge
+	Endpoints               prometheus.Gauge
+	BadInput                *prometheus.CounterVec // by kind, reason
+	ConntrackCleanupErrors  prometheus.Counter
+	EndpointDialFailures    prometheus.Counter // userspace mode
+	NFTablesSyncFailures    prometheus.Counter // nftables mode: failed transactions
+	NFTablesCleanupFailures prometheus.Counter // nftables mode: failed stale-chain deletions
+	NFTablesElements        prometheus.Gauge   // nftables mode: elements in the shared sets and maps
 }
 
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 20) // 1 ms … ~9 min
@@ -93,12 +96,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		EndpointDialFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svcnet_proxy_userspace_endpoint_dial_failures_total", Help: "Connections to endpoints that failed and were retried on another (userspace mode).",
 		}),
+		NFTablesSyncFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_nftables_sync_failures_total", Help: "Failed nftables transactions.",
+		}),
+		NFTablesCleanupFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total", Help: "Failed deletions of stale nftables chains.",
+		}),
+		NFTablesElements: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svcnet_proxy_nftables_elements", Help: "Elements in the nftables mode's shared sets and maps.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming,
 			m.LastSync, m.RestoreFailures, m.PartialRestoreFailures, m.Rules, m.RulesLastSync,
 			m.NoLocalEndpoints, m.ServiceChanges, m.EndpointChanges, m.Services, m.Endpoints, m.BadInput,
-			m.ConntrackCleanupErrors, m.EndpointDialFailures)
+			m.ConntrackCleanupErrors, m.EndpointDialFailures, m.NFTablesSyncFailures, m.NFTablesCleanupFailures,
+			m.NFTablesElements)
 	}
 	return m
 }

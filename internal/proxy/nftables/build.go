@@ -459,6 +459,12 @@ func buildFull(cfg *Config, st *State, in Input) *Plan {
 // time after the map element that referred to it is gone).
 func (p *Plan) Tx(f nft.Family) *nft.Tx {
 	tx := nft.NewTx(f, TableName)
+	p.AddTo(tx)
+	return tx
+}
+
+// AddTo adds the plan's operations to tx.
+func (p *Plan) AddTo(tx *nft.Tx) {
 	if p.Full {
 		t := p.Table
 		tx.AddTable(t.Comment)
@@ -488,7 +494,7 @@ func (p *Plan) Tx(f nft.Family) *nft.Tx {
 				tx.AddElements(s, e)
 			}
 		}
-		return tx
+		return
 	}
 	for _, c := range p.NewChains {
 		tx.AddChain(c)
@@ -516,7 +522,6 @@ func (p *Plan) Tx(f nft.Family) *nft.Tx {
 	for _, set := range sortedKeys(p.AddElems) {
 		tx.AddElements(&nft.Set{Name: set, Key: setKeys[set], Verdicts: setKeys[set] != nft.KeyAddr}, p.AddElems[set])
 	}
-	return tx
 }
 
 // setKeys are the key types of the shared sets and maps.
