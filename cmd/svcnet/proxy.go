@@ -32,11 +32,20 @@ externalTrafficPolicy Local. Flags have kube-proxy's names.`,
 	f.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "pod network; traffic from outside it to cluster IPs is masqueraded")
 	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 to disable)")
 	f.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "address of /healthz and /livez (0 to disable)")
-	f.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", o.NodePortAddresses, "addresses or CIDRs that accept node ports (default: all of the node's)")
-	f.DurationVar(&o.SyncPeriod, "iptables-sync-period", o.SyncPeriod, "longest time between two syncs (repairs rules, refreshes /healthz)")
-	f.DurationVar(&o.MinSyncPeriod, "iptables-min-sync-period", o.MinSyncPeriod, "least time between two syncs; changes within it are applied together")
+	f.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", o.NodePortAddresses,
+		"addresses or CIDRs that accept node ports, or \"primary\" for the node's addresses (default: all local addresses in the iptables mode, primary in the nftables mode)")
+	f.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "longest time between two syncs (repairs rules, refreshes /healthz)")
+	f.DurationVar(&o.MinSyncPeriod, "min-sync-period", o.MinSyncPeriod, "least time between two syncs; changes within it are applied together")
 	f.BoolVar(&o.MasqueradeAll, "masquerade-all", o.MasqueradeAll, "masquerade all traffic to cluster IPs")
 	f.IntVar(&o.MasqueradeBit, "iptables-masquerade-bit", o.MasqueradeBit, "bit of the packet mark that asks for masquerading")
+	// kube-proxy's per-mode spellings of the same settings.
+	for _, mode := range []string{"iptables", "nftables"} {
+		f.DurationVar(&o.SyncPeriod, mode+"-sync-period", o.SyncPeriod, "same as --sync-period")
+		f.DurationVar(&o.MinSyncPeriod, mode+"-min-sync-period", o.MinSyncPeriod, "same as --min-sync-period")
+	}
+	f.IntVar(&o.MasqueradeBit, "nftables-masquerade-bit", o.MasqueradeBit, "same as --iptables-masquerade-bit")
+	f.StringVar(&o.ServiceCIDRs, "service-cidr", o.ServiceCIDRs,
+		"service ranges (comma-separated): the nftables mode drops traffic to their unallocated addresses")
 	f.StringVar(&o.IPTablesBinary, "iptables-binary", o.IPTablesBinary, "iptables command: iptables, iptables-nft or iptables-legacy")
 	f.DurationVar(&o.UDPIdleTimeout, "udp-timeout", o.UDPIdleTimeout, "userspace mode: how long an idle UDP session lives")
 	f.BoolVar(&o.EditTopLevelChains, "iptables-edit-top-level", o.EditTopLevelChains,
@@ -51,11 +60,13 @@ func newProxyTraceCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trace --src IP --dst IP:PORT/PROTO",
 		Short: "Show the path a packet takes through this node's service rules",
-		Long: `Read the filter and nat tables of the network namespace this process runs in
-(or an iptables-save dump, --file) and walk a new connection's first packet
-through them as the kernel would: each chain and rule it matches, the
-endpoints it may reach with their probabilities, and whether it is
-masqueraded. --local traces a packet the node itself sends.`,
+		Long: `Read the service rules of the network namespace this process runs in (the
+nftables mode's table ip kube-proxy if it is there, else the iptables
+filter and nat tables; or an iptables-save dump, --file) and walk a new
+connection's first packet through them as the kernel would: each chain
+and rule it matches (for nftables, the verdict-map element), the endpoints
+it may reach with their probabilities, and whether it is masqueraded.
+--local traces a packet the node itself sends.`,
 		Example: `  svcnet proxy trace --src 10.244.1.5 --dst 10.96.0.10:80/tcp
   ip netns exec svcnet-node-1 svcnet proxy trace --src 192.168.77.100 --dst 192.168.77.1:30080/tcp`,
 		Args: cobra.NoArgs,
@@ -69,6 +80,7 @@ masqueraded. --local traces a packet the node itself sends.`,
 	f.BoolVar(&t.Local, "local", false, "the packet is sent by the node itself, not by a pod or another host")
 	f.StringVar(&t.File, "file", "", "trace through an iptables-save dump (- for stdin) instead of this namespace's tables")
 	f.StringVar(&t.IPTablesBinary, "iptables-binary", "iptables", "iptables command whose -save to read")
+	f.StringVar(&t.Mode, "proxy-mode", "", "rules to read: iptables or nftables (default: nftables if its table is there)")
 	f.StringSliceVar(&t.NodeIPs, "node-ip", nil, "more addresses that count as the node's own (addrtype LOCAL)")
 	_ = cmd.MarkFlagRequired("src")
 	_ = cmd.MarkFlagRequired("dst")

@@ -17,7 +17,7 @@ func TestValidate(t *testing.T) {
 		{"userspace", func(o *Options) { o.ProxyMode = "userspace" }, ""},
 		{"upstreams", func(o *Options) { o.DNSUpstream = "10.0.0.53,10.0.0.54:5353" }, ""},
 		{"one port", func(o *Options) { o.NodePortRange = "8477" }, ""},
-		{"a mode not built", func(o *Options) { o.ProxyMode = "nftables" }, "available modes: iptables, userspace"},
+		{"a mode not built", func(o *Options) { o.ProxyMode = "ipvs" }, "available modes: iptables, userspace, nftables"},
 		{"an unknown mode", func(o *Options) { o.ProxyMode = "ebpf" }, "unknown proxy mode"},
 		{"reversed range", func(o *Options) { o.NodePortRange = "32767-30000" }, "--service-node-port-range"},
 		{"range beyond ports", func(o *Options) { o.NodePortRange = "30000-70000" }, "--service-node-port-range"},

@@ -124,8 +124,8 @@ func (s *supervisor) start(ctx context.Context) error {
 
 	for _, n := range s.plan.Nodes {
 		dir := s.state.NodeDir(n.Name)
-		proxyCmd := fmt.Sprintf("%s proxy --kubeconfig %s --proxy-mode %s --hostname-override %s --cluster-cidr %s --metrics-bind-address %s:10249 --healthz-bind-address %s:10256 --iptables-binary %s",
-			s.self, s.state.InCluster("proxy"), s.opts.ProxyMode, n.Name, s.plan.ClusterCIDR, n.IP, n.IP, s.iptables())
+		proxyCmd := fmt.Sprintf("%s proxy --kubeconfig %s --proxy-mode %s --hostname-override %s --cluster-cidr %s --service-cidr %s --metrics-bind-address %s:10249 --healthz-bind-address %s:10256 --iptables-binary %s",
+			s.self, s.state.InCluster("proxy"), s.opts.ProxyMode, n.Name, s.plan.ClusterCIDR, s.plan.ServiceCIDR, n.IP, n.IP, s.iptables())
 		s.run(n.Name, []string{"internal", "netns-exec", "--netns", n.Netns, "--",
 			s.self, "node", "--kubeconfig", s.state.InCluster(n.Name), "--hostname-override", n.Name,
 			"--node-ip", n.IP.String(), "--pod-cidr", n.PodCIDR.String(), "--pod-bridge", PodBridge,

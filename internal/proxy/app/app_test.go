@@ -38,9 +38,9 @@ func TestModes(t *testing.T) {
 		{mode: "userspace"},
 		{mode: ""},
 		{mode: "IPTables"},
-		{mode: "nftables", wantErr: "--proxy-mode nftables: not built into svcnet yet; available modes: iptables, userspace"},
-		{mode: "ipvs", wantErr: "--proxy-mode ipvs: not built into svcnet yet (and this kernel has no ip_vs); available modes: iptables, userspace"},
-		{mode: "kernelspace", wantErr: "--proxy-mode kernelspace: unknown proxy mode; available modes: iptables, userspace (not built yet: nftables, ipvs)"},
+		{mode: "nftables"},
+		{mode: "ipvs", wantErr: "--proxy-mode ipvs: not built into svcnet yet (and this kernel has no ip_vs); available modes: iptables, userspace, nftables"},
+		{mode: "kernelspace", wantErr: "--proxy-mode kernelspace: unknown proxy mode; available modes: iptables, userspace, nftables (not built yet: ipvs)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -90,6 +90,24 @@ func TestNodePortAddresses(t *testing.T) {
 	got := o.nodePortAddresses(local, v1.IPv4Protocol)
 	if fmt.Sprint(got) != "[10.0.0.9 192.168.77.1]" {
 		t.Errorf("got %v", got)
+	}
+	// kube-proxy's defaults: all local addresses in the iptables mode
+	// (none listed), the node's primary ones in the nftables mode.
+	for _, c := range []struct {
+		mode  string
+		addrs []string
+		want  string
+	}{
+		{"iptables", nil, "[]"},
+		{"nftables", nil, "[192.168.77.1 10.244.1.1]"},
+		{"iptables", []string{"primary"}, "[192.168.77.1 10.244.1.1]"},
+		{"nftables", []string{"10.0.0.9"}, "[10.0.0.9]"},
+	} {
+		o := Defaults()
+		o.Mode, o.NodePortAddresses = c.mode, c.addrs
+		if got := fmt.Sprint(o.nodePortAddresses(local, v1.IPv4Protocol)); got != c.want {
+			t.Errorf("%s mode, --nodeport-addresses %v: got %s, want %s", c.mode, c.addrs, got, c.want)
+		}
 	}
 }
 
@@ -283,7 +301,7 @@ func TestCleanup(t *testing.T) {
 	if s := save(); strings.Contains(s, "KUBE-PORTALS") || strings.Contains(s, "KUBE-NODEPORT-") || !strings.Contains(s, "KUBE-SVC-") {
 		t.Errorf("after the userspace cleanup:\n%s", s)
 	}
-	if err := CleanupAll(ctx, kernel); err != nil {
+	if err := CleanupAll(ctx, OS{IPTables: kernel}); err != nil {
 		t.Fatal(err)
 	}
 	if s := save(); strings.Contains(s, "KUBE-") || strings.Contains(s, "-A ") {

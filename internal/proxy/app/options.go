@@ -16,7 +16,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
 )
@@ -57,6 +56,11 @@ type Options struct {
 	EditTopLevelChains bool
 	// Cleanup removes the rules of every mode and exits.
 	Cleanup bool
+	// ServiceCIDRs are the service ranges (comma-separated); the nftables
+	// mode drops traffic to their addresses that no Service has.
+	// kube-proxy learns them from ServiceCIDR objects, which svcnet's API
+	// server does not serve.
+	ServiceCIDRs string
 }
 
 // Defaults are kube-proxy's defaults, except the minimum sync period: a
@@ -83,16 +87,21 @@ type modeInfo struct {
 	start func(*deps) (syncer, error)
 	// cleanup removes the mode's rules: at --cleanup, and when another
 	// mode starts in the same namespace.
-	cleanup func(context.Context, utiliptables.Executor) error
+	cleanup func(context.Context, OS) error
 	why     string // why a mode is not built
 }
 
 // modes is the registry of proxy modes: adding one means a folder under
 // internal/proxy and a line here.
 var modes = []modeInfo{
-	{name: "iptables", start: startIPTables, cleanup: iptables.Cleanup},
-	{name: "userspace", start: startUserspace, cleanup: userspace.Cleanup},
-	{name: "nftables", why: "not built into svcnet yet"},
+	{name: "iptables", start: startIPTables, cleanup: func(ctx context.Context, o OS) error { return iptables.Cleanup(ctx, o.IPTables) }},
+	{name: "userspace", start: startUserspace, cleanup: func(ctx context.Context, o OS) error { return userspace.Cleanup(ctx, o.IPTables) }},
+	{name: "nftables", start: startNFTables, cleanup: func(_ context.Context, o OS) error {
+		if o.NFTablesCleanup == nil {
+			return nil
+		}
+		return o.NFTablesCleanup()
+	}},
 	{name: "ipvs", why: "not built into svcnet yet (and this kernel has no ip_vs)"},
 }
 
@@ -142,6 +151,9 @@ func (o *Options) Validate() error {
 	if _, err := o.clusterCIDR(); err != nil {
 		return err
 	}
+	if _, err := o.serviceCIDRs(v1.IPv4Protocol); err != nil {
+		return err
+	}
 	if _, _, err := o.nodePortFilter(); err != nil {
 		return err
 	}
@@ -178,6 +190,35 @@ func (o *Options) clusterCIDR() (netip.Prefix, error) {
 	return out, nil
 }
 
+// serviceCIDRs returns the service ranges of family.
+func (o *Options) serviceCIDRs(family v1.IPFamily) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(o.ServiceCIDRs, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--service-cidr %q: %w", s, err)
+		}
+		if p.Addr().Is4() == (family == v1.IPv4Protocol) {
+			out = append(out, p.Masked())
+		}
+	}
+	return out, nil
+}
+
+// primaryNodePorts says whether node ports go to the node's primary
+// addresses: "primary" in --nodeport-addresses, or nothing there in the
+// nftables mode, whose default it is (kube-proxy's too).
+func (o *Options) primaryNodePorts() bool {
+	if len(o.NodePortAddresses) == 0 {
+		return strings.EqualFold(o.Mode, "nftables")
+	}
+	return slices.ContainsFunc(o.NodePortAddresses, func(s string) bool { return strings.TrimSpace(s) == "primary" })
+}
+
 // nodePortFilter splits --nodeport-addresses into addresses and CIDRs.
 func (o *Options) nodePortFilter() ([]netip.Addr, []netip.Prefix, error) {
 	var addrs []netip.Addr
@@ -209,6 +250,9 @@ func (o *Options) nodePortFilter() ([]netip.Addr, []netip.Prefix, error) {
 func (o *Options) nodePortAddresses(local []netip.Addr, family v1.IPFamily) []netip.Addr {
 	addrs, cidrs, _ := o.nodePortFilter()
 	var out []netip.Addr
+	if o.primaryNodePorts() {
+		addrs = append(local[:len(local):len(local)], addrs...)
+	}
 	for _, a := range addrs {
 		if (family == v1.IPv4Protocol) == a.Is4() && !slices.Contains(out, a) {
 			out = append(out, a)

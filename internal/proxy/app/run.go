@@ -25,6 +25,7 @@ import (
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
 	"github.com/svcnet/svcnet/internal/svcstate"
 )
@@ -40,6 +41,11 @@ type syncer interface {
 // in tests.
 type OS struct {
 	IPTables   utiliptables.Executor
+	// NFTables opens the namespace's nf_tables for the nftables mode;
+	// NFTablesCleanup deletes that mode's tables. Nil in tests that run
+	// without a kernel.
+	NFTables        func(v1.IPFamily) (*nftables.Kernel, error)
+	NFTablesCleanup func() error
 	Conntrack  conntrack.Interface
 	Interfaces Interfaces
 	// Sockets are the userspace mode's proxy sockets and endpoint dials.
@@ -52,6 +58,8 @@ type OS struct {
 func RealOS(o Options) OS {
 	return OS{
 		IPTables:            &utiliptables.Exec{Binary: o.IPTablesBinary},
+		NFTables:            nftables.OpenKernel,
+		NFTablesCleanup:     nftables.Cleanup,
 		Conntrack:           &conntrack.Exec{},
 		Interfaces:          Netlink{},
 		Sockets:             userspace.Real{},
@@ -110,6 +118,36 @@ func startIPTables(d *deps) (syncer, error) {
 	})
 }
 
+func startNFTables(d *deps) (syncer, error) {
+	if d.os.NFTables == nil {
+		return nil, fmt.Errorf("no nf_tables access configured")
+	}
+	cidr, _ := d.opts.clusterCIDR()
+	serviceCIDRs, _ := d.opts.serviceCIDRs(d.family)
+	k, err := d.os.NFTables(d.family)
+	if err != nil {
+		return nil, err
+	}
+	go func() { <-d.ctx.Done(); k.Close() }()
+	return nftables.NewProxier(nftables.ProxierConfig{
+		Rules: nftables.Config{
+			Family:            d.family,
+			Node:              d.node,
+			NodeIPs:           d.nodeIPs,
+			ClusterCIDR:       cidr,
+			MasqueradeBit:     d.opts.MasqueradeBit,
+			MasqueradeAll:     d.opts.MasqueradeAll,
+			NodePortAddresses: d.opts.nodePortAddresses(d.nodeIPs, d.family),
+			ServiceCIDRs:      serviceCIDRs,
+		},
+		Tracker:   d.tracker,
+		Kernel:    k,
+		Metrics:   d.metrics,
+		Logger:    d.logger,
+		AfterSync: d.afterSync,
+	})
+}
+
 func startUserspace(d *deps) (syncer, error) {
 	p, err := userspace.NewProxier(userspace.Config{
 		Tracker:           d.tracker,
@@ -136,7 +174,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if o.Cleanup {
-		return CleanupAll(ctx, RealOS(o).IPTables)
+		return CleanupAll(ctx, RealOS(o))
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
@@ -154,11 +192,11 @@ func Run(ctx context.Context, o Options) error {
 
 // CleanupAll removes the rules of every mode, as kube-proxy --cleanup
 // does.
-func CleanupAll(ctx context.Context, ex utiliptables.Executor) error {
+func CleanupAll(ctx context.Context, o OS) error {
 	var failed []error
 	for _, m := range modes {
 		if m.cleanup != nil {
-			if err := m.cleanup(ctx, ex); err != nil {
+			if err := m.cleanup(ctx, o); err != nil {
 				failed = append(failed, fmt.Errorf("%s mode: %w", m.name, err))
 			}
 		}
@@ -227,7 +265,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 				logger.Warn("health-check node ports", "err", err)
 			}
 		}
-		if mode.name != "iptables" {
+		if mode.name == "userspace" {
 			return // only the kernel modes leave DNAT state in conntrack
 		}
 		plan := conntrack.Plan(res.Previous, res.Current, res.Changed, node, family)
@@ -245,7 +283,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	// Rules another mode left here would capture traffic first.
 	for _, m := range modes {
 		if m.cleanup != nil && m.name != mode.name {
-			if err := m.cleanup(ctx, osdeps.IPTables); err != nil {
+			if err := m.cleanup(ctx, osdeps); err != nil {
 				logger.Warn("could not remove another mode's rules", "mode", m.name, "err", err)
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
+	nft "github.com/svcnet/svcnet/internal/nftables"
+	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
 )
 
@@ -29,6 +31,9 @@ type TraceOptions struct {
 	// NodeIPs add to the namespace's own addresses what addrtype LOCAL
 	// matches.
 	NodeIPs []string
+	// Mode is the rules to read: iptables, nftables, or "" for nftables
+	// when its table exists.
+	Mode string
 }
 
 // ParsePacket reads --src and --dst.
@@ -62,6 +67,58 @@ func Trace(ctx context.Context, t TraceOptions, ex utiliptables.Executor, ifaces
 	if err != nil {
 		return err
 	}
+	family := v1.IPv4Protocol
+	if pkt.Dst.Addr().Is6() {
+		family = v1.IPv6Protocol
+	}
+	var local []netip.Addr
+	if t.File == "" {
+		if local, err = ifaces.Addrs(family); err != nil {
+			return err
+		}
+	}
+	for _, s := range t.NodeIPs {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return fmt.Errorf("--node-ip %q: %w", s, err)
+		}
+		if !slices.Contains(local, a) {
+			local = append(local, a)
+		}
+	}
+	env := trace.Env{LocalAddrs: local}
+
+	mode := strings.ToLower(t.Mode)
+	switch {
+	case mode != "" && mode != "iptables" && mode != "nftables":
+		return fmt.Errorf("--proxy-mode %q: trace reads iptables or nftables rules", t.Mode)
+	case mode == "nftables" && t.File != "":
+		return fmt.Errorf("--file reads iptables-save dumps; the nftables mode's table is traced live")
+	}
+	if mode != "iptables" && t.File == "" {
+		k, err := nftables.OpenKernel(family)
+		if err != nil && mode == "nftables" {
+			return err
+		}
+		exists := false
+		if err == nil {
+			defer k.Close()
+			if exists, err = k.Reader.Exists(); err != nil {
+				return err
+			}
+		}
+		if exists {
+			fam := nft.IPv4
+			if family == v1.IPv6Protocol {
+				fam = nft.IPv6
+			}
+			return nftables.Trace(nftables.LiveSource(k.Reader, fam), pkt, env).Write(w)
+		}
+		if mode == "nftables" {
+			return fmt.Errorf("no table %s kube-proxy in this network namespace", family)
+		}
+	}
+
 	var dump []byte
 	switch t.File {
 	case "":
@@ -85,24 +142,5 @@ func Trace(ctx context.Context, t TraceOptions, ex utiliptables.Executor, ifaces
 	if err != nil {
 		return fmt.Errorf("parse rules: %w", err)
 	}
-	family := v1.IPv4Protocol
-	if pkt.Dst.Addr().Is6() {
-		family = v1.IPv6Protocol
-	}
-	var local []netip.Addr
-	if t.File == "" {
-		if local, err = ifaces.Addrs(family); err != nil {
-			return err
-		}
-	}
-	for _, s := range t.NodeIPs {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return fmt.Errorf("--node-ip %q: %w", s, err)
-		}
-		if !slices.Contains(local, a) {
-			local = append(local, a)
-		}
-	}
-	return trace.Trace(rs, pkt, trace.Env{LocalAddrs: local}).Write(w)
+	return trace.Trace(rs, pkt, env).Write(w)
 }

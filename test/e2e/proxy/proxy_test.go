@@ -16,6 +16,7 @@ import (
 
 func TestProxyIPTables(t *testing.T)  { testProxy(t, "iptables") }
 func TestProxyUserspace(t *testing.T) { testProxy(t, "userspace") }
+func TestProxyNFTables(t *testing.T)  { testProxy(t, "nftables") }
 
 // testProxy runs every scenario against one node running `svcnet proxy`
 // in mode, one after the other (each cleans up its services).
@@ -67,7 +68,7 @@ func testClusterIP(t *testing.T, c *cluster) {
 			t.Errorf("%s got %d of %d connections: %v", p.name, n, connections, h.byPod)
 		}
 	}
-	if c.mode == "iptables" {
+	if c.mode != "userspace" {
 		// Pod to pod on the node: the source is kept.
 		for p, clients := range h.clients {
 			if !clients[c.pods[3].ip] || len(clients) != 1 {
@@ -120,7 +121,7 @@ func testNodePortLocal(t *testing.T, c *cluster) {
 	}
 	clients := h.clients["pod-0"]
 	switch c.mode {
-	case "iptables":
+	case "iptables", "nftables":
 		if len(clients) != 1 || !clients[clientIP] {
 			t.Errorf("pod-0 saw clients %v, want the client's own %s", clients, clientIP)
 		}
@@ -162,7 +163,7 @@ func testUnready(t *testing.T, c *cluster) {
 	if h.failed > 0 || h.byPod["pod-2"] != 0 || h.byPod["pod-0"] == 0 || h.byPod["pod-1"] == 0 {
 		t.Errorf("after pod-2 turned unready: %v, %d failed (%v)", h.byPod, h.failed, h.lastErr)
 	}
-	if c.mode == "iptables" {
+	if c.mode != "userspace" {
 		// The kernel's rules agree: two endpoints, half each.
 		out := c.traceFrom(c.pods[3].ip, svc.Spec.ClusterIP+":80", "tcp").Outcomes()
 		if len(out) != 2 || out[0].Probability != 0.5 {
@@ -191,7 +192,7 @@ func testDeadEndpoint(t *testing.T, c *cluster) {
 		if v, err := c.metric("svcnet_proxy_userspace_endpoint_dial_failures_total"); err != nil || v < connections/3-1 {
 			t.Errorf("dial failures counted: %v %v", v, err)
 		}
-	case "iptables":
+	case "iptables", "nftables":
 		// The kernel picks at random and cannot retry: about a third of
 		// the connections are refused. That is the documented trade-off.
 		if h.failed < connections/6 || h.failed > connections/2 {
@@ -301,6 +302,17 @@ func testTraceCommand(t *testing.T, c *cluster) {
 				t.Errorf("trace lacks %q", want)
 			}
 		}
+	case "nftables":
+		for _, p := range c.pods[:3] {
+			if !strings.Contains(out, fmt.Sprintf("33.33%%  delivered to %s:%d (DNAT), source kept", p.ip, httpPort)) {
+				t.Errorf("trace does not send a third to %s", p.ip)
+			}
+		}
+		for _, want := range []string{"ip kube-proxy services", "vmap @service-ips", "[matched goto service-", "numgen random mod 3", "endpoint-"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("trace lacks %q", want)
+			}
+		}
 	case "userspace":
 		if !strings.Contains(out, "REDIRECT") || !strings.Contains(out, "100.00%  delivered to "+bridgeIP+":") {
 			t.Errorf("trace does not show the redirect to the proxy socket")
@@ -313,9 +325,14 @@ func testMetrics(t *testing.T, c *cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_network_programming_duration_seconds_bucket",
-		"kubeproxy_sync_proxy_rules_iptables_total{table=\"nat\"}", "svcnet_proxy_endpoints", "kubeproxy_sync_proxy_rules_last_timestamp_seconds",
-		"kubeproxy_sync_proxy_rules_iptables_restore_failures_total 0"} {
+	want := []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_network_programming_duration_seconds_bucket",
+		"svcnet_proxy_endpoints", "kubeproxy_sync_proxy_rules_last_timestamp_seconds"}
+	if c.mode == "nftables" {
+		want = append(want, "kubeproxy_sync_proxy_rules_nftables_sync_failures_total 0", "svcnet_proxy_nftables_elements")
+	} else {
+		want = append(want, "kubeproxy_sync_proxy_rules_iptables_total{table=\"nat\"}", "kubeproxy_sync_proxy_rules_iptables_restore_failures_total 0")
+	}
+	for _, m := range want {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

@@ -20,6 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/netns"
+	nft "github.com/svcnet/svcnet/internal/nftables"
+	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
@@ -316,7 +319,23 @@ func (c *cluster) rules() *trace.Ruleset {
 func (c *cluster) traceFrom(src, dst, proto string) *trace.Result {
 	c.t.Helper()
 	pkt := trace.Packet{Src: netip.MustParseAddr(src), SrcPort: 40000, Dst: netip.MustParseAddrPort(dst), Proto: proto}
-	return trace.Trace(c.rules(), pkt, trace.Env{LocalAddrs: []netip.Addr{netip.MustParseAddr(nodeIP), netip.MustParseAddr(bridgeIP)}})
+	env := trace.Env{LocalAddrs: []netip.Addr{netip.MustParseAddr(nodeIP), netip.MustParseAddr(bridgeIP)}}
+	if c.mode != "nftables" {
+		return trace.Trace(c.rules(), pkt, env)
+	}
+	var res *trace.Result
+	if err := netns.Do(c.node.Name, func() error {
+		k, err := nftables.OpenKernel(v1.IPv4Protocol)
+		if err != nil {
+			return err
+		}
+		defer k.Close()
+		res = nftables.Trace(nftables.LiveSource(k.Reader, nft.IPv4), pkt, env)
+		return nil
+	}); err != nil {
+		c.t.Fatalf("read the node's nftables table: %v", err)
+	}
+	return res
 }
 
 // udpExchange sends one datagram from conn to dst and returns the answer.
