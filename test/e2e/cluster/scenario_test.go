@@ -175,3 +175,33 @@ func TestUserspaceMode(t *testing.T) {
 		t.Errorf("rules of ours in the nft backend of a legacy cluster's node (%v):\n%s", err, nft)
 	}
 }
+
+// TestNFTablesMode runs the reference scenario's traffic through the
+// nftables mode: NodePort from outside, the service name from a pod, and
+// kube-proxy's table on the nodes with no iptables rules of the proxy's.
+func TestNFTablesMode(t *testing.T) {
+	t.Parallel()
+	c := up(t, 2, "--proxy-mode", "nftables")
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	c.until("3 ready hostnames pods", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
+		return out == "3"
+	})
+	pods := podNames(c, "app=hostnames")
+	for _, node := range []string{"172.18.0.11", "172.18.0.12"} {
+		c.until("NodePort on "+node+" through the nftables mode to reach all pods", 30*time.Second, func() bool {
+			return len(c.names("client", 12, "curl", "-s", "--max-time", "2", node+":8477")) == 3
+		})
+	}
+	c.until("the service name from a pod to reach all pods", 30*time.Second, func() bool {
+		return len(c.names("default/"+pods[0], 12, "curl", "-s", "--max-time", "2", "hostnames")) == 3
+	})
+	table, err := c.exec("node/node-1", "nft", "list", "table", "ip", "kube-proxy")
+	if err != nil || !strings.Contains(table, "default/hostnames/tcp/") || !strings.Contains(table, "numgen random mod 3") {
+		t.Errorf("kube-proxy's table on node-1 (%v):\n%s", err, table)
+	}
+	if rules, err := c.exec("node/node-1", "iptables-save", "-t", "nat"); err != nil || strings.Contains(rules, "KUBE-SVC-") {
+		t.Errorf("iptables-mode rules on an nftables node (%v):\n%s", err, rules)
+	}
+}
