@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"math/rand/v2"
 	"slices"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -31,6 +34,7 @@ const ctStateNew = 8
 // it just before the rule, which refers to it by ID.
 type anonSet struct {
 	id       uint32
+	name     string
 	isMap    bool
 	interval bool
 	keyType  uint32
@@ -115,10 +119,10 @@ func (c *compiled) add(f Family, s Stmt, nextID func() uint32) error {
 		if err != nil {
 			return err
 		}
-		set := anonSet{id: nextID(), interval: true, keyType: addrType(f), keyLen: uint32(f.addrLen()), elems: elems}
+		set := anonSet{id: nextID(), name: anonName("__set"), interval: true, keyType: addrType(f), keyLen: uint32(f.addrLen()), elems: elems}
 		c.anon = append(c.anon, set)
 		c.exprs = append(c.exprs, loadAddr(f, s.Src, reg1),
-			&expr.Lookup{SourceRegister: reg1, SetName: "__set%d", SetID: set.id, Invert: s.Neg})
+			&expr.Lookup{SourceRegister: reg1, SetName: set.name, SetID: set.id, Invert: s.Neg})
 	case MatchProto:
 		c.exprs = append(c.exprs, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{byte(s.Proto)}})
@@ -161,13 +165,19 @@ func (c *compiled) add(f Family, s Stmt, nextID func() uint32) error {
 		if len(s.Targets) == 0 {
 			return fmt.Errorf("numgen needs a target")
 		}
-		set := anonSet{id: nextID(), isMap: true, keyType: typeInteger, keyLen: 4}
+		set := anonSet{id: nextID(), name: anonName("__map"), isMap: true, keyType: typeInteger, keyLen: 4}
 		for i, t := range s.Targets {
 			set.elems = append(set.elems, anonElem{key: binaryutil.NativeEndian.PutUint32(uint32(i)), verdict: &Verdict{Kind: Goto, Chain: t}})
 		}
 		c.anon = append(c.anon, set)
 		c.exprs = append(c.exprs, &expr.Numgen{Register: reg1, Modulus: uint32(len(s.Targets)), Type: unix.NFT_NG_RANDOM},
-			&expr.Lookup{SourceRegister: reg1, DestRegister: unix.NFT_REG_VERDICT, IsDestRegSet: true, SetName: "__map%d", SetID: set.id})
+			&expr.Lookup{SourceRegister: reg1, DestRegister: unix.NFT_REG_VERDICT, IsDestRegSet: true, SetName: set.name, SetID: set.id})
+	case MatchNumgen:
+		if s.Mod == 0 {
+			return fmt.Errorf("numgen mod 0")
+		}
+		c.exprs = append(c.exprs, &expr.Numgen{Register: reg1, Modulus: s.Mod, Type: unix.NFT_NG_RANDOM},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: make([]byte, 4)})
 	case UpdateSrcSet:
 		c.exprs = append(c.exprs, loadAddr(f, true, reg1), &expr.Dynset{SrcRegKey: reg1, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE})
 	case DNAT:
@@ -195,6 +205,20 @@ func (c *compiled) add(f Family, s Stmt, nextID func() uint32) error {
 		return fmt.Errorf("statement %T cannot be compiled", s)
 	}
 	return nil
+}
+
+// anonSeq numbers anonymous sets. nft names them "__map%d" and lets the
+// kernel pick the number, which costs a scan of every set of the table
+// with sscanf per new set: quadratic, minutes for the 10,000 numgen maps
+// of 10,000 Services. Naming them ourselves leaves the kernel's cheaper
+// uniqueness check. The random start keeps a restarted proxy's names
+// clear of its predecessor's.
+var anonSeq atomic.Uint64
+
+func init() { anonSeq.Store(rand.Uint64() >> 16) }
+
+func anonName(prefix string) string {
+	return prefix + strconv.FormatUint(anonSeq.Add(1), 36)
 }
 
 // typeInteger is nft's integer datatype, the key of numgen's maps.

@@ -79,6 +79,9 @@ func (d *decoder) next() error {
 		}
 		return d.emit(3, MatchCtNew{})
 	case *expr.Numgen:
+		if c, ok := d.peek(1).(*expr.Cmp); ok && e.Type == unix.NFT_NG_RANDOM && c.Op == expr.CmpOpEq && len(c.Data) == 4 && isZero(c.Data) {
+			return d.emit(2, MatchNumgen{Mod: e.Modulus})
+		}
 		l, ok := d.peek(1).(*expr.Lookup)
 		if !ok || e.Type != unix.NFT_NG_RANDOM || !l.IsDestRegSet {
 			return errUnknown

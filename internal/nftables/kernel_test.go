@@ -57,6 +57,7 @@ func sample(f Family) *Table {
 					MatchAddr{Src: true, Neg: true, Prefix: p("10.0.0.0/8", "fd00::/64")}, jump("mark-for-masquerade")),
 				R(MatchAddrSet{Src: true, Set: "affinity-X"}, gotoC("endpoint-A")),
 				R(Numgen{Targets: []string{"endpoint-A", "endpoint-A", "endpoint-A"}}),
+				R(MatchNumgen{Mod: 3}, gotoC("endpoint-A")),
 			}},
 			{Name: "checks", Rules: []Rule{
 				R(MatchFibLocal{Src: true}, jump("mark-for-masquerade")).WithComment("masquerade local traffic"),

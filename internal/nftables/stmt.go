@@ -138,6 +138,10 @@ type VmapLookup struct {
 // `numgen random mod 2 vmap { 0 : goto a, 1 : goto b }`.
 type Numgen struct{ Targets []string }
 
+// MatchNumgen draws a random number below Mod and matches when it is 0:
+// `numgen random mod 3 0`, true one time in Mod.
+type MatchNumgen struct{ Mod uint32 }
+
 // UpdateSrcSet adds the source address to a dynamic set, or refreshes
 // its timeout: `update @set { ip saddr }`.
 type UpdateSrcSet struct{ Set string }
@@ -264,6 +268,8 @@ func (s Numgen) nft(Family) string {
 	}
 	return fmt.Sprintf("numgen random mod %d vmap { %s }", len(s.Targets), strings.Join(elems, ", "))
 }
+
+func (s MatchNumgen) nft(Family) string { return fmt.Sprintf("numgen random mod %d 0", s.Mod) }
 
 func (s UpdateSrcSet) nft(f Family) string {
 	return "update @" + s.Set + " { " + addrField(f, true) + " }"

@@ -20,6 +20,7 @@ func TestFormat(t *testing.T) {
 		{IPv4, R(MatchAddrList{Src: true, Neg: true, Prefixes: []netip.Prefix{pfx("203.0.113.0/25"), pfx("10.1.2.3/32")}}, Verdict{Kind: Drop}),
 			"ip saddr != { 203.0.113.0/25, 10.1.2.3 } drop"},
 		{IPv4, R(Numgen{Targets: []string{"a", "b"}}), "numgen random mod 2 vmap { 0 : goto a, 1 : goto b }"},
+		{IPv4, R(MatchNumgen{Mod: 3}, Verdict{Kind: Goto, Chain: "a"}), "numgen random mod 3 0 goto a"},
 		{IPv4, R(MatchFibLocal{Src: true}, Verdict{Kind: Jump, Chain: "m"}).WithComment("masquerade local traffic"),
 			`fib saddr type local jump m comment "masquerade local traffic"`},
 		{IPv6, R(MatchFibLocal{}, MatchAddr{Neg: true, Prefix: pfx("::1/128")}, VmapLookup{Map: "service-nodeports"}),

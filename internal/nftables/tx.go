@@ -256,10 +256,10 @@ func (t *Tx) AddSet(s *Set) {
 }
 
 func (t *Tx) addAnonSet(s anonSet) {
-	name := "__set%d"
+	name := s.name
 	flags := uint32(setAnonymous | setConstant)
 	if s.isMap {
-		name, flags = "__map%d", flags|setMap
+		flags |= setMap
 	}
 	if s.interval {
 		flags |= setInterval

@@ -217,13 +217,10 @@ func (w *walker) walk(c *nft.Chain, i int, f flow, depth int) []outcome {
 		w.warn("chains nest deeper than %d at %s; giving up on that path", maxDepth, c.Name)
 		return []outcome{{flow: f, verdict: "DROP"}}
 	}
-	for ; i < len(c.Rules); i++ {
-		outs, matched := w.rule(c, i, f, depth)
-		if matched {
-			return outs
-		}
+	if i >= len(c.Rules) {
+		return []outcome{{flow: f, verdict: "RETURN"}}
 	}
-	return []outcome{{flow: f, verdict: "RETURN"}}
+	return w.stmts(c, i, c.Rules[i].Stmts, f.fork(), depth)
 }
 
 func (w *walker) step(c *nft.Chain, i int, note string) trace.Step {
@@ -231,48 +228,59 @@ func (w *walker) step(c *nft.Chain, i int, note string) trace.Step {
 		Rule: &trace.Rule{Chain: c.Name, Num: i + 1, Text: c.Rules[i].Format(w.src.Family())}}
 }
 
-// rule evaluates rule i of c. It returns the outcomes and true when the
-// rule decided the packet's way (a verdict, a fork, or its end after a
-// statement that changes it); false when a match failed or the rule ran
-// to its end without a verdict, and the chain goes on with the next rule
-// (in which case f's changes stand: the caller continues with outs[0]).
-func (w *walker) rule(c *nft.Chain, i int, f flow, depth int) ([]outcome, bool) {
-	r := c.Rules[i]
-	f = f.fork()
+// stmts evaluates the statements ss of rule i of c on f, then the rest
+// of the chain as the rule's outcome requires: a failed match goes on
+// with the next rule (with what the statements before it changed, as in
+// the kernel), a verdict ends the chain or enters another, and a rule
+// that runs to its end goes on with the next rule.
+func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f flow, depth int) []outcome {
 	cont := func(f flow) []outcome { return w.walk(c, i+1, f, depth) }
-	for _, s := range r.Stmts {
+	for k, s := range ss {
 		switch s := s.(type) {
 		case nft.MatchAddr:
 			if s.Prefix.Contains(w.addr(s.Src, f)) == s.Neg {
-				return nil, false
+				return cont(f)
 			}
 		case nft.MatchAddrSet:
 			if w.inSet(s.Set, w.addr(s.Src, f)) == s.Neg {
-				return nil, false
+				return cont(f)
 			}
 		case nft.MatchAddrList:
 			a := w.addr(s.Src, f)
 			if slices.ContainsFunc(s.Prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) == s.Neg {
-				return nil, false
+				return cont(f)
 			}
 		case nft.MatchProto:
 			if s.Proto.String() != w.pkt.Proto {
-				return nil, false
+				return cont(f)
 			}
 		case nft.MatchDport:
 			if s.Port != f.dst.Port() {
-				return nil, false
+				return cont(f)
 			}
 		case nft.MatchFibLocal:
 			if w.isLocal(w.addr(s.Src, f)) == s.Neg {
-				return nil, false
+				return cont(f)
 			}
 		case nft.MatchCtNew:
 			// The traced packet is a connection's first.
 		case nft.MatchMarkClear:
 			if f.mark&s.Mark != 0 {
-				return nil, false
+				return cont(f)
 			}
+		case nft.MatchNumgen:
+			// The rule goes on one time in Mod; otherwise the chain goes
+			// on with the next rule.
+			if s.Mod <= 1 {
+				continue
+			}
+			p := 1 / float64(s.Mod)
+			skip, taken := f.fork(), f.fork()
+			skip.prob *= 1 - p
+			skip.steps = append(skip.steps, w.step(c, i, "random "+fmtProb(p)+": not taken"))
+			taken.prob *= p
+			taken.steps = append(taken.steps, w.step(c, i, "random "+fmtProb(p)+": taken"))
+			return append(w.stmts(c, i, ss[k+1:], taken, depth), cont(skip)...)
 		case nft.SetMark:
 			if s.Xor {
 				f.mark ^= s.Mark
@@ -282,20 +290,20 @@ func (w *walker) rule(c *nft.Chain, i int, f flow, depth int) ([]outcome, bool) 
 		case nft.VmapLookup:
 			v, ok := w.lookup(s, f)
 			if !ok {
-				return nil, false
+				return cont(f)
 			}
 			f.steps = append(f.steps, w.step(c, i, "matched "+v.String()))
-			return w.verdict(c, i, v, f, depth, cont), true
+			return w.verdict(c, i, v, f, depth, cont)
 		case nft.Numgen:
 			var outs []outcome
 			p := 1 / float64(len(s.Targets))
 			for n, t := range s.Targets {
 				g := f.fork()
 				g.prob *= p
-				g.steps = append(g.steps, w.step(c, i, fmt.Sprintf("random %d of %d (probability %s)", n, len(s.Targets), strconv.FormatFloat(p, 'f', -1, 64))))
+				g.steps = append(g.steps, w.step(c, i, fmt.Sprintf("random %d of %d (probability %s)", n, len(s.Targets), fmtProb(p))))
 				outs = append(outs, w.verdict(c, i, nft.Verdict{Kind: nft.Goto, Chain: t}, g, depth, cont)...)
 			}
-			return outs, true
+			return outs
 		case nft.UpdateSrcSet:
 			f.affinity = append(f.affinity, s.Set)
 		case nft.DNAT:
@@ -304,19 +312,20 @@ func (w *walker) rule(c *nft.Chain, i int, f flow, depth int) ([]outcome, bool) 
 			f.masq = true
 		case nft.Reject:
 			f.steps = append(f.steps, w.step(c, i, ""))
-			return []outcome{{flow: f, verdict: "REJECT"}}, true
+			return []outcome{{flow: f, verdict: "REJECT"}}
 		case nft.Verdict:
 			f.steps = append(f.steps, w.step(c, i, ""))
-			return w.verdict(c, i, s, f, depth, cont), true
+			return w.verdict(c, i, s, f, depth, cont)
 		default:
 			w.warn("cannot trace %T", s)
-			return nil, false
+			return cont(f)
 		}
 	}
-	// The rule ran to its end: its changes stand, the chain goes on.
 	f.steps = append(f.steps, w.step(c, i, ""))
-	return cont(f), true
+	return cont(f)
 }
+
+func fmtProb(p float64) string { return strconv.FormatFloat(p, 'f', 10, 64) }
 
 // verdict applies v, reached by rule i of c; cont continues c after it.
 func (w *walker) verdict(c *nft.Chain, i int, v nft.Verdict, f flow, depth int, cont func(flow) []outcome) []outcome {

@@ -81,6 +81,9 @@ func (p *Process) signal(sig syscall.Signal) {
 	}
 }
 
+// PID is the process's id (of svcnet itself: ip netns exec execs it).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +25,7 @@ import (
 
 // syncLine is the proxier's log line for one sync.
 // (slog quotes the list of changes when it has more than one.)
-var syncLine = regexp.MustCompile(`msg="synced iptables rules".* full=(true|false) took=(\S+) changed="?\[([^\]]*)\]`)
+var syncLine = regexp.MustCompile(`msg="synced (?:iptables|nftables) rules".* full=(true|false) took=(\S+) changed="?\[([^\]]*)\]`)
 
 type syncEvent struct {
 	at      time.Time
@@ -135,9 +137,10 @@ func populate(tb testing.TB, client kubernetes.Interface, n int) {
 	}
 }
 
-// benchProxy is an API server with n services and `svcnet proxy` in
-// iptables mode in a namespace of its own, after its first (full) sync.
+// benchProxy is an API server with n services and `svcnet proxy` in a
+// namespace of its own, after its first (full) sync.
 type benchProxy struct {
+	proc     *framework.Process
 	client   kubernetes.Interface
 	watch    *syncWatcher
 	fullSync time.Duration // as the proxier timed it
@@ -146,10 +149,11 @@ type benchProxy struct {
 	ready0   map[int]bool // service -> its first endpoint is ready
 }
 
-var benchSetups sync.Map // "n" -> *benchProxy, kept across the harness's calls
+var benchSetups sync.Map // "mode/n" -> *benchProxy, kept across the harness's calls
 
-func setupBench(b, parent *testing.B, n int) *benchProxy {
-	if v, ok := benchSetups.Load(n); ok {
+func setupBench(b, parent *testing.B, mode string, n int) *benchProxy {
+	key := fmt.Sprintf("%s/%d", mode, n)
+	if v, ok := benchSetups.Load(key); ok {
 		return v.(*benchProxy)
 	}
 	framework.RequireRoot(b)
@@ -169,19 +173,19 @@ func setupBench(b, parent *testing.B, n int) *benchProxy {
 	ns.ForwardAPIServer(api)
 	start := time.Now()
 	proc := framework.StartProcessInWatched(parent, ns, bp.watch.line, "proxy", "--kubeconfig", api.KubeconfigOf("proxy"),
-		"--proxy-mode", "iptables", "--hostname-override", "node-a", "--cluster-cidr", "10.244.0.0/16",
+		"--proxy-mode", mode, "--hostname-override", "node-a", "--cluster-cidr", "10.244.0.0/16",
 		"--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	ev, seen := bp.watch.wait(parent, 0, "", 20*time.Minute)
 	if proc.Exited() {
 		parent.Fatalf("proxy exited:\n%s", proc.Logs())
 	}
-	bp.fullSync, bp.ready, bp.seen = ev.took, ev.at.Sub(start), seen
+	bp.fullSync, bp.ready, bp.seen, bp.proc = ev.took, ev.at.Sub(start), seen, proc
 	parent.Logf("%d services: full sync took %s (%s from process start)", n, bp.fullSync, bp.ready.Round(time.Millisecond))
 	for i := range n {
 		bp.ready0[i] = true
 	}
-	benchSetups.Store(n, bp)
-	parent.Cleanup(func() { benchSetups.Delete(n) })
+	benchSetups.Store(key, bp)
+	parent.Cleanup(func() { benchSetups.Delete(key) })
 	return bp
 }
 
@@ -193,10 +197,17 @@ func setupBench(b, parent *testing.B, n int) *benchProxy {
 // from the start of the API write to the rules being in the kernel.
 //
 //	go test ./test/e2e/proxy -run '^$' -bench IPTablesProxy -benchtime 200x -timeout 60m
-func BenchmarkIPTablesProxy(b *testing.B) {
+func BenchmarkIPTablesProxy(b *testing.B) { benchmarkProxy(b, "iptables") }
+
+// BenchmarkNFTablesProxy is the same for the nftables mode.
+//
+//	go test ./test/e2e/proxy -run '^$' -bench NFTablesProxy -benchtime 200x -timeout 60m
+func BenchmarkNFTablesProxy(b *testing.B) { benchmarkProxy(b, "nftables") }
+
+func benchmarkProxy(b *testing.B, mode string) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(sb *testing.B) {
-			bp := setupBench(sb, b, n)
+			bp := setupBench(sb, b, mode, n)
 			ctx := context.Background()
 			var latencies, partials []time.Duration
 			sb.ResetTimer()
@@ -235,14 +246,38 @@ func BenchmarkIPTablesProxy(b *testing.B) {
 			sb.ReportMetric(ms(percentile(latencies, 50)), "latency-p50-ms")
 			sb.ReportMetric(ms(percentile(latencies, 99)), "latency-p99-ms")
 			sb.ReportMetric(ms(slices.Max(append(latencies, 0))), "latency-max-ms")
+			rss, hwm := memory(bp.proc.PID())
+			sb.ReportMetric(float64(hwm)/(1<<20), "peak-rss-MiB")
 			sb.ReportMetric(0, "ns/op")
 			if len(latencies) > 1 {
-				sb.Logf("%d services, %d changes: full sync %s; partial sync p50 %s p99 %s; programming latency p50 %s p99 %s max %s",
-					n, len(latencies), bp.fullSync, percentile(partials, 50), percentile(partials, 99),
-					percentile(latencies, 50), percentile(latencies, 99), slices.Max(latencies))
+				sb.Logf("%s mode, %d services, %d changes: full sync %s; partial sync p50 %s p99 %s; programming latency p50 %s p99 %s max %s; RSS %d MiB (peak %d MiB)",
+					mode, n, len(latencies), bp.fullSync, percentile(partials, 50), percentile(partials, 99),
+					percentile(latencies, 50), percentile(latencies, 99), slices.Max(latencies), rss>>20, hwm>>20)
 			}
 		})
 	}
+}
+
+// memory is a process's resident set and its peak, in bytes.
+func memory(pid int) (rss, peak int64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = v << 10
+		case "VmHWM:":
+			peak = v << 10
+		}
+	}
+	return rss, peak
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -308,7 +308,7 @@ func testTraceCommand(t *testing.T, c *cluster) {
 				t.Errorf("trace does not send a third to %s", p.ip)
 			}
 		}
-		for _, want := range []string{"ip kube-proxy services", "vmap @service-ips", "[matched goto service-", "numgen random mod 3", "endpoint-"} {
+		for _, want := range []string{"ip kube-proxy services", "vmap @service-ips", "[matched goto service-", "numgen random mod 3 0 goto endpoint-", "random 0.3333333333: taken"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("trace lacks %q", want)
 			}
