@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -92,18 +93,22 @@ func (c *Conn) Run(t *Tx) error {
 	binary.NativeEndian.PutUint16(t.buf[t.last+6:], flags|unix.NLM_F_ACK)
 	defer binary.NativeEndian.PutUint16(t.buf[t.last+6:], flags)
 
-	batch := make([]byte, 0, len(t.buf)+40)
-	batch = batchMsg(batch, unix.NFNL_MSG_BATCH_BEGIN, 0)
-	batch = append(batch, t.buf...)
-	batch = batchMsg(batch, unix.NFNL_MSG_BATCH_END, uint32(len(t.ops)+1))
-	if need := len(batch) + 4096; need > c.sndbuf {
+	// The opening message goes into the room NewTx kept for it.
+	first := t.buf
+	if len(t.full) > 0 {
+		first = t.full[0]
+	}
+	batchMsg(first[:0], unix.NFNL_MSG_BATCH_BEGIN, 0)
+	iov := append(slices.Clone(t.full), t.buf, batchMsg(nil, unix.NFNL_MSG_BATCH_END, uint32(len(t.ops)+1)))
+	size := t.Bytes() + 2*batchHeader
+	if need := size + 4096; need > c.sndbuf {
 		if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, need); err != nil {
 			return fmt.Errorf("nftables: socket buffer of %d bytes: %w", need, err)
 		}
 		c.sndbuf = need
 	}
-	if err := unix.Sendto(c.fd, batch, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("nftables: send %d messages (%d bytes): %w", len(t.ops), len(batch), err)
+	if _, err := unix.SendmsgBuffers(c.fd, iov, nil, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}, 0); err != nil {
+		return fmt.Errorf("nftables: send %d messages (%d bytes): %w", len(t.ops), size, err)
 	}
 	return c.answers(t)
 }

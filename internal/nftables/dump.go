@@ -33,7 +33,7 @@ func dump(fd int, f Family, typ uint16, table string, extra ...attr) ([][]byte, 
 		t.attr(a.typ, a.data)
 	}
 	t.end(m)
-	if err := unix.Sendto(fd, t.buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if err := unix.Sendto(fd, t.buf[batchHeader:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return nil, err
 	}
 	var out [][]byte

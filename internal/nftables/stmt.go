@@ -10,6 +10,7 @@ package nftables
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -312,6 +313,36 @@ func (r Rule) Format(f Family) string {
 		parts = append(parts, "comment "+strconv.Quote(r.Comment))
 	}
 	return strings.Join(parts, " ")
+}
+
+// Equal says whether two rules are the same.
+func (r Rule) Equal(o Rule) bool {
+	if r.Comment != o.Comment || len(r.Stmts) != len(o.Stmts) {
+		return false
+	}
+	for i, s := range r.Stmts {
+		if !stmtEqual(s, o.Stmts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// RulesEqual says whether two rule lists are the same.
+func RulesEqual(a, b []Rule) bool {
+	return slices.EqualFunc(a, b, Rule.Equal)
+}
+
+func stmtEqual(a, b Stmt) bool {
+	switch a := a.(type) {
+	case MatchAddrList:
+		b, ok := b.(MatchAddrList)
+		return ok && a.Src == b.Src && a.Neg == b.Neg && slices.Equal(a.Prefixes, b.Prefixes)
+	case Numgen:
+		b, ok := b.(Numgen)
+		return ok && slices.Equal(a.Targets, b.Targets)
+	}
+	return a == b // every other statement is a comparable struct
 }
 
 // Target is the chain a rule's verdict jumps or goes to, "" if none.

@@ -1,9 +1,14 @@
 package nftables
 
 import (
+	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
 
 func TestFormat(t *testing.T) {
@@ -105,4 +110,91 @@ func TestKeys(t *testing.T) {
 	if _, err := encodeKey(IPv4, KeyAddr, Key{Addr: netip.MustParseAddr("fd00::1")}); err == nil {
 		t.Error("an IPv6 key went into an IPv4 set")
 	}
+}
+
+// TestEncoding encodes the expressions of every statement and decodes
+// them with the netlink library: the same expressions must come back.
+func TestEncoding(t *testing.T) {
+	for _, f := range []Family{IPv4, IPv6} {
+		for _, c := range sample(f).Chains {
+			for _, r := range c.Rules {
+				n := uint32(0)
+				comp, err := compile(f, r, func() uint32 { n++; return n })
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range comp.exprs {
+					tx := NewTx(f, "t")
+					if err := tx.expr(e); err != nil {
+						t.Fatalf("%s: %v", r.Format(f), err)
+					}
+					got, err := decodeOne(f, tx.buf[batchHeader:])
+					if err != nil {
+						t.Fatalf("%s: %T: %v", r.Format(f), e, err)
+					}
+					if !reflect.DeepEqual(got, e) {
+						t.Errorf("%s: encoded %#v, decoded %#v", r.Format(f), e, got)
+					}
+				}
+			}
+		}
+	}
+}
+
+// decodeOne decodes one NFTA_LIST_ELEM with the netlink library.
+func decodeOne(f Family, b []byte) (expr.Any, error) {
+	outer := attrs(b)
+	if len(outer) != 1 {
+		return nil, fmt.Errorf("%d list elements", len(outer))
+	}
+	var name string
+	var data []byte
+	for _, a := range attrs(outer[0].data) {
+		switch a.typ {
+		case unix.NFTA_EXPR_NAME:
+			name = cstring(a.data)
+		case unix.NFTA_EXPR_DATA:
+			data = a.data
+		}
+	}
+	var e expr.Any
+	switch name {
+	case "payload":
+		e = &expr.Payload{}
+	case "cmp":
+		e = &expr.Cmp{}
+	case "bitwise":
+		e = &expr.Bitwise{}
+	case "lookup":
+		e = &expr.Lookup{}
+	case "meta":
+		e = &expr.Meta{}
+	case "fib":
+		e = &expr.Fib{}
+	case "ct":
+		e = &expr.Ct{}
+	case "numgen":
+		e = &expr.Numgen{}
+	case "nat":
+		e = &expr.NAT{}
+	case "masq":
+		e = &expr.Masq{}
+	case "reject":
+		e = &expr.Reject{}
+	case "dynset":
+		e = &expr.Dynset{}
+	case "immediate":
+		// A verdict is an immediate into the verdict register.
+		for _, a := range attrs(data) {
+			if a.typ == unix.NFTA_IMMEDIATE_DREG && be32(a.data) == unix.NFT_REG_VERDICT {
+				e = &expr.Verdict{}
+			}
+		}
+		if e == nil {
+			e = &expr.Immediate{}
+		}
+	default:
+		return nil, fmt.Errorf("unknown expression %q", name)
+	}
+	return e, expr.Unmarshal(byte(f), data, e)
 }

@@ -3,9 +3,9 @@ package nftables
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 )
@@ -16,9 +16,15 @@ import (
 type Tx struct {
 	fam   Family
 	table string
+	// full are filled chunks of messages, buf the one being filled: a
+	// batch of 100 MiB grown as one slice spends seconds copying itself.
+	// A message never straddles two chunks (patching lengths needs it
+	// whole); the kernel reads all chunks as one batch (sendmsg's iovec).
+	full  [][]byte
 	buf   []byte
+	size  int  // bytes in full
 	ops   []op // one per message, for error reports
-	last  int  // offset of the last message
+	last  int  // offset of the last message in buf
 	setID uint32
 	err   error
 }
@@ -53,16 +59,27 @@ const (
 	maxElemsPerMsg = 256
 )
 
+// batchHeader is the room kept at the start of a transaction's buffer for
+// the message that opens the batch, so that sending needs no copy.
+const batchHeader = unix.NLMSG_HDRLEN + 4
+
+// chunkSize is the size of a chunk of messages, and maxMsg the most one
+// message may take (a nested attribute's length is 16 bits).
+const (
+	chunkSize = 4 << 20
+	maxMsg    = 1 << 16
+)
+
 // NewTx starts a transaction on table of family f.
 func NewTx(f Family, table string) *Tx {
-	return &Tx{fam: f, table: table}
+	return &Tx{fam: f, table: table, buf: make([]byte, batchHeader, 4096)}
 }
 
 // Len is the number of messages so far.
 func (t *Tx) Len() int { return len(t.ops) }
 
 // Bytes is the size of the encoded messages so far.
-func (t *Tx) Bytes() int { return len(t.buf) }
+func (t *Tx) Bytes() int { return t.size + len(t.buf) - batchHeader }
 
 func (t *Tx) fail(err error) {
 	if t.err == nil {
@@ -72,6 +89,15 @@ func (t *Tx) fail(err error) {
 
 // msg starts a message and returns its offset; end finishes it.
 func (t *Tx) msg(typ uint16, flags uint16, kind, name string) int {
+	if cap(t.buf)-len(t.buf) < maxMsg {
+		if len(t.buf) >= chunkSize/2 {
+			t.full = append(t.full, t.buf)
+			t.size += len(t.buf)
+			t.buf = make([]byte, 0, chunkSize)
+		} else {
+			t.buf = slices.Grow(t.buf, min(2*cap(t.buf), chunkSize))
+		}
+	}
 	off := len(t.buf)
 	t.last = off
 	t.buf = binary.NativeEndian.AppendUint32(t.buf, 0) // length, set by end
@@ -189,14 +215,10 @@ func (t *Tx) AddRule(chain string, r Rule) {
 	t.str(unix.NFTA_RULE_CHAIN, chain)
 	list := t.nest(unix.NFTA_RULE_EXPRESSIONS)
 	for _, e := range c.exprs {
-		data, err := expr.Marshal(byte(t.fam), e)
-		if err != nil {
+		if err := t.expr(e); err != nil {
 			t.fail(fmt.Errorf("nftables: chain %s: %s: %w", chain, r.Format(t.fam), err))
 			return
 		}
-		el := t.nest(unix.NFTA_LIST_ELEM)
-		t.buf = append(t.buf, data...)
-		t.unnest(el)
 	}
 	t.unnest(list)
 	if r.Comment != "" {

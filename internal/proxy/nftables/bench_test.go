@@ -70,15 +70,15 @@ func BenchmarkSync(b *testing.B) {
 			var build, encode, kernel time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				k := rand.IntN(n)
-				name := fmt.Sprintf("svc-%d", k)
+				svc := rand.IntN(n)
+				name := fmt.Sprintf("svc-%d", svc)
 				opts := []st.SliceOption{st.SlicePort("http", tcp, 8080)}
 				for j := range 10 {
 					var eo []st.EndpointOption
 					if j == 0 && i%2 == 0 {
 						eo = append(eo, st.NotReady())
 					}
-					opts = append(opts, st.Endpoint(fmt.Sprintf("10.%d.%d.%d", 128+j, k/250, k%250+1), "node-b", eo...))
+					opts = append(opts, st.Endpoint(fmt.Sprintf("10.%d.%d.%d", 128+j, svc/250, svc%250+1), "node-b", eo...))
 				}
 				tr.OnEndpointSliceAdd(st.Slice("default", name, name+"-1", opts...))
 				snap, ch := tr.Snapshot()
@@ -87,7 +87,9 @@ func BenchmarkSync(b *testing.B) {
 				t1 := time.Now()
 				tx := p.Tx(plan.Table.Family)
 				t2 := time.Now()
-				_ = tx
+				if err := k.Conn.Run(tx); err != nil {
+					b.Fatal(err)
+				}
 				t3 := time.Now()
 				build += t1.Sub(t0)
 				encode += t2.Sub(t1)
@@ -96,6 +98,7 @@ func BenchmarkSync(b *testing.B) {
 			}
 			b.ReportMetric(float64(build.Microseconds())/float64(b.N), "build-µs/op")
 			b.ReportMetric(float64(encode.Microseconds())/float64(b.N), "encode-µs/op")
+			b.ReportMetric(float64(kernel.Microseconds())/float64(b.N), "kernel-µs/op")
 		})
 	}
 }

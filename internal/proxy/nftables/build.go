@@ -101,7 +101,6 @@ func sameConfig(a, b Config) bool {
 type fragment struct {
 	name     svcstate.ServicePortName
 	chains   []*nft.Chain
-	sums     []string // each chain's rules as text, to tell changed chains
 	affinity []*nft.Set
 	elems    []elemRef
 
@@ -223,10 +222,8 @@ func Build(cfg Config, in Input) *Plan {
 	}
 
 	plan := &Plan{State: st, DelElems: map[string][]nft.Element{}, AddElems: map[string][]nft.Element{}}
-	st.claims = prev.claims
-	for n, f := range prev.fragments {
-		st.fragments[n] = f
-	}
+	// prev is consumed: its maps become the new state's.
+	st.claims, st.fragments = prev.claims, prev.fragments
 	names := make([]svcstate.ServicePortName, 0, len(in.Changed))
 	for n := range in.Changed {
 		names = append(names, n)
@@ -329,11 +326,11 @@ func (s *State) effective(id elemID) *nft.Element {
 
 // diffChains adds to plan what turns old's chains and sets into cur's.
 func diffChains(plan *Plan, old, cur *fragment) {
-	before := map[string]string{}
+	before := map[string][]nft.Rule{}
 	oldSets := map[string]*nft.Set{}
 	if old != nil {
-		for i, c := range old.chains {
-			before[c.Name] = old.sums[i]
+		for _, c := range old.chains {
+			before[c.Name] = c.Rules
 		}
 		for _, s := range old.affinity {
 			oldSets[s.Name] = s
@@ -349,13 +346,13 @@ func diffChains(plan *Plan, old, cur *fragment) {
 				replaced = true
 			}
 		}
-		for i, c := range cur.chains {
+		for _, c := range cur.chains {
 			now[c.Name] = true
-			sum, existed := before[c.Name]
+			rules, existed := before[c.Name]
 			switch {
 			case !existed:
 				plan.NewChains = append(plan.NewChains, c)
-			case sum != cur.sums[i] || replaced:
+			case replaced || !nft.RulesEqual(rules, c.Rules):
 				plan.ChangedChains = append(plan.ChangedChains, c)
 			}
 		}

@@ -3,7 +3,6 @@ package nftables
 import (
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	nft "github.com/svcnet/svcnet/internal/nftables"
@@ -226,22 +225,10 @@ func render(cfg *Config, sp *svcstate.ServicePort, eps []svcstate.Endpoint) *fra
 		}
 		add(chain, nft.R(nft.MatchProto{Proto: proto}, nft.DNAT{To: netip.AddrPortFrom(ep.IP, uint16(ep.Port))}))
 	}
-	fam := cfg.family()
 	for _, c := range order {
-		ch := &nft.Chain{Name: c, Rules: rules[c]}
-		f.chains = append(f.chains, ch)
-		f.sums = append(f.sums, rulesText(fam, ch.Rules))
+		f.chains = append(f.chains, &nft.Chain{Name: c, Rules: rules[c]})
 	}
 	return f
 }
 
 func host(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
-
-func rulesText(f nft.Family, rules []nft.Rule) string {
-	var b strings.Builder
-	for _, r := range rules {
-		b.WriteString(r.Format(f))
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
