@@ -3,8 +3,8 @@ package nftables
 import (
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync/atomic"

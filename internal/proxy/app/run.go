@@ -40,14 +40,14 @@ type syncer interface {
 // the sockets it serves on, so that the whole assembly runs against fakes
 // in tests.
 type OS struct {
-	IPTables   utiliptables.Executor
+	IPTables utiliptables.Executor
 	// NFTables opens the namespace's nf_tables for the nftables mode;
 	// NFTablesCleanup deletes that mode's tables. Nil in tests that run
 	// without a kernel.
 	NFTables        func(v1.IPFamily) (*nftables.Kernel, error)
 	NFTablesCleanup func() error
-	Conntrack  conntrack.Interface
-	Interfaces Interfaces
+	Conntrack       conntrack.Interface
+	Interfaces      Interfaces
 	// Sockets are the userspace mode's proxy sockets and endpoint dials.
 	Sockets userspace.Sockets
 	// HealthCheckListener opens health-check node ports.
