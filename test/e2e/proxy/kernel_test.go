@@ -15,6 +15,7 @@ import (
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
 	"github.com/svcnet/svcnet/internal/svcstate"
 	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
@@ -187,8 +188,8 @@ func diffLines(want, got string) string {
 	return b.String()
 }
 
-// TestCleanupOnTheKernel programs both modes' rules into a namespace and
-// checks that `svcnet proxy --cleanup` leaves nothing of either.
+// TestCleanupOnTheKernel programs every mode's rules into a namespace and
+// checks that `svcnet proxy --cleanup` leaves nothing of any.
 func TestCleanupOnTheKernel(t *testing.T) {
 	framework.RequireRoot(t)
 	ns := framework.NewNetns(t, "cleanup")
@@ -210,13 +211,36 @@ func TestCleanupOnTheKernel(t *testing.T) {
 		ns.Run("iptables", "-t", "nat", "-N", j.Target)
 		ns.Run("iptables", append([]string{"-t", "nat", "-I", j.Chain}, j.Args()...)...)
 	}
+	// And the nftables mode's tables, both families.
+	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		if err := ns.Do(func() error {
+			k, err := nftables.OpenKernel(fam)
+			if err != nil {
+				return err
+			}
+			defer k.Close()
+			np, err := nftables.NewProxier(nftables.ProxierConfig{Rules: nftables.Config{Family: fam}, Tracker: tracker, Kernel: k, Logger: quiet})
+			if err != nil {
+				return err
+			}
+			return np.Sync(context.Background())
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := ns.Run("iptables-save")
 	if !strings.Contains(before, "KUBE-PORTALS-CONTAINER") || !strings.Contains(before, "KUBE-FW-") {
 		t.Fatalf("rules missing before the cleanup:\n%s", before)
 	}
+	if tables := ns.Run("nft", "list", "tables"); !strings.Contains(tables, "table ip kube-proxy") || !strings.Contains(tables, "table ip6 kube-proxy") {
+		t.Fatalf("nftables tables missing before the cleanup:\n%s", tables)
+	}
 	ns.Run(framework.Binary(t), "proxy", "--cleanup")
 	if after := ns.Run("iptables-save"); strings.Contains(after, "KUBE-") {
 		t.Errorf("left after --cleanup:\n%s", after)
+	}
+	if tables := ns.Run("nft", "list", "tables"); strings.Contains(tables, "kube-proxy") {
+		t.Errorf("nftables tables left after --cleanup:\n%s", tables)
 	}
 }
 

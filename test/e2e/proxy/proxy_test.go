@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
@@ -35,6 +36,8 @@ func testProxy(t *testing.T, mode string) {
 		{"an unready endpoint gets no new connections", testUnready},
 		{"a dead endpoint", testDeadEndpoint},
 		{"UDP clients move off a removed endpoint", testUDPConntrack},
+		{"ClientIP affinity keeps a client on one endpoint", testAffinity},
+		{"a service without endpoints refuses connections at once", testNoEndpoints},
 		{"health-check node port for Local policy", testHealthCheckNodePort},
 		{"svcnet proxy trace explains a cluster IP", testTraceCommand},
 		{"metrics and healthz", testMetrics},
@@ -198,6 +201,48 @@ func testDeadEndpoint(t *testing.T, c *cluster) {
 		if h.failed < connections/6 || h.failed > connections/2 {
 			t.Errorf("%d of %d connections failed, expected about a third", h.failed, connections)
 		}
+	}
+}
+
+func testAffinity(t *testing.T, c *cluster) {
+	svc := c.service("sticky", func(s *v1.Service) {
+		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+		s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
+	})
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]), ready(c.pods[2]))
+	c.waitEndpoints(3)
+	h := c.hit(c.pods[3].ns, fmt.Sprintf("http://%s:80/", svc.Spec.ClusterIP), 60)
+	if h.failed > 0 || len(h.byPod) != 1 {
+		t.Errorf("%s mode: 60 connections from one client spread over %v (%d failed, %v); affinity keeps them on one pod", c.mode, h.byPod, h.failed, h.lastErr)
+	}
+}
+
+func testNoEndpoints(t *testing.T, c *cluster) {
+	if c.mode == "userspace" {
+		t.Skip("the userspace mode accepts and closes: it has no kernel reject")
+	}
+	svc := c.service("empty", nil)
+	notReady := ready(c.pods[0])
+	notReady.ready = false
+	c.slice(svc, httpPort, v1.ProtocolTCP, notReady)
+	c.waitEndpoints(0)
+	// A real node routes anywhere; this one has no default route, and
+	// would answer "network unreachable" before the rules had a say.
+	// Route the service range to the outside client, which would ignore
+	// the SYN: only the rules can refuse it at once.
+	c.node.IP("route", "replace", svc.Spec.ClusterIP+"/32", "via", clientIP)
+	t.Cleanup(func() { c.node.IP("route", "del", svc.Spec.ClusterIP+"/32") })
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	start := time.Now()
+	conn, err := c.pods[3].ns.DialContext(framework.Context(t, 10*time.Second), "tcp", addr)
+	took := time.Since(start)
+	if err == nil {
+		conn.Close()
+		t.Fatalf("%s mode: connected to %s, which has no ready endpoint", c.mode, addr)
+	}
+	// REJECT answers at once; a dropped SYN would wait for the timeout.
+	if !strings.Contains(err.Error(), "connection refused") || took > 2*time.Second {
+		t.Errorf("%s mode: %s gave %v after %s, want connection refused at once", c.mode, addr, err, took)
 	}
 }
 

@@ -1,0 +1,206 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
+	"github.com/svcnet/svcnet/internal/proxy"
+	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/proxy/nftables"
+	"github.com/svcnet/svcnet/internal/svcstate"
+	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+// firstPacketConnects bounds the connections measured per table size.
+const (
+	firstPacketConnects = 2000
+	firstPacketTimeout  = time.Minute
+)
+
+// BenchmarkFirstPacket measures what a Service costs the packets that
+// open connections: a client namespace connects, over and over, to a
+// cluster IP that a router namespace (the node) DNATs to a server
+// namespace, while the node holds the rules of N services. Each TCP
+// connect is timed (one round trip through the rules: the SYN is
+// DNATed, the SYN-ACK follows conntrack). The measured service sorts
+// last, so the iptables mode walks all of KUBE-SERVICES before finding
+// it; the nftables mode finds it in one map lookup. Services have one
+// endpoint each (the dispatch, not the endpoint count, is what grows).
+//
+//	go test ./test/e2e/proxy -run '^$' -bench FirstPacket -benchtime 1x -timeout 60m
+//
+// With SVCNET_PLOT=file.svg it draws p50 against the number of services.
+func BenchmarkFirstPacket(b *testing.B) {
+	framework.RequireRoot(b)
+	sizes := []int{10, 1000, 10000, 30000}
+	results := map[string][]time.Duration{}
+	for _, mode := range []string{"iptables", "nftables"} {
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("mode=%s/services=%d", mode, n), func(b *testing.B) {
+				var lat []time.Duration
+				for range b.N {
+					lat = firstPacket(b, mode, n)
+				}
+				p50, p99 := percentile(lat, 50), percentile(lat, 99)
+				results[mode] = append(results[mode], p50)
+				b.ReportMetric(float64(p50.Microseconds()), "connect-p50-µs")
+				b.ReportMetric(float64(p99.Microseconds()), "connect-p99-µs")
+				b.ReportMetric(0, "ns/op")
+				b.Logf("%s mode, %d services: %d connects, p50 %s p99 %s", mode, n, len(lat), p50, p99)
+			})
+		}
+	}
+	if path := os.Getenv("SVCNET_PLOT"); path != "" && len(results["iptables"]) == len(sizes) && len(results["nftables"]) == len(sizes) {
+		if err := os.WriteFile(path, []byte(plotFirstPacket(sizes, results)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// firstPacket sets up client, node and server namespaces, programs n
+// services into the node in mode, and times connects.
+func firstPacket(b *testing.B, mode string, n int) []time.Duration {
+	b.StopTimer()
+	node := framework.NewNetns(b, "fp-node")
+	client := framework.NewNetns(b, "fp-client")
+	server := framework.NewNetns(b, "fp-server")
+	framework.Veth(client, "eth0", "192.168.90.2/24", node, "eth1", "192.168.90.1/24")
+	framework.Veth(server, "eth0", "10.244.1.2/24", node, "eth2", "10.244.1.1/24")
+	client.IP("route", "add", "default", "via", "192.168.90.1")
+	server.IP("route", "add", "default", "via", "10.244.1.1")
+	node.Sysctl("net.ipv4.ip_forward", "1")
+	l := server.Listen("tcp", ":8080")
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	b.Cleanup(func() { l.Close() })
+
+	tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet})
+	for i := range n {
+		name := fmt.Sprintf("svc-%05d", i)
+		ep := fmt.Sprintf("10.200.%d.%d", i/250, i%250+1)
+		if i == n-1 {
+			name, ep = "zz-target", "10.244.1.2"
+		}
+		tracker.OnServiceAdd(Service("default", name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), Port("http", v1.ProtocolTCP, 80, 0)))
+		tracker.OnEndpointSliceAdd(Slice("default", name, name+"-1", SlicePort("http", v1.ProtocolTCP, 8080), Endpoint(ep, "node-b")))
+	}
+	target := fmt.Sprintf("10.96.%d.%d:80", (n-1)/250, (n-1)%250+1)
+	t0 := time.Now()
+	cfg := proxy.Node{Name: "node-a"}
+	switch mode {
+	case "iptables":
+		ex := &utiliptables.Exec{Netns: node.Name, Binary: "iptables"}
+		p, err := iptables.NewProxier(iptables.ProxierConfig{Rules: iptables.Config{Node: cfg}, Tracker: tracker, Executor: ex,
+			Logger: quiet, EditTopLevelChains: true, MaxChainsPerRestore: 1000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Sync(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	case "nftables":
+		if err := node.Do(func() error {
+			k, err := nftables.OpenKernel(v1.IPv4Protocol)
+			if err != nil {
+				return err
+			}
+			defer k.Close()
+			p, err := nftables.NewProxier(nftables.ProxierConfig{Rules: nftables.Config{Node: cfg}, Tracker: tracker, Kernel: k, Logger: quiet})
+			if err != nil {
+				return err
+			}
+			return p.Sync(context.Background())
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%s mode: %d services programmed in %s", mode, n, time.Since(t0).Round(time.Millisecond))
+
+	var lat []time.Duration
+	b.StartTimer()
+	err := client.Do(func() error {
+		d := net.Dialer{Timeout: 2 * time.Second}
+		deadline := time.Now().Add(firstPacketTimeout)
+		// A few connects first: ARP and route caches warm.
+		for i := 0; i < firstPacketConnects+20 && time.Now().Before(deadline); i++ {
+			start := time.Now()
+			c, err := d.Dial("tcp", target)
+			took := time.Since(start)
+			if err != nil {
+				return fmt.Errorf("connect %d to %s: %w", i, target, err)
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // no TIME_WAIT: thousands of connects
+			}
+			c.Close()
+			if i >= 20 {
+				lat = append(lat, took)
+			}
+		}
+		return nil
+	})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lat
+}
+
+// plotFirstPacket draws p50 connect time against the number of services
+// (log scale), one line per mode, as SVG.
+func plotFirstPacket(sizes []int, results map[string][]time.Duration) string {
+	const w, h, left, bottom, top, right = 640, 360, 70, 50, 30, 150
+	maxY := time.Duration(0)
+	for _, r := range results {
+		maxY = max(maxY, slices.Max(r))
+	}
+	maxY = maxY * 11 / 10
+	x := func(i int) float64 { return left + float64(i)*float64(w-left-right)/float64(len(sizes)-1) }
+	y := func(d time.Duration) float64 { return float64(h-bottom) - float64(d)/float64(maxY)*float64(h-bottom-top) }
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
+	fmt.Fprintf(&s, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	fmt.Fprintf(&s, `<text x="%d" y="18" font-size="14">First-packet latency through a cluster IP (TCP connect, median)</text>`+"\n", left)
+	fmt.Fprintf(&s, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, h-bottom, w-right, h-bottom)
+	fmt.Fprintf(&s, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, top, left, h-bottom)
+	for i, n := range sizes {
+		fmt.Fprintf(&s, `<text x="%.0f" y="%d" text-anchor="middle">%d</text>`+"\n", x(i), h-bottom+18, n)
+	}
+	fmt.Fprintf(&s, `<text x="%d" y="%d" text-anchor="middle">services on the node</text>`+"\n", (left+w-right)/2, h-12)
+	for k := 0; k <= 4; k++ {
+		d := maxY * time.Duration(k) / 4
+		fmt.Fprintf(&s, `<text x="%d" y="%.0f" text-anchor="end">%d µs</text>`+"\n", left-6, y(d)+4, d.Microseconds())
+		fmt.Fprintf(&s, `<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>`+"\n", left, y(d), w-right, y(d))
+	}
+	colors := map[string]string{"iptables": "#d62728", "nftables": "#1f77b4"}
+	row := 0
+	for _, mode := range []string{"iptables", "nftables"} {
+		var pts []string
+		for i, d := range results[mode] {
+			pts = append(pts, fmt.Sprintf("%.0f,%.0f", x(i), y(d)))
+			fmt.Fprintf(&s, `<circle cx="%.0f" cy="%.0f" r="3" fill="%s"/>`+"\n", x(i), y(d), colors[mode])
+		}
+		fmt.Fprintf(&s, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), colors[mode])
+		fmt.Fprintf(&s, `<text x="%d" y="%d" fill="%s">%s mode</text>`+"\n", w-right+10, top+20+20*row, colors[mode], mode)
+		row++
+	}
+	s.WriteString("</svg>\n")
+	return s.String()
+}
