@@ -161,7 +161,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--iptables-masquerade-bit %d: must be within 0..31", o.MasqueradeBit)
 	}
 	if o.SyncPeriod <= 0 {
-		return fmt.Errorf("--iptables-sync-period %s: must be positive", o.SyncPeriod)
+		return fmt.Errorf("--sync-period %s: must be positive", o.SyncPeriod)
 	}
 	for _, a := range []struct{ flag, value string }{{"--metrics-bind-address", o.MetricsBindAddress}, {"--healthz-bind-address", o.HealthzBindAddress}} {
 		if _, err := bindAddress(a.value, 0); err != nil {

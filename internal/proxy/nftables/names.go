@@ -1,9 +1,10 @@
-// Package nftables will be the service proxy's nftables mode, with
+// Package nftables is the service proxy's nftables mode, with
 // kube-proxy's nftables layout (table ip kube-proxy, verdict maps, one
-// chain per service port and per endpoint). It is being built: so far it
-// holds the chain names and the table's fixed part (Layout.Fixed);
-// `svcnet proxy --proxy-mode nftables` still says the mode is not
-// available.
+// chain per service port and per endpoint): Layout.Fixed is the table's
+// fixed part, Build the pure function from a snapshot to a full or
+// partial plan, Proxier the sync loop that sends plans to the kernel as
+// single transactions (internal/nftables), and Trace the walk of a packet
+// through a built or a live table.
 package nftables
 
 import (
