@@ -128,13 +128,38 @@ type claim struct {
 	el   nft.Element
 }
 
-// State is what one sync leaves for building the next.
+// State is what one sync leaves for building the next. It keeps no
+// rules: a port's fragment is a pure function of the snapshot, so the
+// next partial build renders a changed port's old fragment again from
+// the snapshot this state was built from (which the tracker keeps
+// anyway), instead of holding 400,000 rules for 10,000 services.
 type State struct {
-	cfg       Config
-	fragments map[svcstate.ServicePortName]*fragment
+	cfg  Config
+	snap *svcstate.Snapshot
 	// claims is shared with, and updated by, the State built from this
 	// one: a State is consumed by the Build it is given to.
 	claims map[elemID][]claim
+	totals totals
+}
+
+// totals are the sums over every port's fragment.
+type totals struct {
+	ports, endpoints, chains, noLocalInternal, noLocalExternal int
+}
+
+func (t *totals) add(f *fragment, sign int) {
+	if f == nil {
+		return
+	}
+	t.ports += sign
+	t.endpoints += sign * f.reachable
+	t.chains += sign * len(f.chains)
+	if f.noLocalInternal {
+		t.noLocalInternal += sign
+	}
+	if f.noLocalExternal {
+		t.noLocalExternal += sign
+	}
 }
 
 // Input is what a rule set is built from.
@@ -188,6 +213,9 @@ type Plan struct {
 
 	Stats Stats
 	State *State
+	// Reachable is the number of endpoints each changed port now reaches
+	// (absent: the port is gone), for the sync's log line.
+	Reachable map[svcstate.ServicePortName]int
 }
 
 // Build computes what to write for in.Snapshot. It is a pure function of
@@ -198,9 +226,9 @@ func Build(cfg Config, in Input) *Plan {
 	cfg = cfg.withDefaults()
 	prev := in.Previous
 	full := in.Full || prev == nil || !sameConfig(prev.cfg, cfg)
-	st := &State{cfg: cfg, fragments: map[svcstate.ServicePortName]*fragment{}}
-	renderPort := func(n svcstate.ServicePortName) *fragment {
-		sp, eps := in.Snapshot.Port(n)
+	st := &State{cfg: cfg, snap: in.Snapshot}
+	renderPort := func(snap *svcstate.Snapshot, n svcstate.ServicePortName) *fragment {
+		sp, eps := snap.Port(n)
 		if sp == nil {
 			return nil
 		}
@@ -208,22 +236,25 @@ func Build(cfg Config, in Input) *Plan {
 	}
 	if full {
 		st.claims = map[elemID][]claim{}
+		fragments := map[svcstate.ServicePortName]*fragment{}
 		for svc := range in.Snapshot.All {
 			for _, p := range svc.Ports {
-				if f := renderPort(p.Name); f != nil {
-					st.fragments[p.Name] = f
+				if f := renderPort(in.Snapshot, p.Name); f != nil {
+					fragments[p.Name] = f
+					st.totals.add(f, 1)
 					for _, e := range f.elems {
 						st.claim(p.Name, e)
 					}
 				}
 			}
 		}
-		return buildFull(&cfg, st, in)
+		return buildFull(&cfg, st, fragments, in)
 	}
 
-	plan := &Plan{State: st, DelElems: map[string][]nft.Element{}, AddElems: map[string][]nft.Element{}}
-	// prev is consumed: its maps become the new state's.
-	st.claims, st.fragments = prev.claims, prev.fragments
+	plan := &Plan{State: st, DelElems: map[string][]nft.Element{}, AddElems: map[string][]nft.Element{},
+		Reachable: map[svcstate.ServicePortName]int{}}
+	// prev is consumed: its claims become the new state's.
+	st.claims, st.totals = prev.claims, prev.totals
 	names := make([]svcstate.ServicePortName, 0, len(in.Changed))
 	for n := range in.Changed {
 		names = append(names, n)
@@ -231,10 +262,11 @@ func Build(cfg Config, in Input) *Plan {
 	slices.SortFunc(names, svcstate.ServicePortName.Compare)
 	touched := map[elemID]*nft.Element{} // effective element before the changes
 	for _, n := range names {
-		old, cur := prev.fragments[n], renderPort(n)
-		delete(st.fragments, n)
+		old, cur := renderPort(prev.snap, n), renderPort(in.Snapshot, n)
+		st.totals.add(old, -1)
+		st.totals.add(cur, 1)
 		if cur != nil {
-			st.fragments[n] = cur
+			plan.Reachable[n] = cur.reachable
 		}
 		diffChains(plan, old, cur)
 		for _, e := range old.elemsOrNil() {
@@ -385,31 +417,27 @@ func diffChains(plan *Plan, old, cur *fragment) {
 }
 
 func (p *Plan) stats(st *State) {
-	for _, f := range st.fragments {
-		p.Stats.ServicePorts++
-		p.Stats.Endpoints += f.reachable
-		p.Stats.Chains += len(f.chains)
-		if f.noLocalInternal {
-			p.Stats.NoLocalInternal++
-		}
-		if f.noLocalExternal {
-			p.Stats.NoLocalExternal++
-		}
-	}
+	t := st.totals
+	p.Stats.ServicePorts, p.Stats.Endpoints, p.Stats.Chains = t.ports, t.endpoints, t.chains
+	p.Stats.NoLocalInternal, p.Stats.NoLocalExternal = t.noLocalInternal, t.noLocalExternal
 	p.Stats.Elements = len(st.claims)
 }
 
 // buildFull lays out the whole table.
-func buildFull(cfg *Config, st *State, in Input) *Plan {
+func buildFull(cfg *Config, st *State, fragments map[svcstate.ServicePortName]*fragment, in Input) *Plan {
 	t := cfg.layout().Fixed()
-	names := make([]svcstate.ServicePortName, 0, len(st.fragments))
-	for n := range st.fragments {
+	names := make([]svcstate.ServicePortName, 0, len(fragments))
+	for n := range fragments {
 		names = append(names, n)
 	}
 	slices.SortFunc(names, svcstate.ServicePortName.Compare)
 	wanted := map[string]bool{}
+	plan := &Plan{Full: true, Table: t, State: st, Reachable: map[svcstate.ServicePortName]int{}}
 	for _, n := range names {
-		f := st.fragments[n]
+		f := fragments[n]
+		if _, changed := in.Changed[n]; changed {
+			plan.Reachable[n] = f.reachable
+		}
 		t.Chains = append(t.Chains, f.chains...)
 		t.Sets = append(t.Sets, f.affinity...)
 		for _, c := range f.chains {
@@ -427,7 +455,6 @@ func buildFull(cfg *Config, st *State, in Input) *Plan {
 	for _, id := range ids {
 		t.Elements[id.set] = append(t.Elements[id.set], *st.effective(id))
 	}
-	plan := &Plan{Full: true, Table: t, State: st}
 	for _, c := range in.ExistingChains {
 		if !wanted[c] && !IsFixedChain(c) {
 			plan.StaleChains = append(plan.StaleChains, c)

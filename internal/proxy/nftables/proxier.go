@@ -300,8 +300,8 @@ func (p *Proxier) logSync(plan *Plan, took time.Duration, tx *nft.Tx) {
 	for i, n := range ports {
 		names[i] = n.String() + "/" + strings.ToLower(string(n.Protocol))
 		reach[i] = "removed"
-		if f := plan.State.fragments[n]; f != nil {
-			reach[i] = strconv.Itoa(f.reachable)
+		if r, ok := plan.Reachable[n]; ok {
+			reach[i] = strconv.Itoa(r)
 		}
 	}
 	p.cfg.Logger.Info("synced nftables rules", "full", plan.Full, "took", took,
