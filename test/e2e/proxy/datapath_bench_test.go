@@ -208,8 +208,10 @@ func plotFirstPacket(sizes []int, results map[string][]time.Duration) string {
 		maxY = max(maxY, slices.Max(r))
 	}
 	maxY = maxY * 11 / 10
-	x := func(i int) float64 { return left + float64(i)*float64(w-left-right)/float64(len(sizes)-1) }
-	y := func(d time.Duration) float64 { return float64(h-bottom) - float64(d)/float64(maxY)*float64(h-bottom-top) }
+	x := func(i int) float64 { return left + float64(i)*float64(w-left-right)/float64(max(len(sizes)-1, 1)) }
+	y := func(d time.Duration) float64 {
+		return float64(h-bottom) - float64(d)/float64(maxY)*float64(h-bottom-top)
+	}
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
 	fmt.Fprintf(&s, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
