@@ -178,6 +178,10 @@ type Input struct {
 	// that are no longer wanted go away. Ignored by partial syncs, which
 	// know what they remove.
 	ExistingChains, ExistingSets []string
+	// Fresh says the kernel has no table yet (or the transaction deletes
+	// it first): a full plan then creates, without emptying what it
+	// creates — 110,000 fewer messages for 10,000 services.
+	Fresh bool
 }
 
 // Stats describe a plan.
@@ -196,7 +200,8 @@ type Stats struct {
 // Plan is the outcome of Build: what to change in the kernel, and the
 // state to build the next plan from once it is applied.
 type Plan struct {
-	Full bool
+	Full  bool
+	Fresh bool // full, into no table
 	// Table is the whole desired table (full plans only).
 	Table *nft.Table
 
@@ -432,7 +437,7 @@ func buildFull(cfg *Config, st *State, fragments map[svcstate.ServicePortName]*f
 	}
 	slices.SortFunc(names, svcstate.ServicePortName.Compare)
 	wanted := map[string]bool{}
-	plan := &Plan{Full: true, Table: t, State: st, Reachable: map[svcstate.ServicePortName]int{}}
+	plan := &Plan{Full: true, Fresh: in.Fresh, Table: t, State: st, Reachable: map[svcstate.ServicePortName]int{}}
 	for _, n := range names {
 		f := fragments[n]
 		if _, changed := in.Changed[n]; changed {
@@ -494,13 +499,15 @@ func (p *Plan) AddTo(tx *nft.Tx) {
 		tx.AddTable(t.Comment)
 		for _, s := range t.Sets {
 			tx.AddSet(s)
-			if !strings.HasPrefix(s.Name, PrefixAffinity) {
+			if !p.Fresh && !strings.HasPrefix(s.Name, PrefixAffinity) {
 				tx.FlushSet(s.Name)
 			}
 		}
 		for _, c := range t.Chains {
 			tx.AddChain(c)
-			tx.FlushChain(c.Name)
+			if !p.Fresh {
+				tx.FlushChain(c.Name)
+			}
 		}
 		for _, c := range p.StaleChains {
 			tx.FlushChain(c)

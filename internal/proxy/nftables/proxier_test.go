@@ -170,6 +170,18 @@ func TestProxierIncrementalEqualsFull(t *testing.T) {
 		w.sync()
 		w.assertMatchesFullSync(s.name)
 	}
+	// A full sync over the table: a chain and an affinity set left by a
+	// service that went while the proxy was down must go too.
+	tx := nft.NewTx(nft.IPv4, nftables.TableName)
+	tx.AddSet(&nft.Set{Name: nftables.PrefixAffinity + "GHOST-default/ghost/tcp/http__10.1.1.1/80", Key: nft.KeyAddr, Timeout: time.Hour})
+	tx.AddChain(&nft.Chain{Name: nftables.PrefixService + "GHOST-default/ghost/tcp/http"})
+	tx.AddRule(nftables.PrefixService+"GHOST-default/ghost/tcp/http", nft.R(nft.MatchAddrSet{Src: true, Set: nftables.PrefixAffinity + "GHOST-default/ghost/tcp/http__10.1.1.1/80"}, nft.Verdict{Kind: nft.Drop}))
+	if err := w.kernel.Conn.Run(tx); err != nil {
+		t.Fatal(err)
+	}
+	w.proxier.RequestFullSync()
+	w.sync()
+	w.assertMatchesFullSync("a full sync over the table")
 	if n := counter(t, w.metrics.NFTablesSyncFailures); n != 0 {
 		t.Errorf("%v failed transactions", n)
 	}
