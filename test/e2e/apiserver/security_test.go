@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,46 +32,14 @@ import (
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
-// etcdPorts reads where the embedded etcd serves (its ports.json).
-func etcdClientURL(t *testing.T, dataDir string) string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dataDir, "etcd", "ports.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p struct{ Client int }
-	if err := json.Unmarshal(data, &p); err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", p.Client)
-}
-
-func tlsConfig(t *testing.T, caFile, certFile, keyFile string) *tls.Config {
-	t.Helper()
-	caPEM, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	cfg := &tls.Config{RootCAs: pool}
-	if certFile != "" {
-		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg
-}
-
 // TestEtcdMutualTLS: the embedded etcd answers only clients that present
 // a certificate of etcd's own CA. Plain HTTP, TLS without a certificate
 // and a certificate of the cluster CA (which every component's kubeconfig
 // holds) are all refused; the API server's etcd client certificate works.
 func TestEtcdMutualTLS(t *testing.T) {
 	s := framework.StartAPIServer(t)
-	addr := etcdClientURL(t, s.DataDir)
+	port, _ := framework.EtcdPorts(t, s.DataDir)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	pki := filepath.Join(s.DataDir, "pki")
 	etcdCA := filepath.Join(pki, "etcd", "ca.crt")
 	adminCert, adminKey := clientPair(t, s)
@@ -85,9 +51,9 @@ func TestEtcdMutualTLS(t *testing.T) {
 		ok     bool
 	}{
 		{"plain HTTP", "http", nil, false},
-		{"TLS, no client certificate", "https", tlsConfig(t, etcdCA, "", ""), false},
-		{"cluster CA's admin certificate", "https", tlsConfig(t, etcdCA, adminCert, adminKey), false},
-		{"API server's etcd client certificate", "https", tlsConfig(t, etcdCA,
+		{"TLS, no client certificate", "https", framework.TLSConfig(t, etcdCA, "", ""), false},
+		{"cluster CA's admin certificate", "https", framework.TLSConfig(t, etcdCA, adminCert, adminKey), false},
+		{"API server's etcd client certificate", "https", framework.TLSConfig(t, etcdCA,
 			filepath.Join(pki, "apiserver-etcd-client.crt"), filepath.Join(pki, "apiserver-etcd-client.key")), true},
 	}
 	for _, c := range cases {
@@ -180,26 +146,7 @@ func clientPair(t *testing.T, s *framework.APIServer) (string, string) {
 // rawSecret is the value etcd holds for a Secret, read past the API server.
 func rawSecret(t *testing.T, s *framework.APIServer, name string) []byte {
 	t.Helper()
-	pki := filepath.Join(s.DataDir, "pki")
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{"https://" + etcdClientURL(t, s.DataDir)},
-		DialTimeout: 5 * time.Second,
-		TLS: tlsConfig(t, filepath.Join(pki, "etcd", "ca.crt"),
-			filepath.Join(pki, "apiserver-etcd-client.crt"), filepath.Join(pki, "apiserver-etcd-client.key")),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx := framework.Context(t, 10*time.Second)
-	resp, err := cli.Get(ctx, "/registry/secrets/default/"+name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.Kvs) != 1 {
-		t.Fatalf("etcd holds %d values for secret %s", len(resp.Kvs), name)
-	}
-	return resp.Kvs[0].Value
+	return framework.EtcdGet(t, s.DataDir, "/registry/secrets/default/"+name)
 }
 
 func encryptionConfig(t *testing.T, path, provider string, keys ...string) {

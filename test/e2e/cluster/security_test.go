@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,9 +19,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
 // socket is one listening socket of the cluster.
@@ -72,11 +70,11 @@ func TestClusterSecurity(t *testing.T) {
 		return out != "" && out != "0"
 	})
 	apiDir := filepath.Join(c.home, c.name, "apiserver")
-	etcdClient, etcdPeer := etcdPorts(t, apiDir)
+	etcdClient, etcdPeer := framework.EtcdPorts(t, apiDir)
 	t.Run("every listener accounted for", func(t *testing.T) { c.listenersAccountedFor(t, c.apiPort(), etcdClient, etcdPeer) })
 	t.Run("Secrets encrypted at rest", func(t *testing.T) {
 		c.kubectl.MustRun("", "create", "secret", "generic", "db", "--from-literal=password=svcnet-plain-text")
-		raw := etcdGet(t, apiDir, etcdClient, "/registry/secrets/default/db")
+		raw := framework.EtcdGet(t, apiDir, "/registry/secrets/default/db")
 		if !bytes.HasPrefix(raw, []byte("k8s:enc:secretbox:v1:key1:")) || bytes.Contains(raw, []byte("svcnet-plain-text")) {
 			t.Errorf("the Secret in etcd is not secretbox-encrypted: %q", raw[:min(len(raw), 60)])
 		}
@@ -229,47 +227,6 @@ func (c *localCluster) listenersAccountedFor(t *testing.T, apiPort, etcdClient, 
 		}
 	}
 
-}
-
-func etcdPorts(t *testing.T, apiDir string) (client, peer int) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(apiDir, "etcd", "ports.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p struct{ Client, Peer int }
-	if err := json.Unmarshal(data, &p); err != nil {
-		t.Fatal(err)
-	}
-	return p.Client, p.Peer
-}
-
-func etcdGet(t *testing.T, apiDir string, port int, key string) []byte {
-	t.Helper()
-	pki := filepath.Join(apiDir, "pki")
-	caPEM, err := os.ReadFile(filepath.Join(pki, "etcd", "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	pair, err := tls.LoadX509KeyPair(filepath.Join(pki, "apiserver-etcd-client.crt"), filepath.Join(pki, "apiserver-etcd-client.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("https://127.0.0.1:%d", port)}, DialTimeout: 5 * time.Second,
-		TLS: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, key)
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("etcd get %s: %v", key, err)
-	}
-	return resp.Kvs[0].Value
 }
 
 // apiPort is the API server's port on the host's loopback.
