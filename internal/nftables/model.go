@@ -79,6 +79,19 @@ func (k Key) Compare(o Key) int {
 	return cmp.Compare(k.Port, o.Port)
 }
 
+// FormatElement prints an element of s as nft does: key, verdict (maps),
+// comment.
+func (s *Set) FormatElement(e Element) string {
+	out := e.Key.format(s.Key)
+	if s.Verdicts {
+		out += " : " + e.Verdict.String()
+	}
+	if e.Comment != "" {
+		out += " comment " + strconv.Quote(e.Comment)
+	}
+	return out
+}
+
 // Element is a set or map element.
 type Element struct {
 	Key     Key
@@ -151,13 +164,7 @@ func (t *Table) Format() string {
 				if i > 0 {
 					b.WriteString(",")
 				}
-				b.WriteString("\n\t\t\t" + e.Key.format(s.Key))
-				if s.Verdicts {
-					b.WriteString(" : " + e.Verdict.String())
-				}
-				if e.Comment != "" {
-					fmt.Fprintf(&b, " comment %q", e.Comment)
-				}
+				b.WriteString("\n\t\t\t" + s.FormatElement(e))
 			}
 			b.WriteString("\n\t\t}\n")
 		}

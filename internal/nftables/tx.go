@@ -414,13 +414,42 @@ func (t *Tx) elements(typ uint16, flags uint16, s *Set, elems []Element) {
 // maps, its chains (all of them before any rule, so that rules can jump
 // anywhere), their rules and the elements. Into an empty namespace it
 // creates the table; over an existing one it adds to it.
-func (t *Tx) AddAll(tbl *Table) {
+func (t *Tx) AddAll(tbl *Table) { t.Fill(tbl, FillOptions{}) }
+
+// FillOptions say how Fill treats a table that may exist already.
+type FillOptions struct {
+	// Replace empties every set and chain of the table before filling it
+	// again (but for the sets Keep names), so that the kernel ends up
+	// holding exactly the table, in one step for packets.
+	Replace bool
+	Keep    func(set string) bool
+	// EmptyChains and DeleteSets are the existing table's leftovers: the
+	// chains are emptied, and the sets deleted once every rule that could
+	// use them is gone.
+	EmptyChains, DeleteSets []string
+}
+
+// Fill writes a whole table as AddAll does, over what the kernel may
+// already hold (see FillOptions); it owns the order that makes that work.
+func (t *Tx) Fill(tbl *Table, o FillOptions) {
 	t.AddTable(tbl.Comment)
 	for _, s := range tbl.Sets {
 		t.AddSet(s)
+		if o.Replace && (o.Keep == nil || !o.Keep(s.Name)) {
+			t.FlushSet(s.Name)
+		}
 	}
 	for _, c := range tbl.Chains {
 		t.AddChain(c)
+		if o.Replace {
+			t.FlushChain(c.Name)
+		}
+	}
+	for _, c := range o.EmptyChains {
+		t.FlushChain(c)
+	}
+	for _, s := range o.DeleteSets {
+		t.DeleteSet(s)
 	}
 	for _, c := range tbl.Chains {
 		for _, r := range c.Rules {

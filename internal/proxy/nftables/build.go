@@ -495,36 +495,9 @@ func (p *Plan) Tx(f nft.Family) *nft.Tx {
 // AddTo adds the plan's operations to tx.
 func (p *Plan) AddTo(tx *nft.Tx) {
 	if p.Full {
-		t := p.Table
-		tx.AddTable(t.Comment)
-		for _, s := range t.Sets {
-			tx.AddSet(s)
-			if !p.Fresh && !strings.HasPrefix(s.Name, PrefixAffinity) {
-				tx.FlushSet(s.Name)
-			}
-		}
-		for _, c := range t.Chains {
-			tx.AddChain(c)
-			if !p.Fresh {
-				tx.FlushChain(c.Name)
-			}
-		}
-		for _, c := range p.StaleChains {
-			tx.FlushChain(c)
-		}
-		for _, s := range p.StaleSets {
-			tx.DeleteSet(s)
-		}
-		for _, c := range t.Chains {
-			for _, r := range c.Rules {
-				tx.AddRule(c.Name, r)
-			}
-		}
-		for _, s := range t.Sets {
-			if e := t.Elements[s.Name]; len(e) > 0 {
-				tx.AddElements(s, e)
-			}
-		}
+		tx.Fill(p.Table, nft.FillOptions{Replace: !p.Fresh, EmptyChains: p.StaleChains, DeleteSets: p.StaleSets,
+			// Affinity sets keep the clients they have seen.
+			Keep: func(set string) bool { return strings.HasPrefix(set, PrefixAffinity) }})
 		return
 	}
 	for _, c := range p.NewChains {
@@ -548,23 +521,23 @@ func (p *Plan) AddTo(tx *nft.Tx) {
 		}
 	}
 	for _, set := range sortedKeys(p.DelElems) {
-		tx.DeleteElements(&nft.Set{Name: set, Key: setKeys[set], Verdicts: setKeys[set] != nft.KeyAddr}, p.DelElems[set])
+		tx.DeleteElements(sharedSets[set], p.DelElems[set])
 	}
 	for _, set := range sortedKeys(p.AddElems) {
-		tx.AddElements(&nft.Set{Name: set, Key: setKeys[set], Verdicts: setKeys[set] != nft.KeyAddr}, p.AddElems[set])
+		tx.AddElements(sharedSets[set], p.AddElems[set])
 	}
 }
 
-// setKeys are the key types of the shared sets and maps.
-var setKeys = map[string]nft.KeyType{
-	SetClusterIPs:          nft.KeyAddr,
-	SetNodePortIPs:         nft.KeyAddr,
-	MapNoEndpointServices:  nft.KeyAddrProtoPort,
-	MapNoEndpointNodePorts: nft.KeyProtoPort,
-	MapFirewallIPs:         nft.KeyAddrProtoPort,
-	MapServiceIPs:          nft.KeyAddrProtoPort,
-	MapServiceNodePorts:    nft.KeyProtoPort,
-}
+// sharedSets are the fixed sets and maps that service ports put elements
+// in, as the layout declares them.
+var sharedSets = func() map[string]*nft.Set {
+	m := map[string]*nft.Set{}
+	// NodePortIPs, so that nodeport-ips is declared too.
+	for _, s := range (Layout{NodePortIPs: []netip.Addr{netip.IPv4Unspecified()}}).Fixed().Sets {
+		m[s.Name] = s
+	}
+	return m
+}()
 
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
@@ -609,27 +582,17 @@ func (p *Plan) Format(f nft.Family) string {
 			fmt.Fprintf(&b, "add rule %s %s\n", c.Name, r.Format(f))
 		}
 	}
-	t := &nft.Table{Family: f}
 	for _, set := range sortedKeys(p.DelElems) {
 		for _, e := range p.DelElems[set] {
-			fmt.Fprintf(&b, "delete element %s { %s }\n", set, elemText(t, set, e))
+			fmt.Fprintf(&b, "delete element %s { %s }\n", set, sharedSets[set].FormatElement(e))
 		}
 	}
 	for _, set := range sortedKeys(p.AddElems) {
 		for _, e := range p.AddElems[set] {
-			fmt.Fprintf(&b, "add element %s { %s }\n", set, elemText(t, set, e))
+			fmt.Fprintf(&b, "add element %s { %s }\n", set, sharedSets[set].FormatElement(e))
 		}
 	}
 	return b.String()
-}
-
-func elemText(t *nft.Table, set string, e nft.Element) string {
-	one := &nft.Table{Family: t.Family, Sets: []*nft.Set{{Name: set, Key: setKeys[set], Verdicts: setKeys[set] != nft.KeyAddr}},
-		Elements: map[string][]nft.Element{set: {e}}}
-	s := one.Format()
-	i := strings.Index(s, "elements = {\n")
-	s = s[i+len("elements = {\n"):]
-	return strings.TrimSpace(s[:strings.Index(s, "\n")])
 }
 
 func familyEndpoints(eps []svcstate.Endpoint, f v1.IPFamily) []svcstate.Endpoint {
