@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -200,30 +199,11 @@ func isSvcnet(pid int) bool {
 	return err == nil && strings.Contains(string(cmdline), "svcnet")
 }
 
-// killInNamespaces kills the processes whose network namespace is one of
-// the named namespaces with the prefix.
+// killInNamespaces kills the processes that live in the cluster's
+// namespaces (named with prefix): pods, node agents, proxies.
 func killInNamespaces(prefix string) {
-	names, _ := netns.List(prefix)
-	inodes := map[uint64]bool{}
-	for _, n := range names {
-		var st syscall.Stat_t
-		if syscall.Stat(netns.Path(n), &st) == nil {
-			inodes[st.Ino] = true
-		}
-	}
-	if len(inodes) == 0 {
-		return
-	}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		var st syscall.Stat_t
-		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && inodes[st.Ino] {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	for _, pid := range netns.Residents(prefix) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 
