@@ -278,3 +278,23 @@ func sortedUnique(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
 }
+
+// Usable picks the endpoints a consumer without a node (the ingress)
+// sends to, by kube-proxy's rule for cluster traffic: the ready ones, else
+// those that are terminating but still serving, so that a Service whose
+// every pod is shutting down drains instead of failing.
+func Usable(eps []Endpoint) []Endpoint {
+	var ready, draining []Endpoint
+	for _, e := range eps {
+		switch {
+		case e.Ready:
+			ready = append(ready, e)
+		case e.Serving && e.Terminating:
+			draining = append(draining, e)
+		}
+	}
+	if len(ready) > 0 {
+		return ready
+	}
+	return draining
+}

@@ -1,0 +1,58 @@
+package proxy
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	connectErrors prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	labels := []string{"namespace", "ingress", "service"}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svcnet_ingress_requests_total",
+			Help: "Requests answered, by Ingress, backend Service and status class (2xx…5xx); namespace, ingress and service are empty for requests no rule matched.",
+		}, append(labels, "status")),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "svcnet_ingress_request_duration_seconds",
+			Help:    "Time from a request's headers to the end of its answer, by Ingress and backend.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, labels),
+		connectErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svcnet_ingress_upstream_connect_errors_total",
+			Help: "Connections to pods that failed (each retried on the next endpoint).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration, m.connectErrors)
+	}
+	return m
+}
+
+var statusClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
+
+func statusClass(code int) string {
+	if c := code / 100; c >= 1 && c <= 5 {
+		return statusClasses[c-1]
+	}
+	return strconv.Itoa(code)
+}
+
+func (m *metrics) observe(req *request, status int, d time.Duration) {
+	var ns, ing, svc string
+	if req.route != nil {
+		ns, ing = req.route.Ingress.Namespace, req.route.Ingress.Name
+	}
+	if req.up != nil {
+		svc = req.up.Ref.Name
+	}
+	m.requests.WithLabelValues(ns, ing, svc, statusClass(status)).Inc()
+	m.duration.WithLabelValues(ns, ing, svc).Observe(d.Seconds())
+}

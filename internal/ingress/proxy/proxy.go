@@ -1,0 +1,278 @@
+// Package proxy is the ingress's HTTP reverse proxy: it matches each
+// request against the current routing table, picks an endpoint of the
+// route's backend (round robin, the next one on a connect error) and
+// forwards the request straight to the pod, never through the ClusterIP.
+// The table and the endpoint sets are immutable snapshots swapped
+// atomically, so a change never restarts a listener or drops a connection.
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/svcnet/svcnet/internal/ingress/route"
+)
+
+// Options tunes the proxy; zero values take the defaults, which are
+// ingress-nginx's where it has one.
+type Options struct {
+	// ConnectTimeout bounds connecting to a pod (default 5s).
+	ConnectTimeout time.Duration
+	// ReadTimeout bounds the wait for a pod's response headers (60s).
+	ReadTimeout time.Duration
+	// MaxBodyBytes is the largest request body accepted (1 MiB, as
+	// ingress-nginx's proxy-body-size); larger ones get 413. Negative: no
+	// limit.
+	MaxBodyBytes int64
+	// MaxIdlePerEndpoint is the number of idle keep-alive connections kept
+	// per pod (256).
+	MaxIdlePerEndpoint int
+	// AccessLog receives one JSON line per request; nil logs nothing.
+	AccessLog io.Writer
+	// Registerer receives the proxy's metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+func (o *Options) defaults() {
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = 60 * time.Second
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	if o.MaxIdlePerEndpoint == 0 {
+		o.MaxIdlePerEndpoint = 256
+	}
+}
+
+// Proxy forwards requests by the routing table it was last given.
+type Proxy struct {
+	opts      Options
+	cfg       atomic.Pointer[config]
+	transport *http.Transport
+	rp        *httputil.ReverseProxy
+	metrics   *metrics
+	log       *accessLog
+}
+
+// config is one routing table with the upstreams of its backends.
+type config struct {
+	table *route.Table
+	ups   []*Upstream
+}
+
+// New returns a proxy that answers 503 until the first Set.
+func New(o Options) *Proxy {
+	o.defaults()
+	p := &Proxy{opts: o, metrics: newMetrics(o.Registerer)}
+	if o.AccessLog != nil {
+		p.log = newAccessLog(o.AccessLog)
+	}
+	dialer := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
+	p.transport = &http.Transport{
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          0, // no overall limit: per endpoint
+		MaxIdleConnsPerHost:   o.MaxIdlePerEndpoint,
+		IdleConnTimeout:       60 * time.Second,
+		ResponseHeaderTimeout: o.ReadTimeout,
+		ExpectContinueTimeout: time.Second,
+		// Pods speak plain HTTP/1.1 unless annotated otherwise; the
+		// client's encoding is passed through untouched.
+		DisableCompression: true,
+		ForceAttemptHTTP2:  false,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:      p.rewrite,
+		Transport:    &retrying{p: p},
+		ErrorHandler: p.proxyError,
+		BufferPool:   bufferPool{},
+		ErrorLog:     nil,
+	}
+	return p
+}
+
+// Set swaps in a routing table and the upstreams of its backends (in the
+// table's Backends order).
+func (p *Proxy) Set(t *route.Table, ups []*Upstream) {
+	p.cfg.Store(&config{table: t, ups: ups})
+}
+
+// Ready reports whether a table was set.
+func (p *Proxy) Ready() bool { return p.cfg.Load() != nil }
+
+// Close flushes the access log and closes idle connections to pods.
+func (p *Proxy) Close() {
+	p.transport.CloseIdleConnections()
+	if p.log != nil {
+		p.log.Close()
+	}
+}
+
+// Handler serves one listener; scheme and port are what the
+// X-Forwarded-Proto and X-Forwarded-Port headers tell the pods.
+func (p *Proxy) Handler(port int) http.Handler {
+	return &handler{p: p, port: strconv.Itoa(port)}
+}
+
+type handler struct {
+	p    *Proxy
+	port string
+}
+
+// request is what one request carries through the reverse proxy.
+type request struct {
+	route    *route.Route
+	up       *Upstream
+	eps      []string
+	start    int
+	path     string // cleaned; differs from the request's when it had to be
+	port     string
+	upstream string // the endpoint that answered (or failed last)
+	id       string // X-Request-ID
+	sent     bool   // some of the body went to a pod: no retry
+}
+
+type requestKey struct{}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	lw := &logWriter{ResponseWriter: w}
+	req := &request{port: h.port}
+	defer h.p.finish(lw, r, req, start)
+
+	cfg := h.p.cfg.Load()
+	if cfg == nil {
+		http.Error(lw, "ingress routes not synced yet", http.StatusServiceUnavailable)
+		return
+	}
+	clean, ok := route.CleanPath(r.URL.Path)
+	if !ok {
+		http.Error(lw, "bad request path", http.StatusBadRequest)
+		return
+	}
+	rt := cfg.table.Match(r.Host, clean)
+	if rt == nil {
+		http.Error(lw, "404 page not found: no Ingress rule matches", http.StatusNotFound)
+		return
+	}
+	req.route, req.up = rt, cfg.ups[rt.Backend]
+	req.eps = req.up.Endpoints()
+	if len(req.eps) == 0 {
+		http.Error(lw, "503 service unavailable: no ready endpoint for "+req.up.Ref.String(), http.StatusServiceUnavailable)
+		return
+	}
+	if max := h.p.opts.MaxBodyBytes; max > 0 {
+		if r.ContentLength > max {
+			lw.Header().Set("Connection", "close")
+			http.Error(lw, "request body larger than "+strconv.FormatInt(max, 10)+" bytes", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(lw, r.Body, max)
+		}
+	}
+	req.start = req.up.pick(len(req.eps))
+	if clean != r.URL.Path {
+		req.path = clean
+	}
+	h.p.rp.ServeHTTP(lw, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
+}
+
+// rewrite makes the request a pod receives: the Host passed through, the
+// X-Forwarded headers set as ingress-nginx sets them by default (the
+// client's own X-Forwarded-For is not trusted), X-Request-ID kept or made.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	req := pr.In.Context().Value(requestKey{}).(*request)
+	out := pr.Out
+	out.URL.Scheme = "http"
+	out.URL.Host = req.eps[req.start] // the transport picks again on retries
+	if req.path != "" {
+		out.URL.Path, out.URL.RawPath = req.path, ""
+	}
+	pr.SetXForwarded()
+	out.Header.Set("X-Forwarded-Port", req.port)
+	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
+		out.Header.Set("X-Real-IP", ip)
+	}
+	if out.Header.Get("X-Request-ID") == "" {
+		var id [16]byte
+		_, _ = rand.Read(id[:])
+		out.Header.Set("X-Request-ID", hex.EncodeToString(id[:]))
+	}
+	req.id = out.Header.Get("X-Request-ID")
+}
+
+// proxyError answers a request the pods could not: 413 for a body over
+// the limit, 504 for a timeout, 502 for anything else (a refused or reset
+// connection, a pod that answered nothing).
+func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	var tooBig *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		w.Header().Set("Connection", "close")
+		http.Error(w, "request body larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", http.StatusRequestEntityTooLarge)
+	case r.Context().Err() != nil:
+		// The client went away: nobody to answer. 499 as nginx logs it.
+		if lw, ok := w.(*logWriter); ok {
+			lw.status = 499
+		}
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		http.Error(w, "504 gateway timeout", http.StatusGatewayTimeout)
+	default:
+		http.Error(w, "502 bad gateway", http.StatusBadGateway)
+	}
+}
+
+// finish logs and counts a request.
+func (p *Proxy) finish(w *logWriter, r *http.Request, req *request, start time.Time) {
+	d := time.Since(start)
+	status := w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	p.metrics.observe(req, status, d)
+	if p.log != nil {
+		p.log.write(r, req, status, w.bytes, d)
+	}
+}
+
+// logWriter records what was answered. Unwrap lets the reverse proxy
+// reach the connection underneath for flushes and protocol upgrades.
+type logWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *logWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *logWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,88 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// retrying sends a request to the endpoint the handler picked and, when
+// connecting fails, to the next ones in turn: nothing reached the pod, so
+// any method may be retried. Once a connection is made, an error is final
+// (the transport itself retries idempotent requests on a stale
+// keep-alive connection).
+type retrying struct{ p *Proxy }
+
+func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
+	req := r.Context().Value(requestKey{}).(*request)
+	var body *onceBody
+	if r.Body != nil && r.Body != http.NoBody {
+		body = &onceBody{ReadCloser: r.Body}
+	}
+	n := len(req.eps)
+	var err error
+	for i := 0; i < n; i++ {
+		out := *r
+		u := *r.URL
+		u.Host = req.eps[(req.start+i)%n]
+		out.URL = &u
+		if body != nil {
+			out.Body = body
+		}
+		req.upstream = u.Host
+		var resp *http.Response
+		resp, err = t.p.transport.RoundTrip(&out)
+		if err == nil {
+			return resp, nil
+		}
+		if !dialFailed(err) || (body != nil && body.read()) || r.Context().Err() != nil {
+			break
+		}
+		t.p.metrics.connectErrors.Inc()
+	}
+	if body != nil {
+		body.ReadCloser.Close()
+	}
+	return nil, err
+}
+
+// dialFailed reports whether err is a failure to connect.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// onceBody keeps the request body open across connect attempts (the
+// transport closes it on every error) and remembers whether any of it was
+// read, after which a retry would send a truncated body.
+type onceBody struct {
+	io.ReadCloser
+	mu sync.Mutex
+	n  int64
+}
+
+func (b *onceBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.mu.Lock()
+	b.n += int64(n)
+	b.mu.Unlock()
+	return n, err
+}
+
+func (b *onceBody) Close() error { return nil }
+
+func (b *onceBody) read() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n > 0
+}
+
+// bufferPool lends the reverse proxy its copy buffers.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }

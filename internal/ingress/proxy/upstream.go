@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/svcstate"
+)
+
+// Upstream is the set of endpoints behind one backend (a Service port).
+// Its endpoints are swapped atomically when the EndpointSlices change,
+// without rebuilding the routing table; requests in flight keep the set
+// they started with.
+type Upstream struct {
+	Ref  route.BackendRef
+	eps  atomic.Pointer[[]string] // "ip:port", never nil once resolved
+	next atomic.Uint32            // round robin
+}
+
+func newUpstream(ref route.BackendRef) *Upstream {
+	u := &Upstream{Ref: ref}
+	u.eps.Store(&[]string{})
+	return u
+}
+
+// Endpoints returns the current addresses ("ip:port").
+func (u *Upstream) Endpoints() []string { return *u.eps.Load() }
+
+// pick returns the index where a request starts in eps.
+func (u *Upstream) pick(n int) int { return int(u.next.Add(1)-1) % n }
+
+// Resolve finds the usable endpoints of a backend in a snapshot: the
+// Service's TCP port by number or name, then its ready endpoints (else
+// the serving and terminating ones). A missing Service or port has none.
+func Resolve(snap *svcstate.Snapshot, ref route.BackendRef) []string {
+	svc := snap.Service(ref.NamespacedName)
+	if svc == nil {
+		return nil
+	}
+	for _, p := range svc.Ports {
+		if p.Protocol != v1.ProtocolTCP {
+			continue
+		}
+		if (ref.PortName != "" && p.Name.Port == ref.PortName) || (ref.PortName == "" && p.Port == int(ref.Port)) {
+			eps := svcstate.Usable(svc.Endpoints(p.Name))
+			out := make([]string, len(eps))
+			for i, e := range eps {
+				out[i] = e.String()
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// Pool keeps one Upstream per backend across routing tables, so that a
+// new table keeps the endpoints, counters and connections of the old one.
+type Pool struct {
+	byRef map[route.BackendRef]*Upstream
+}
+
+// NewPool returns an empty pool.
+func NewPool() *Pool { return &Pool{byRef: map[route.BackendRef]*Upstream{}} }
+
+// For returns the upstreams of a table's backends, in its order: the
+// pool's own for known backends, new ones resolved from snap otherwise.
+// Backends the table no longer uses are dropped.
+func (p *Pool) For(t *route.Table, snap *svcstate.Snapshot) []*Upstream {
+	out := make([]*Upstream, len(t.Backends))
+	next := make(map[route.BackendRef]*Upstream, len(t.Backends))
+	for i, ref := range t.Backends {
+		u := p.byRef[ref]
+		if u == nil {
+			u = newUpstream(ref)
+			u.set(Resolve(snap, ref))
+		}
+		out[i], next[ref] = u, u
+	}
+	p.byRef = next
+	return out
+}
+
+// Update re-resolves the upstreams of the services that changed.
+func (p *Pool) Update(snap *svcstate.Snapshot, changed map[types.NamespacedName]struct{}) {
+	for ref, u := range p.byRef {
+		if _, ok := changed[ref.NamespacedName]; ok {
+			u.set(Resolve(snap, ref))
+		}
+	}
+}
+
+func (u *Upstream) set(eps []string) {
+	if eps == nil {
+		eps = []string{}
+	}
+	u.eps.Store(&eps)
+}
