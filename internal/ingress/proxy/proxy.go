@@ -15,7 +15,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +44,9 @@ type Options struct {
 	AccessLog io.Writer
 	// Registerer receives the proxy's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// HTTPSPort is where HTTPS is served, for redirects (443 is left out
+	// of the URL).
+	HTTPSPort int
 }
 
 func (o *Options) defaults() {
@@ -54,6 +59,9 @@ func (o *Options) defaults() {
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 1 << 20
 	}
+	if o.HTTPSPort == 0 {
+		o.HTTPSPort = 443
+	}
 	if o.MaxIdlePerEndpoint == 0 {
 		o.MaxIdlePerEndpoint = 256
 	}
@@ -63,6 +71,7 @@ func (o *Options) defaults() {
 type Proxy struct {
 	opts      Options
 	cfg       atomic.Pointer[config]
+	certs     atomic.Pointer[Certs]
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
 	metrics   *metrics
@@ -79,6 +88,7 @@ type config struct {
 func New(o Options) *Proxy {
 	o.defaults()
 	p := &Proxy{opts: o, metrics: newMetrics(o.Registerer)}
+	p.certs.Store(NewCerts(nil))
 	if o.AccessLog != nil {
 		p.log = newAccessLog(o.AccessLog)
 	}
@@ -169,6 +179,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(lw, "404 page not found: no Ingress rule matches", http.StatusNotFound)
 		return
 	}
+	if rt.RedirectHTTPS && r.TLS == nil {
+		h.p.redirect(lw, r, clean)
+		return
+	}
 	req.route, req.up = rt, cfg.ups[rt.Backend]
 	req.eps = req.up.Endpoints()
 	if len(req.eps) == 0 {
@@ -190,6 +204,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.path = clean
 	}
 	h.p.rp.ServeHTTP(lw, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
+}
+
+// redirect sends a plain HTTP request to the same URL over HTTPS, with
+// 308 so that the method and body are kept.
+func (p *Proxy) redirect(w http.ResponseWriter, r *http.Request, path string) {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if p.opts.HTTPSPort != 443 {
+		host = net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(p.opts.HTTPSPort))
+	}
+	u := url.URL{Scheme: "https", Host: host, Path: path, RawQuery: r.URL.RawQuery}
+	http.Redirect(w, r, u.String(), http.StatusPermanentRedirect)
 }
 
 // rewrite makes the request a pod receives: the Host passed through, the

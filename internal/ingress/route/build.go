@@ -37,6 +37,16 @@ type Route struct {
 	PathType networkingv1.PathType
 	// Backend indexes Table.Backends.
 	Backend int
+	// RedirectHTTPS answers plain HTTP with a 308 to https: the route's
+	// host has TLS and its Ingress did not opt out.
+	RedirectHTTPS bool
+}
+
+// TLSHost is a host served over TLS with the certificate of a Secret.
+type TLSHost struct {
+	Host    string // exact, or a wildcard *.foo.com
+	Secret  types.NamespacedName
+	Ingress types.NamespacedName
 }
 
 // Problem is something wrong with one Ingress, for a Warning event on it.
@@ -53,7 +63,12 @@ const (
 	ReasonInvalidHost        = "InvalidHost"
 	ReasonInvalidPath        = "InvalidPath"
 	ReasonUnsupportedBackend = "UnsupportedBackend"
+	ReasonInvalidAnnotation  = "InvalidAnnotation"
 )
+
+// SSLRedirectAnnotations turn the redirect of plain HTTP to HTTPS off with
+// "false"; ingress-nginx's name is accepted too.
+var SSLRedirectAnnotations = []string{"svcnet.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"}
 
 // Table is an immutable routing table.
 type Table struct {
@@ -64,7 +79,10 @@ type Table struct {
 	// Backends are the distinct backends of the routes, in first-use
 	// order: the proxy keeps its upstreams in a slice beside them.
 	Backends []BackendRef
-	routes   int
+	// TLS lists the hosts of spec.tls, each with the Secret of the oldest
+	// Ingress that names it.
+	TLS    []TLSHost
+	routes int
 }
 
 // hostRoutes are the paths of one host.
@@ -107,6 +125,7 @@ type claim struct {
 	host, path string
 	pathType   networkingv1.PathType
 	catchAll   bool
+	tls        bool
 }
 
 type builder struct {
@@ -134,6 +153,8 @@ func (b *builder) take(ing types.NamespacedName, c claim, what string) bool {
 
 func (b *builder) add(ing *networkingv1.Ingress) {
 	nn := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	redirect := b.sslRedirect(nn, ing.Annotations)
+	tlsHosts := b.tls(nn, ing)
 	var def *Route
 	if d := ing.Spec.DefaultBackend; d != nil {
 		if ref, ok := b.backend(nn, ing.Namespace, d, "defaultBackend"); ok {
@@ -158,7 +179,7 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 		if def != nil && !defaulted[host] {
 			defaulted[host] = true
 			if b.take(nn, claim{host: host}, "the default backend of "+hostLabel(host)) {
-				hr.def = &Route{Ingress: nn, Host: host, Backend: def.Backend}
+				hr.def = &Route{Ingress: nn, Host: host, Backend: def.Backend, RedirectHTTPS: redirect && coveredBy(host, tlsHosts)}
 				b.t.routes++
 			}
 		}
@@ -180,7 +201,8 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 			if !b.take(nn, claim{host: host, path: key, pathType: pathType}, what) {
 				continue
 			}
-			r := &Route{Ingress: nn, Host: host, Path: p.Path, PathType: pathType, Backend: b.ref(ref)}
+			r := &Route{Ingress: nn, Host: host, Path: p.Path, PathType: pathType, Backend: b.ref(ref),
+				RedirectHTTPS: redirect && coveredBy(host, tlsHosts)}
 			if pathType == networkingv1.PathTypeExact {
 				hr.exact[key] = r
 			} else {
@@ -189,6 +211,77 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 			b.t.routes++
 		}
 	}
+}
+
+// sslRedirect reads the opt-out of the HTTPS redirect (default on).
+func (b *builder) sslRedirect(ing types.NamespacedName, annotations map[string]string) bool {
+	for _, a := range SSLRedirectAnnotations {
+		v, ok := annotations[a]
+		if !ok {
+			continue
+		}
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			b.problem(ing, ReasonInvalidAnnotation, "annotation %s: %q is not true or false; redirecting to HTTPS", a, v)
+			return true
+		}
+		return on
+	}
+	return true
+}
+
+// tls records the Ingress's TLS hosts (the oldest Ingress's Secret wins
+// a host) and returns every host it lists, won or not: its routes on
+// those hosts redirect to HTTPS either way.
+func (b *builder) tls(ing types.NamespacedName, in *networkingv1.Ingress) []string {
+	var hosts []string
+	for i, t := range in.Spec.TLS {
+		names := t.Hosts
+		if len(names) == 0 {
+			// No hosts: the certificate is for the Ingress's own hosts.
+			for _, r := range in.Spec.Rules {
+				if r.Host != "" {
+					names = append(names, r.Host)
+				}
+			}
+		}
+		for j, h := range names {
+			host, ok := ruleHost(h)
+			if !ok || host == "" {
+				b.problem(ing, ReasonInvalidHost, "spec.tls[%d].hosts[%d] %q is not a DNS name or a wildcard *.<name>", i, j, h)
+				continue
+			}
+			hosts = append(hosts, host)
+			if t.SecretName == "" {
+				continue // the default certificate
+			}
+			if !b.take(ing, claim{host: host, tls: true}, "the certificate of host "+host) {
+				continue
+			}
+			b.t.TLS = append(b.t.TLS, TLSHost{Host: host, Ingress: ing,
+				Secret: types.NamespacedName{Namespace: in.Namespace, Name: t.SecretName}})
+		}
+	}
+	return hosts
+}
+
+// coveredBy reports whether a rule's host is one of the TLS hosts, or
+// matched by one of their wildcards.
+func coveredBy(host string, tlsHosts []string) bool {
+	if host == "" {
+		return false
+	}
+	for _, h := range tlsHosts {
+		if h == host {
+			return true
+		}
+		if strings.HasPrefix(h, "*.") && !strings.HasPrefix(host, "*.") {
+			if i := strings.IndexByte(host, '.'); i > 0 && host[i+1:] == h[2:] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func hostLabel(host string) string {

@@ -1,0 +1,154 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// DefaultController is the spec.controller of svcnet's IngressClasses.
+const DefaultController = "svcnet.dev/ingress"
+
+// Options are the command line of `svcnet ingress`; names follow
+// ingress-nginx's flags where it has one.
+type Options struct {
+	Kubeconfig      string
+	IngressClass    string // the class name (and the deprecated annotation's value)
+	ControllerClass string // spec.controller of our IngressClasses
+	HTTPAddress     string
+	HTTPSAddress    string // "0" or "" serves no HTTPS
+	PublishService  string // namespace/name
+	WatchNamespace  string // "" for all
+	// DefaultSSLCertificate is a kubernetes.io/tls Secret (namespace/name)
+	// served when no Ingress's certificate matches; a self-signed one
+	// made at start otherwise.
+	DefaultSSLCertificate string
+	MetricsAddress        string // /metrics, /healthz, /readyz
+	AccessLog             string // "-" for stdout, "off", or a file
+	ConnectTimeout        time.Duration
+	ReadTimeout           time.Duration
+	ProxyBodySize         string // nginx's size syntax: 1m, 512k, 0 for no limit
+	MaxConnections        int
+}
+
+// Defaults are what `svcnet ingress` runs with when a flag is not given.
+func Defaults() Options {
+	return Options{
+		IngressClass:    "svcnet",
+		ControllerClass: DefaultController,
+		HTTPAddress:     ":80",
+		HTTPSAddress:    ":443",
+		MetricsAddress:  "127.0.0.1:10254",
+		AccessLog:       "-",
+		ConnectTimeout:  5 * time.Second,
+		ReadTimeout:     60 * time.Second,
+		ProxyBodySize:   "1m",
+		MaxConnections:  10000,
+	}
+}
+
+// config is Options checked and parsed.
+type config struct {
+	Options
+	publish        types.NamespacedName
+	defaultCert    types.NamespacedName
+	bodyLimit      int64 // -1: none
+	https, metrics bool
+}
+
+func off(a string) bool { return a == "" || a == "0" }
+
+func (o Options) parse() (*config, error) {
+	c := &config{Options: o, https: !off(o.HTTPSAddress), metrics: !off(o.MetricsAddress)}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.Kubeconfig == "" {
+		bad("--kubeconfig is required")
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.IngressClass); len(msgs) > 0 {
+		bad("--ingress-class %q: %s", o.IngressClass, strings.Join(msgs, "; "))
+	}
+	if o.ControllerClass == "" || !strings.Contains(o.ControllerClass, "/") {
+		bad("--controller-class %q: a domain-prefixed path such as %s", o.ControllerClass, DefaultController)
+	}
+	for _, a := range []struct{ flag, addr string }{{"--http-address", o.HTTPAddress}, {"--https-address", o.HTTPSAddress}, {"--metrics-address", o.MetricsAddress}} {
+		if off(a.addr) && a.flag == "--http-address" {
+			bad("--http-address is required")
+			continue
+		}
+		if !off(a.addr) {
+			if _, _, err := net.SplitHostPort(a.addr); err != nil {
+				bad("%s %q: %v", a.flag, a.addr, err)
+			}
+		}
+	}
+	var err error
+	if o.PublishService != "" {
+		if c.publish, err = namespacedName(o.PublishService); err != nil {
+			bad("--publish-service: %v", err)
+		}
+	}
+	if o.DefaultSSLCertificate != "" {
+		if c.defaultCert, err = namespacedName(o.DefaultSSLCertificate); err != nil {
+			bad("--default-ssl-certificate: %v", err)
+		}
+	}
+	if o.WatchNamespace != "" {
+		if msgs := validation.IsDNS1123Label(o.WatchNamespace); len(msgs) > 0 {
+			bad("--watch-namespace %q: %s", o.WatchNamespace, strings.Join(msgs, "; "))
+		}
+	}
+	if o.ConnectTimeout <= 0 || o.ReadTimeout <= 0 {
+		bad("--proxy-connect-timeout and --proxy-read-timeout must be positive")
+	}
+	if c.bodyLimit, err = ParseSize(o.ProxyBodySize); err != nil {
+		bad("--proxy-body-size: %v", err)
+	}
+	if o.MaxConnections < 1 {
+		bad("--max-connections %d: at least 1", o.MaxConnections)
+	}
+	return c, errors.Join(errs...)
+}
+
+func namespacedName(s string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return types.NamespacedName{}, fmt.Errorf("%q is not namespace/name", s)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
+// ParseSize reads nginx's size syntax (client_max_body_size): bytes, or
+// a number with k, m or g; 0 means no limit, returned as -1.
+func ParseSize(s string) (int64, error) {
+	if s == "" {
+		return 0, errors.New("empty size")
+	}
+	mult := int64(1)
+	switch s[len(s)-1] {
+	case 'k', 'K':
+		mult = 1 << 10
+	case 'm', 'M':
+		mult = 1 << 20
+	case 'g', 'G':
+		mult = 1 << 30
+	}
+	num := s
+	if mult > 1 {
+		num = s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number with k, m or g)", s)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n * mult, nil
+}
