@@ -12,6 +12,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"maps"
 	"sync"
@@ -44,7 +45,12 @@ type Config struct {
 	// PublishService names the Service whose addresses go into the
 	// status of served Ingresses; empty leaves status alone.
 	PublishService types.NamespacedName
-	Proxy          *proxy.Proxy
+	// DefaultCertificate names the Secret served to hosts without a
+	// certificate of their own; SelfSigned is served when it is empty,
+	// missing or invalid.
+	DefaultCertificate types.NamespacedName
+	SelfSigned         *tls.Certificate
+	Proxy              *proxy.Proxy
 	Recorder       record.EventRecorder
 	Registerer     prometheus.Registerer
 	Logger         *slog.Logger
@@ -60,6 +66,7 @@ type Controller struct {
 	ingresses networkinglisters.IngressLister
 	classes   networkinglisters.IngressClassLister
 	services  corelisters.ServiceLister
+	secrets   corelisters.SecretLister
 	nodes     corelisters.NodeLister // nil without a publish service
 	synced    []cache.InformerSynced
 
@@ -70,6 +77,8 @@ type Controller struct {
 	// Owned by the sync loop.
 	table    *route.Table
 	reported map[route.Problem]bool
+	certs    certCache
+	defErr   string // why the default certificate is not used, last logged
 
 	// served is written by the sync loop and read by the status writer.
 	servedMu sync.Mutex
@@ -94,6 +103,7 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 		statusKick:    make(chan struct{}, 1),
 		served:        map[types.NamespacedName]bool{},
 		reported:      map[route.Problem]bool{},
+		certs:         certCache{parsed: map[types.UID]parsedCert{}},
 		metrics:       newSyncMetrics(cfg.Registerer),
 	}
 	c.tracker = svcstate.NewTracker(svcstate.Config{Logger: cfg.Logger, OnChange: func() { kick(c.endpointsKick) }})
@@ -102,7 +112,8 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 	classInf := cluster.Networking().V1().IngressClasses()
 	svcInf := namespaced.Core().V1().Services()
 	sliceInf := namespaced.Discovery().V1().EndpointSlices()
-	c.ingresses, c.classes, c.services = ingInf.Lister(), classInf.Lister(), svcInf.Lister()
+	secretInf := namespaced.Core().V1().Secrets()
+	c.ingresses, c.classes, c.services, c.secrets = ingInf.Lister(), classInf.Lister(), svcInf.Lister(), secretInf.Lister()
 
 	routes := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { kick(c.routesKick) },
@@ -111,10 +122,18 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 	}
 	_, _ = ingInf.Informer().AddEventHandler(routes)
 	_, _ = classInf.Informer().AddEventHandler(routes)
+	// Certificates are rebuilt with the routes; only TLS Secrets matter.
+	_, _ = secretInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{Handler: routes, FilterFunc: func(obj any) bool {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		s, ok := obj.(*corev1.Secret)
+		return ok && s.Type == corev1.SecretTypeTLS
+	}})
 	_, _ = svcInf.Informer().AddEventHandler(c.tracker.ServiceHandler())
 	_, _ = sliceInf.Informer().AddEventHandler(c.tracker.EndpointSliceHandler())
 	c.synced = []cache.InformerSynced{ingInf.Informer().HasSynced, classInf.Informer().HasSynced,
-		svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced}
+		svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, secretInf.Informer().HasSynced}
 	if cfg.PublishService.Name != "" {
 		nodeInf := cluster.Core().V1().Nodes()
 		c.nodes = nodeInf.Lister()
@@ -216,9 +235,11 @@ func (c *Controller) syncRoutes() {
 	table, problems := route.Build(mine)
 	snap, ch := c.tracker.Snapshot()
 	c.pool.Update(snap, ch.Services)
+	certs, certProblems := c.certificates(table, c.defaultCertificate())
 	c.cfg.Proxy.Set(table, c.pool.For(table, snap))
+	c.cfg.Proxy.SetCerts(certs)
 	c.table = table
-	c.report(problems)
+	c.report(append(problems, certProblems...))
 	c.servedMu.Lock()
 	changed := !maps.Equal(served, c.served)
 	c.served = served
@@ -227,6 +248,30 @@ func (c *Controller) syncRoutes() {
 		kick(c.statusKick)
 	}
 	c.metrics.done("routes", start, time.Time{})
+}
+
+// defaultCertificate is the --default-ssl-certificate Secret's, else the
+// self-signed one.
+func (c *Controller) defaultCertificate() *tls.Certificate {
+	n := c.cfg.DefaultCertificate
+	if n.Name == "" {
+		return c.cfg.SelfSigned
+	}
+	why := ""
+	s, err := c.secrets.Secrets(n.Namespace).Get(n.Name)
+	if err == nil {
+		var cert *tls.Certificate
+		if cert, err = c.certs.load(s); err == nil {
+			c.defErr = ""
+			return cert
+		}
+	}
+	why = err.Error()
+	if why != c.defErr {
+		c.defErr = why
+		c.cfg.Logger.Warn("default certificate not usable; serving a self-signed one", "secret", n.String(), "err", err)
+	}
+	return c.cfg.SelfSigned
 }
 
 func (c *Controller) servedSet() map[types.NamespacedName]bool {

@@ -49,7 +49,9 @@ func Addresses(svc *corev1.Service, eps []svcstate.Endpoint, nodes map[string]*c
 		// Addresses first, then names.
 		return cmp.Or(cmp.Compare(isName(a), isName(b)), cmp.Compare(a.IP, b.IP), cmp.Compare(a.Hostname, b.Hostname))
 	})
-	return slices.CompactFunc(out, func(a, b networkingv1.IngressLoadBalancerIngress) bool { return a.IP == b.IP && a.Hostname == b.Hostname })
+	return slices.CompactFunc(out, func(a, b networkingv1.IngressLoadBalancerIngress) bool {
+		return a.IP == b.IP && a.Hostname == b.Hostname
+	})
 }
 
 func isName(a networkingv1.IngressLoadBalancerIngress) int {

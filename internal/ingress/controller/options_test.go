@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1m", 1 << 20, true}, {"512k", 512 << 10, true}, {"2G", 2 << 30, true}, {"100", 100, true},
+		{"0", -1, true}, {"", 0, false}, {"m", 0, false}, {"-1k", 0, false}, {"1.5m", 0, false}, {"9999999999999g", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseSize(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && got != tt.want) {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Options)
+		errs   []string
+	}{
+		{"defaults with a kubeconfig", func(*Options) {}, nil},
+		{"no kubeconfig", func(o *Options) { o.Kubeconfig = "" }, []string{"--kubeconfig is required"}},
+		{"https off", func(o *Options) { o.HTTPSAddress = "0" }, nil},
+		{"http off", func(o *Options) { o.HTTPAddress = "" }, []string{"--http-address is required"}},
+		{"bad addresses", func(o *Options) { o.HTTPAddress, o.MetricsAddress = "80", "x" }, []string{"--http-address \"80\"", "--metrics-address \"x\""}},
+		{"bad names", func(o *Options) {
+			o.PublishService, o.DefaultSSLCertificate, o.WatchNamespace, o.IngressClass = "noslash", "a/b/c", "Bad", ""
+		}, []string{"--publish-service", "--default-ssl-certificate", "--watch-namespace", "--ingress-class"}},
+		{"controller class", func(o *Options) { o.ControllerClass = "svcnet" }, []string{"--controller-class"}},
+		{"limits", func(o *Options) { o.ProxyBodySize, o.MaxConnections, o.ReadTimeout = "1q", 0, 0 },
+			[]string{"--proxy-body-size", "--max-connections", "--proxy-read-timeout"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Defaults()
+			o.Kubeconfig = "/k"
+			tt.change(&o)
+			c, err := o.parse()
+			if len(tt.errs) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.https != (o.HTTPSAddress != "0") || c.bodyLimit != 1<<20 {
+					t.Errorf("parsed %+v", c)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, e := range tt.errs {
+				if !strings.Contains(err.Error(), e) {
+					t.Errorf("error %q does not mention %q", err, e)
+				}
+			}
+		})
+	}
+}
