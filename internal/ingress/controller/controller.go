@@ -51,9 +51,9 @@ type Config struct {
 	DefaultCertificate types.NamespacedName
 	SelfSigned         *tls.Certificate
 	Proxy              *proxy.Proxy
-	Recorder       record.EventRecorder
-	Registerer     prometheus.Registerer
-	Logger         *slog.Logger
+	Recorder           record.EventRecorder
+	Registerer         prometheus.Registerer
+	Logger             *slog.Logger
 }
 
 // Controller keeps the proxy's routes and endpoints equal to the API.

@@ -211,4 +211,3 @@ func Run(ctx context.Context, o Options) error {
 	}
 	return err
 }
-

@@ -153,7 +153,6 @@ type request struct {
 	port     string
 	upstream string // the endpoint that answered (or failed last)
 	id       string // X-Request-ID
-	sent     bool   // some of the body went to a pod: no retry
 }
 
 type requestKey struct{}
