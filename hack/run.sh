@@ -38,6 +38,26 @@ for _ in 1 2 3; do
 done
 
 echo
+echo "==> kubectl apply -f examples/ingress.yaml (hostnames.example -> hostnames:80, /echo -> echo:80)"
+kubectl apply -f examples/ingress.yaml
+kubectl rollout status deployment/echo --timeout=90s
+edge=""
+for _ in $(seq 1 60); do
+	edge=$(kubectl -n ingress-svcnet get service ingress-controller -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+	[ -n "$edge" ] && break
+	sleep 0.5
+done
+kubectl get ingress hostnames
+echo "==> From outside the cluster: curl -H 'Host: hostnames.example' $edge (the ingress), 3 times, then /echo"
+for _ in 1 2 3; do
+	printf 'hostnames.example/ -> '
+	$svcnet exec --name "$name" client -- curl -s --max-time 2 -H 'Host: hostnames.example' "http://$edge/" || echo "(no answer)"
+done
+printf 'hostnames.example/echo?msg=hello -> '
+$svcnet exec --name "$name" client -- curl -s --max-time 2 -H 'Host: hostnames.example' "http://$edge/echo?msg=hello" || echo "(no answer)"
+echo
+
+echo
 echo "==> On node-1: iptables-save -t nat | grep hostnames"
 $svcnet exec --name "$name" node/node-1 -- iptables-save -t nat | grep -E 'hostnames|KUBE-SVC-|KUBE-SEP-' | grep hostnames || true
 
@@ -47,6 +67,7 @@ The cluster keeps running in the background. Try:
   export KUBECONFIG=$KUBECONFIG
   kubectl scale deployment hostnames --replicas=5
   $svcnet exec --name $name client -- curl -s 172.18.0.12:8477
+  $svcnet exec --name $name client -- curl -s -H 'Host: hostnames.example' http://$edge/
   $svcnet status --name $name
   $svcnet down --name $name          # removes everything it made
 MSG

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	ingresscontroller "github.com/svcnet/svcnet/internal/ingress/controller"
+	"github.com/svcnet/svcnet/internal/ingress/route"
 	"github.com/svcnet/svcnet/internal/pki"
 )
 
@@ -144,12 +147,107 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 	if _, err := c.AppsV1().Deployments("kube-system").Create(ctx, dep, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kube-dns deployment: %w", err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		d, err := c.AppsV1().Deployments("kube-system").Get(ctx, DNSName, metav1.GetOptions{})
-		return err == nil && d.Status.ReadyReplicas >= 1, nil
-	})
-	if err != nil {
+	if err := installIngress(ctx, c, s); err != nil {
+		return err
+	}
+	// Both start together; the DNS first in the message when both fail.
+	if err := waitDeployment(ctx, c, "kube-system", DNSName); err != nil {
 		return fmt.Errorf("cluster DNS not ready in 90s: kubectl -n kube-system describe pods -l k8s-app=%s", DNSName)
 	}
+	if err := waitDeployment(ctx, c, IngressNamespace, IngressName); err != nil {
+		return fmt.Errorf("ingress controller not ready in 90s: kubectl -n %s describe pods -l %s=%s", IngressNamespace, ingressLabel, IngressName)
+	}
 	return nil
+}
+
+func waitDeployment(ctx context.Context, c kubernetes.Interface, ns, name string) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && d.Status.ReadyReplicas >= 1, nil
+	})
+}
+
+// The ingress add-on, with ingress-nginx's layout: a namespace of its
+// own, a Deployment behind a LoadBalancer Service, and the default
+// IngressClass.
+const (
+	IngressNamespace = "ingress-svcnet"
+	IngressName      = "ingress-controller"
+	IngressClassName = "svcnet"
+	// IngressUser owns the controller's kubeconfig; it binds 80 and 443
+	// with NET_BIND_SERVICE only.
+	IngressUser  = 10080
+	ingressLabel = "app.kubernetes.io/name"
+	// ingressKubeconfigMount is where its pods see their kubeconfig.
+	ingressKubeconfigMount = "/run/svcnet/kubeconfig"
+)
+
+// installIngress creates the ingress add-on; it does not wait.
+func installIngress(ctx context.Context, c kubernetes.Interface, s *supervisor) error {
+	create := func(what string, err error) error {
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("ingress add-on, %s: %w", what, err)
+		}
+		return nil
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: IngressNamespace}}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); create("namespace", err) != nil {
+		return create("namespace", err)
+	}
+	class := &networkingv1.IngressClass{
+		ObjectMeta: metav1.ObjectMeta{Name: IngressClassName, Annotations: map[string]string{route.DefaultClassAnnotation: "true"}},
+		Spec:       networkingv1.IngressClassSpec{Controller: ingresscontroller.DefaultController},
+	}
+	if _, err := c.NetworkingV1().IngressClasses().Create(ctx, class, metav1.CreateOptions{}); create("IngressClass", err) != nil {
+		return create("IngressClass", err)
+	}
+	labels := map[string]string{ingressLabel: IngressName}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: IngressName, Namespace: IngressNamespace, Labels: labels},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: labels, Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("http")},
+			{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("https")},
+		}},
+	}
+	if _, err := c.CoreV1().Services(IngressNamespace).Create(ctx, svc, metav1.CreateOptions{}); create("Service", err) != nil {
+		return create("Service", err)
+	}
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt(10254)}},
+			PeriodSeconds: 2, TimeoutSeconds: 1, FailureThreshold: 3}
+	}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: IngressName, Namespace: IngressNamespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Volumes: []corev1.Volume{{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{
+						HostPath: &corev1.HostPathVolumeSource{Path: s.state.InCluster("ingress"), Type: ptr.To(corev1.HostPathFile)}}}},
+					Containers: []corev1.Container{{
+						Name: "controller", Image: "svcnet/ingress",
+						Args: []string{"--kubeconfig", ingressKubeconfigMount, "--http-address", "0.0.0.0:80", "--https-address", "0.0.0.0:443",
+							"--metrics-address", "0.0.0.0:10254", "--publish-service", IngressNamespace + "/" + IngressName},
+						VolumeMounts: []corev1.VolumeMount{{Name: "kubeconfig", MountPath: ingressKubeconfigMount, ReadOnly: true}},
+						SecurityContext: &corev1.SecurityContext{
+							RunAsUser: ptr.To[int64](IngressUser), RunAsGroup: ptr.To[int64](IngressUser),
+							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+							Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"ALL"}},
+						},
+						Ports: []corev1.ContainerPort{
+							{Name: "http", ContainerPort: 80, Protocol: corev1.ProtocolTCP},
+							{Name: "https", ContainerPort: 443, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: 10254, Protocol: corev1.ProtocolTCP},
+						},
+						ReadinessProbe: probe("/readyz"),
+						LivenessProbe:  probe("/healthz"),
+					}},
+				},
+			},
+		},
+	}
+	_, err := c.AppsV1().Deployments(IngressNamespace).Create(ctx, dep, metav1.CreateOptions{})
+	return create("Deployment", err)
 }

@@ -149,7 +149,8 @@ func (s *supervisor) start(ctx context.Context) error {
 	if err := installAddons(ctx, client, s); err != nil {
 		return err
 	}
-	s.state.step("add-ons: cluster DNS at %s (kube-system/kube-dns) ready (%.1fs)", s.dnsIP(), time.Since(t0).Seconds())
+	s.state.step("add-ons: cluster DNS at %s (kube-system/kube-dns), ingress controller (%s/%s, IngressClass %s) ready (%.1fs)",
+		s.dnsIP(), IngressNamespace, IngressName, IngressClassName, time.Since(t0).Seconds())
 	return nil
 }
 
@@ -194,6 +195,9 @@ func (s *supervisor) credentials(inCluster netip.AddrPort) (*pki.CA, string, err
 	}
 	// The DNS runs as a pod of its own user, which must read its file.
 	if err := os.Chown(s.state.InCluster("dns"), DNSUser, DNSUser); err != nil {
+		return nil, "", err
+	}
+	if err := os.Chown(s.state.InCluster("ingress"), IngressUser, IngressUser); err != nil {
 		return nil, "", err
 	}
 	for _, n := range s.plan.Nodes {

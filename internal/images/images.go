@@ -35,6 +35,8 @@ var Builtin = []Image{
 		Doc: "HTTP, TCP and UDP echo server: /hostname, /clientip, /echo?msg=, /readyz (like agnhost netexec)"},
 	{Name: "svcnet/dns", Entrypoint: []string{"dns"},
 		Doc: "the cluster DNS (svcnet dns)"},
+	{Name: "svcnet/ingress", Entrypoint: []string{"ingress"},
+		Doc: "the ingress controller (svcnet ingress)"},
 }
 
 // Names of the images a user may pick, for error messages.

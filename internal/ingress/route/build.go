@@ -64,7 +64,12 @@ const (
 	ReasonInvalidPath        = "InvalidPath"
 	ReasonUnsupportedBackend = "UnsupportedBackend"
 	ReasonInvalidAnnotation  = "InvalidAnnotation"
+	ReasonUnsupported        = "UnsupportedAnnotation"
 )
+
+// annotationPrefixes are the controllers' annotation namespaces: ours and
+// ingress-nginx's, whose names are accepted where the meaning is the same.
+var annotationPrefixes = []string{"svcnet.dev/", "nginx.ingress.kubernetes.io/"}
 
 // SSLRedirectAnnotations turn the redirect of plain HTTP to HTTPS off with
 // "false"; ingress-nginx's name is accepted too.
@@ -153,6 +158,7 @@ func (b *builder) take(ing types.NamespacedName, c claim, what string) bool {
 
 func (b *builder) add(ing *networkingv1.Ingress) {
 	nn := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	b.unsupported(nn, ing.Annotations)
 	redirect := b.sslRedirect(nn, ing.Annotations)
 	tlsHosts := b.tls(nn, ing)
 	var def *Route
@@ -210,6 +216,27 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 			}
 			b.t.routes++
 		}
+	}
+}
+
+// unsupported reports the controller annotations that are not
+// implemented: the Ingress is served, without what they ask for, and the
+// user is told so instead of guessing.
+func (b *builder) unsupported(ing types.NamespacedName, annotations map[string]string) {
+	var names []string
+	for a := range annotations {
+		if slices.Contains(SSLRedirectAnnotations, a) {
+			continue
+		}
+		for _, p := range annotationPrefixes {
+			if strings.HasPrefix(a, p) {
+				names = append(names, a)
+			}
+		}
+	}
+	slices.Sort(names)
+	for _, a := range names {
+		b.problem(ing, ReasonUnsupported, "annotation %s is not supported by svcnet ingress and has no effect", a)
 	}
 }
 

@@ -62,3 +62,28 @@ func TestTLS(t *testing.T) {
 		t.Errorf("missing problems: %v", wantProblems)
 	}
 }
+
+func TestUnsupportedAnnotations(t *testing.T) {
+	in := ing("a", 0, "foo.com / Prefix s:80")
+	in.Annotations = map[string]string{
+		"nginx.ingress.kubernetes.io/rewrite-target": "/",
+		"svcnet.dev/affinity":                        "cookie",
+		"svcnet.dev/ssl-redirect":                    "false",
+		"example.com/unrelated":                      "x",
+	}
+	table, problems := Build([]*networkingv1.Ingress{in})
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.Reason+": "+p.Message)
+	}
+	want := []string{
+		"UnsupportedAnnotation: annotation nginx.ingress.kubernetes.io/rewrite-target is not supported by svcnet ingress and has no effect",
+		"UnsupportedAnnotation: annotation svcnet.dev/affinity is not supported by svcnet ingress and has no effect",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("problems\n%v\nwant\n%v", got, want)
+	}
+	if table.Match("foo.com", "/") == nil {
+		t.Error("the Ingress is not served")
+	}
+}

@@ -11,9 +11,11 @@ import (
 	"time"
 )
 
-func examples(t *testing.T) string {
+func examples(t *testing.T) string { return example(t, "hostnames.yaml") }
+
+func example(t *testing.T, name string) string {
 	_, file, _, _ := runtime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "examples", "hostnames.yaml"))
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "examples", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +141,29 @@ func TestLoadBalancer(t *testing.T) {
 	if out := k.MustRun("", "get", "service", "lb"); !strings.Contains(out, ip) {
 		t.Errorf("EXTERNAL-IP not shown:\n%s", out)
 	}
+
+	// The ingress add-on behind its own load-balancer address, with the
+	// example Ingress: by host and path to the pods, from outside.
+	k.MustRun(example(t, "ingress.yaml"), "apply", "-f", "-")
+	var edge string
+	c.until("the ingress controller's load-balancer address", 30*time.Second, func() bool {
+		edge, _, _ = k.Run("", "-n", "ingress-svcnet", "get", "service", "ingress-controller", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		return strings.HasPrefix(edge, "172.18.255.") && edge != ip
+	})
+	c.until("all hostnames pods through the ingress", time.Minute, func() bool {
+		return len(c.names("client", 15, "curl", "-s", "--max-time", "2", "-H", "Host: hostnames.example", edge+"/")) == 3
+	})
+	c.until("the echo path through the ingress", time.Minute, func() bool {
+		out, err := c.exec("client", "curl", "-s", "--max-time", "2", "-H", "Host: hostnames.example", edge+"/echo?msg=through-the-ingress")
+		return err == nil && out == "through-the-ingress"
+	})
+	if out, _ := c.exec("client", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2", "-H", "Host: other.example", edge+"/"); out != "404" {
+		t.Errorf("a host no Ingress names: %q, want 404", out)
+	}
+	c.until("the Ingress's status to show the address", 30*time.Second, func() bool {
+		out, _, _ := k.Run("", "get", "ingress", "hostnames", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		return out == edge
+	})
 	// Deleting the service releases the address: it stops answering.
 	k.MustRun("", "delete", "service", "lb")
 	c.until("the released address to stop answering", 30*time.Second, func() bool {

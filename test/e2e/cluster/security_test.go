@@ -51,6 +51,7 @@ const (
 	classMetrics = "Prometheus metrics"
 	classDNS     = "DNS service traffic"
 	classHTTP    = "the pod's own service traffic"
+	classIngress = "ingress traffic (404 for hosts no Ingress names)"
 )
 
 // TestClusterSecurity checks, on one running cluster, what stands
@@ -201,6 +202,9 @@ func (c *localCluster) listenersAccountedFor(t *testing.T, apiPort, etcdClient, 
 		{"pod", "tcp", 8080, classHealth},
 		{"pod", "tcp", 9153, classMetrics},
 		{"pod", "tcp", 9376, classHTTP},
+		{"pod", "tcp", 80, classIngress},
+		{"pod", "tcp", 443, classIngress},
+		{"pod", "tcp", 10254, classMetrics},
 	}
 	sockets := c.listeningSockets()
 	if len(sockets) < len(rules) {
@@ -402,6 +406,15 @@ func (c *localCluster) probe(s socket, class string) error {
 		code, _, err := get("http://" + addr + "/")
 		if err != nil || code != http.StatusOK {
 			return fmt.Errorf("GET /: %d %v", code, err)
+		}
+	case classIngress:
+		scheme := "http"
+		if s.port == 443 {
+			scheme = "https"
+		}
+		code, _, err := get(scheme + "://" + addr + "/")
+		if err != nil || code != http.StatusNotFound {
+			return fmt.Errorf("GET %s://%s/: %d %v", scheme, addr, code, err)
 		}
 	default:
 		return fmt.Errorf("no probe for class %q", class)
