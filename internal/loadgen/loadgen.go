@@ -27,6 +27,7 @@ type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 type Target struct {
 	Name    string
 	URL     string
+	Host    string // the Host header, when not the URL's (an ingress's virtual host)
 	Rate    int
 	Timeout time.Duration // per request; 1 s when zero
 	Dial    Dialer
@@ -117,7 +118,7 @@ func run(ctx context.Context, t Target) Result {
 	var mu sync.Mutex
 	answers := map[string]int{}
 	outcomes := Every(ctx, t.Rate, inflight, func() string {
-		body, kind := get(client, t.URL)
+		body, kind := get(client, t.URL, t.Host)
 		if kind == "" {
 			mu.Lock()
 			answers[body]++
@@ -151,8 +152,15 @@ func (r *Result) fail(kind string, at time.Time) {
 }
 
 // get fetches url and returns the body, or the kind of failure.
-func get(c *http.Client, url string) (string, string) {
-	resp, err := c.Get(url)
+func get(c *http.Client, url, host string) (string, string) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", "bad request: " + err.Error()
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return "", Classify(err)
 	}
