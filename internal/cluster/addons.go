@@ -147,12 +147,17 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 	if _, err := c.AppsV1().Deployments("kube-system").Create(ctx, dep, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kube-dns deployment: %w", err)
 	}
-	if err := installIngress(ctx, c, s); err != nil {
-		return err
+	if !s.opts.NoIngress {
+		if err := installIngress(ctx, c, s); err != nil {
+			return err
+		}
 	}
 	// Both start together; the DNS first in the message when both fail.
 	if err := waitDeployment(ctx, c, "kube-system", DNSName); err != nil {
 		return fmt.Errorf("cluster DNS not ready in 90s: kubectl -n kube-system describe pods -l k8s-app=%s", DNSName)
+	}
+	if s.opts.NoIngress {
+		return nil
 	}
 	if err := waitDeployment(ctx, c, IngressNamespace, IngressName); err != nil {
 		return fmt.Errorf("ingress controller not ready in 90s: kubectl -n %s describe pods -l %s=%s", IngressNamespace, ingressLabel, IngressName)

@@ -32,6 +32,9 @@ type Options struct {
 	// IPTablesBinary is every node's and the edge's iptables, chosen once
 	// for the cluster: mixing backends in one namespace breaks rules.
 	IPTablesBinary string
+	// NoIngress leaves out the ingress controller add-on (tests that do
+	// not use it save two pods' CPU; `make run` shows it).
+	NoIngress bool
 }
 
 // Home is where clusters keep their state: $SVCNET_HOME or ~/.svcnet.

@@ -149,8 +149,11 @@ func (s *supervisor) start(ctx context.Context) error {
 	if err := installAddons(ctx, client, s); err != nil {
 		return err
 	}
-	s.state.step("add-ons: cluster DNS at %s (kube-system/kube-dns), ingress controller (%s/%s, IngressClass %s) ready (%.1fs)",
-		s.dnsIP(), IngressNamespace, IngressName, IngressClassName, time.Since(t0).Seconds())
+	ingress := fmt.Sprintf(", ingress controller (%s/%s, IngressClass %s)", IngressNamespace, IngressName, IngressClassName)
+	if s.opts.NoIngress {
+		ingress = ""
+	}
+	s.state.step("add-ons: cluster DNS at %s (kube-system/kube-dns)%s ready (%.1fs)", s.dnsIP(), ingress, time.Since(t0).Seconds())
 	return nil
 }
 

@@ -32,7 +32,20 @@ type localCluster struct {
 	kubectl *framework.Kubectl
 }
 
+// up creates a cluster without the ingress add-on: most tests do not use
+// it, and on two cores its pods' CPU is taken from the clusters of the
+// tests running beside them. upWithIngress keeps it.
 func up(t *testing.T, nodes int, extra ...string) *localCluster {
+	t.Helper()
+	return upCluster(t, nodes, append([]string{"--no-ingress"}, extra...)...)
+}
+
+func upWithIngress(t *testing.T, nodes int, extra ...string) *localCluster {
+	t.Helper()
+	return upCluster(t, nodes, extra...)
+}
+
+func upCluster(t *testing.T, nodes int, extra ...string) *localCluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("svcnet up needs root (network namespaces); CI runs as root")

@@ -122,7 +122,7 @@ spec:
 // node's NodePort.
 func TestLoadBalancer(t *testing.T) {
 	t.Parallel()
-	c := up(t, 2)
+	c := upWithIngress(t, 2)
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
 	k.MustRun("", "expose", "deployment", "hostnames", "--name", "lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "9376")

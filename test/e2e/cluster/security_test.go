@@ -59,7 +59,7 @@ const (
 // for, Secrets encrypted in etcd, pods confined.
 func TestClusterSecurity(t *testing.T) {
 	t.Parallel()
-	c := up(t, 1)
+	c := upWithIngress(t, 1)
 	c.kubectl.MustRun(examples(t), "apply", "-f", "-")
 	c.kubectl.MustRun(confinedPods, "apply", "-f", "-")
 	c.until("the hostnames pods ready", time.Minute, func() bool {
