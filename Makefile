@@ -10,7 +10,7 @@ DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputi
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
 
-.PHONY: run test deps build check-kubectl lint bench clean
+.PHONY: run test deps build check-kubectl lint bench bench-deps clean
 
 ## run: install what is missing, build, and start svcnet with the reference scenario
 run: deps build
@@ -50,6 +50,19 @@ check-kubectl:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/svcnet
+
+## bench-deps: what only the benchmarks use: wrk, and nginx-light to compare
+## the ingress with (installed with its service kept stopped: a policy-rc.d
+## refuses the start, so nothing listens on the host)
+BENCH_PACKAGES := wrk nginx-light
+bench-deps: deps
+	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		own=""; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; own=1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; rc=$$?; \
+		if [ -n "$$own" ]; then rm -f /usr/sbin/policy-rc.d; fi; exit $$rc; \
+	fi
 
 lint:
 	$(GO) vet ./...

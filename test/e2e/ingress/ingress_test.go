@@ -35,7 +35,7 @@ const (
 
 // env is one API server, one ingress and the pods it routes to.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	api     *framework.APIServer
 	client  kubernetes.Interface
 	kubectl *framework.Kubectl
@@ -44,7 +44,7 @@ type env struct {
 	nextPod int
 }
 
-func newEnv(t *testing.T, args ...string) *env {
+func newEnv(t testing.TB, args ...string) *env {
 	t.Helper()
 	framework.RequireRoot(t)
 	e := &env{t: t, nextPod: 11}

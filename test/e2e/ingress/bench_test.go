@@ -1,0 +1,261 @@
+package ingress_test
+
+import (
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+var (
+	benchSeconds = flag.Int("ingress.seconds", 10, "length of each wrk run, in seconds")
+	benchNginx   = flag.String("ingress.nginx", "nginx", "the nginx binary measured beside svcnet ingress (Debian's nginx-light; make bench-deps installs it)")
+	benchConns   = flag.String("ingress.connections", "50,200", "wrk connections, comma-separated")
+)
+
+// nginxIP is where nginx listens, beside the ingress in its namespace.
+const nginxIP = "10.77.0.2"
+
+// plainPod serves its name as text, the cheapest backend there is, so
+// that the proxies are what the figures differ by.
+func (e *env) plainPod(name string) string {
+	ip := fmt.Sprintf("10.77.0.%d", e.nextPod)
+	e.nextPod++
+	e.ns.IP("addr", "add", ip+"/32", "dev", "lo")
+	l := e.ns.Listen("tcp", fmt.Sprintf("%s:%d", ip, podPort))
+	body := []byte(name)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) })}
+	go srv.Serve(l)
+	e.t.Cleanup(func() { srv.Close() })
+	return ip
+}
+
+// nginxConf is nginx as a reverse proxy the way nginx-based ingress
+// controllers configure it: upstream keep-alive, HTTP/1.1 to the pods,
+// the same forwarded headers; no access log (svcnet runs without one in
+// the comparison too).
+func nginxConf(dir string, upstreams []string) string {
+	var servers strings.Builder
+	for _, u := range upstreams {
+		fmt.Fprintf(&servers, "    server %s:%d;\n", u, podPort)
+	}
+	return fmt.Sprintf(`worker_processes auto;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  keepalive_timeout 75s;
+  keepalive_requests 100000;
+  upstream bench {
+%[2]s    keepalive 256;
+    keepalive_requests 100000;
+  }
+  server {
+    listen %[3]s:80 reuseport;
+    server_name bench.example;
+    location / {
+      proxy_pass http://bench;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $host;
+      proxy_set_header X-Real-IP $remote_addr;
+      proxy_set_header X-Forwarded-For $remote_addr;
+      proxy_set_header X-Forwarded-Host $host;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header X-Forwarded-Port $server_port;
+      proxy_set_header X-Request-ID $request_id;
+      proxy_connect_timeout 5s;
+      proxy_read_timeout 60s;
+    }
+  }
+}
+`, dir, servers.String(), nginxIP)
+}
+
+// wrkResult is what one wrk run reports.
+type wrkResult struct {
+	rps           float64
+	p50, p99      time.Duration
+	non2xx        int
+	socketErrors  string
+	cpuPer1000    time.Duration // CPU the proxy used per 1,000 requests
+	requestsTotal int
+}
+
+var (
+	wrkRPS      = regexp.MustCompile(`Requests/sec:\s+([\d.]+)`)
+	wrkTotal    = regexp.MustCompile(`(\d+) requests in`)
+	wrkPct      = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$`)
+	wrkNon2xx   = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
+	wrkSockErrs = regexp.MustCompile(`Socket errors: (.*)`)
+)
+
+func parseWrk(out string) (wrkResult, error) {
+	var r wrkResult
+	m := wrkRPS.FindStringSubmatch(out)
+	if m == nil {
+		return r, fmt.Errorf("no Requests/sec in wrk's output:\n%s", out)
+	}
+	r.rps, _ = strconv.ParseFloat(m[1], 64)
+	if m := wrkTotal.FindStringSubmatch(out); m != nil {
+		r.requestsTotal, _ = strconv.Atoi(m[1])
+	}
+	for _, m := range wrkPct.FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[m[3]]
+		d := time.Duration(v * float64(unit))
+		if m[1] == "50" {
+			r.p50 = d
+		} else {
+			r.p99 = d
+		}
+	}
+	if m := wrkNon2xx.FindStringSubmatch(out); m != nil {
+		r.non2xx, _ = strconv.Atoi(m[1])
+	}
+	if m := wrkSockErrs.FindStringSubmatch(out); m != nil {
+		r.socketErrors = m[1]
+	}
+	return r, nil
+}
+
+// cpuOf is the CPU time used so far by pid and its children that are
+// still running (nginx's workers).
+func cpuOf(pid int) time.Duration {
+	ticks := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces).
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+		ppid, _ := strconv.Atoi(f[1])
+		if p != pid && ppid != pid {
+			continue
+		}
+		u, _ := strconv.Atoi(f[11])
+		s, _ := strconv.Atoi(f[12])
+		ticks += u + s
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+// BenchmarkIngressVsNginx measures svcnet ingress and nginx side by side
+// in one run, in front of the same four pods: wrk from the namespace at
+// each -ingress.connections, rps, p50/p99 and the proxy's CPU per 1,000
+// requests. Run it with
+//
+//	make bench-deps   # wrk, nginx-light (not started as a service)
+//	go test ./test/e2e/ingress -run - -bench IngressVsNginx -benchtime 1x
+func BenchmarkIngressVsNginx(b *testing.B) {
+	for _, tool := range []string{"wrk", *benchNginx} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Fatalf("%s is not installed: make bench-deps installs wrk and nginx-light", tool)
+		}
+	}
+	e := newEnv(b, "--access-log", "off")
+	var pods []string
+	for i := range 4 {
+		pods = append(pods, e.plainPod(fmt.Sprintf("bench-%d", i+1)))
+	}
+	e.service("default", "bench", pods...)
+	e.kubectl.MustRun(`apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: bench}
+spec:
+  rules:
+  - host: bench.example
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: bench, port: {number: 80}}}}
+`, "apply", "-f", "-")
+	e.eventually("the bench route", func() error {
+		if code, _ := e.get("bench.example", "/"); code != 200 {
+			return fmt.Errorf("status %d", code)
+		}
+		return nil
+	})
+
+	dir := b.TempDir()
+	for _, d := range []string{"body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(nginxConf(dir, pods)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	e.ns.IP("addr", "add", nginxIP+"/32", "dev", "lo")
+	nginx := framework.StartCommandOnCPUs(b, "", "ip", "netns", "exec", e.ns.Name, *benchNginx, "-c", conf, "-g", "daemon off;")
+	e.eventually("nginx answers", func() error {
+		code, _ := e.do(e.ns.HTTPClient(time.Second), "http://"+nginxIP+"/", "bench.example")
+		if code != 200 {
+			return fmt.Errorf("status %d", code)
+		}
+		return nil
+	})
+
+	targets := []struct {
+		name, ip string
+		pid      int
+	}{
+		{"svcnet", ingressIP, e.ingress.PID()},
+		{"nginx", nginxIP, nginx.PID()},
+	}
+	b.ResetTimer()
+	var table []string
+	for conns := range strings.SplitSeq(*benchConns, ",") {
+		for _, tg := range targets {
+			// A short warm-up fills the keep-alive pools.
+			_, _ = e.ns.Try("wrk", "-t2", "-c"+conns, "-d1s", "-H", "Host: bench.example", "http://"+tg.ip+"/")
+			before := cpuOf(tg.pid)
+			out, err := e.ns.Try("wrk", "-t2", "-c"+conns, fmt.Sprintf("-d%ds", *benchSeconds), "--latency",
+				"-H", "Host: bench.example", "http://"+tg.ip+"/")
+			used := cpuOf(tg.pid) - before
+			if err != nil {
+				b.Fatalf("wrk: %v\n%s", err, out)
+			}
+			r, err := parseWrk(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r.requestsTotal > 0 {
+				r.cpuPer1000 = used * 1000 / time.Duration(r.requestsTotal)
+			}
+			name := tg.name + "-c" + conns
+			b.ReportMetric(r.rps, name+"-rps")
+			b.ReportMetric(float64(r.p99.Microseconds()), name+"-p99-µs")
+			line := fmt.Sprintf("| %-6s | %4s | %8.0f | %7s | %7s | %6s | %d non-2xx, %s |", tg.name, conns, r.rps,
+				r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond), r.cpuPer1000.Round(time.Millisecond/10), r.non2xx, orNone(r.socketErrors))
+			table = append(table, line)
+		}
+	}
+	b.Logf("\n| proxy | connections | requests/s | p50 | p99 | CPU per 1,000 requests | errors |\n|---|---|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no socket errors"
+	}
+	return "socket errors: " + s
+}
