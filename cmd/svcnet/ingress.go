@@ -38,6 +38,7 @@ Ingresses' spec.tls Secrets. /metrics, /healthz and /readyz are on --metrics-add
 	f.DurationVar(&o.ConnectTimeout, "proxy-connect-timeout", o.ConnectTimeout, "how long connecting to a pod may take before the next one is tried")
 	f.DurationVar(&o.ReadTimeout, "proxy-read-timeout", o.ReadTimeout, "how long a pod may take to send its response headers (504 after)")
 	f.StringVar(&o.ProxyBodySize, "proxy-body-size", o.ProxyBodySize, "largest request body accepted (413 beyond), nginx syntax: 1m, 512k, 0 for no limit")
+	f.BoolVar(&o.Profiling, "profiling", false, "also serve /debug/pprof on the metrics address")
 	f.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "client connections served at once; more are answered 503")
 	return cmd
 }

@@ -35,6 +35,9 @@ type Options struct {
 	ReadTimeout           time.Duration
 	ProxyBodySize         string // nginx's size syntax: 1m, 512k, 0 for no limit
 	MaxConnections        int
+	// Profiling adds /debug/pprof to the metrics address (off by default:
+	// a profile costs CPU on demand).
+	Profiling bool
 }
 
 // Defaults are what `svcnet ingress` runs with when a flag is not given.

@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ var (
 	benchSeconds = flag.Int("ingress.seconds", 10, "length of each wrk run, in seconds")
 	benchNginx   = flag.String("ingress.nginx", "nginx", "the nginx binary measured beside svcnet ingress (Debian's nginx-light; make bench-deps installs it)")
 	benchConns   = flag.String("ingress.connections", "50,200", "wrk connections, comma-separated")
+	benchProfile = flag.String("ingress.cpuprofile", "", "write a CPU profile of svcnet ingress during its first wrk run to this file")
 )
 
 // nginxIP is where nginx listens, beside the ingress in its namespace.
@@ -174,7 +176,11 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 			b.Fatalf("%s is not installed: make bench-deps installs wrk and nginx-light", tool)
 		}
 	}
-	e := newEnv(b, "--access-log", "off")
+	args := []string{"--access-log", "off"}
+	if *benchProfile != "" {
+		args = append(args, "--profiling")
+	}
+	e := newEnv(b, args...)
 	var pods []string
 	for i := range 4 {
 		pods = append(pods, e.plainPod(fmt.Sprintf("bench-%d", i+1)))
@@ -208,9 +214,15 @@ spec:
 	e.ns.IP("addr", "add", nginxIP+"/32", "dev", "lo")
 	nginx := framework.StartCommandOnCPUs(b, "", "ip", "netns", "exec", e.ns.Name, *benchNginx, "-c", conf, "-g", "daemon off;")
 	e.eventually("nginx answers", func() error {
-		code, _ := e.do(e.ns.HTTPClient(time.Second), "http://"+nginxIP+"/", "bench.example")
-		if code != 200 {
-			return fmt.Errorf("status %d", code)
+		req, _ := http.NewRequest("GET", "http://"+nginxIP+"/", nil)
+		req.Host = "bench.example"
+		resp, err := e.ns.HTTPClient(time.Second).Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
 		}
 		return nil
 	})
@@ -228,10 +240,21 @@ spec:
 		for _, tg := range targets {
 			// A short warm-up fills the keep-alive pools.
 			_, _ = e.ns.Try("wrk", "-t2", "-c"+conns, "-d1s", "-H", "Host: bench.example", "http://"+tg.ip+"/")
+			profiled := make(chan error, 1)
+			if *benchProfile != "" && tg.name == "svcnet" {
+				path := *benchProfile
+				go func() { profiled <- e.profile(path, *benchSeconds-2) }()
+				*benchProfile = ""
+			} else {
+				profiled <- nil
+			}
 			before := cpuOf(tg.pid)
 			out, err := e.ns.Try("wrk", "-t2", "-c"+conns, fmt.Sprintf("-d%ds", *benchSeconds), "--latency",
 				"-H", "Host: bench.example", "http://"+tg.ip+"/")
 			used := cpuOf(tg.pid) - before
+			if perr := <-profiled; perr != nil {
+				b.Errorf("profile: %v", perr)
+			}
 			if err != nil {
 				b.Fatalf("wrk: %v\n%s", err, out)
 			}
@@ -258,4 +281,20 @@ func orNone(s string) string {
 		return "no socket errors"
 	}
 	return "socket errors: " + s
+}
+
+// profile saves a CPU profile of the ingress taken over seconds.
+func (e *env) profile(path string, seconds int) error {
+	resp, err := e.ns.HTTPClient(time.Duration(seconds+10)*time.Second).Get(fmt.Sprintf("http://%s:10254/debug/pprof/profile?seconds=%d", ingressIP, seconds))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }
