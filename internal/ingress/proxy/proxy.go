@@ -72,7 +72,7 @@ type Proxy struct {
 	opts      Options
 	cfg       atomic.Pointer[config]
 	certs     atomic.Pointer[Certs]
-	transport *http.Transport
+	pods      *pods
 	rp        *httputil.ReverseProxy
 	metrics   *metrics
 	log       *accessLog
@@ -92,19 +92,7 @@ func New(o Options) *Proxy {
 	if o.AccessLog != nil {
 		p.log = newAccessLog(o.AccessLog)
 	}
-	dialer := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
-	p.transport = &http.Transport{
-		DialContext:           dialer.DialContext,
-		MaxIdleConns:          0, // no overall limit: per endpoint
-		MaxIdleConnsPerHost:   o.MaxIdlePerEndpoint,
-		IdleConnTimeout:       60 * time.Second,
-		ResponseHeaderTimeout: o.ReadTimeout,
-		ExpectContinueTimeout: time.Second,
-		// Pods speak plain HTTP/1.1 unless annotated otherwise; the
-		// client's encoding is passed through untouched.
-		DisableCompression: true,
-		ForceAttemptHTTP2:  false,
-	}
+	p.pods = newPods(o.ConnectTimeout, o.ReadTimeout, o.MaxIdlePerEndpoint)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
 		Transport:    &retrying{p: p},
@@ -126,7 +114,7 @@ func (p *Proxy) Ready() bool { return p.cfg.Load() != nil }
 
 // Close flushes the access log and closes idle connections to pods.
 func (p *Proxy) Close() {
-	p.transport.CloseIdleConnections()
+	p.pods.CloseIdle()
 	if p.log != nil {
 		p.log.Close()
 	}

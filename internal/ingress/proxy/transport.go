@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 )
@@ -33,9 +32,15 @@ func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		req.upstream = u.Host
 		var resp *http.Response
-		resp, err = t.p.transport.RoundTrip(&out)
+		resp, err = t.p.pods.RoundTrip(&out)
 		if err == nil {
 			return resp, nil
+		}
+		if body != nil && body.err != nil {
+			// The client's body failed (over the limit, say): that is
+			// the answer, not whatever the pod made of half a body.
+			err = body.err
+			break
 		}
 		if !dialFailed(err) || (body != nil && body.read()) || r.Context().Err() != nil {
 			break
@@ -50,8 +55,8 @@ func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // dialFailed reports whether err is a failure to connect.
 func dialFailed(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	var d dialError
+	return errors.As(err, &d)
 }
 
 // onceBody keeps the request body open across connect attempts (the
@@ -59,14 +64,18 @@ func dialFailed(err error) bool {
 // read, after which a retry would send a truncated body.
 type onceBody struct {
 	io.ReadCloser
-	mu sync.Mutex
-	n  int64
+	mu  sync.Mutex
+	n   int64
+	err error // the body's own failure, not its end
 }
 
 func (b *onceBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.mu.Lock()
 	b.n += int64(n)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
 	b.mu.Unlock()
 	return n, err
 }
