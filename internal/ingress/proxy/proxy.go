@@ -69,13 +69,13 @@ func (o *Options) defaults() {
 
 // Proxy forwards requests by the routing table it was last given.
 type Proxy struct {
-	opts      Options
-	cfg       atomic.Pointer[config]
-	certs     atomic.Pointer[Certs]
-	pods      *pods
-	rp        *httputil.ReverseProxy
-	metrics   *metrics
-	log       *accessLog
+	opts    Options
+	cfg     atomic.Pointer[config]
+	certs   atomic.Pointer[Certs]
+	pods    *pods
+	rp      *httputil.ReverseProxy
+	metrics *metrics
+	log     *accessLog
 }
 
 // config is one routing table with the upstreams of its backends.
