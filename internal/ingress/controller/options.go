@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/svcnet/svcnet/internal/ingress/annotations"
 )
 
 // DefaultController is the spec.controller of svcnet's IngressClasses.
@@ -110,7 +111,7 @@ func (o Options) parse() (*config, error) {
 	if o.ConnectTimeout <= 0 || o.ReadTimeout <= 0 {
 		bad("--proxy-connect-timeout and --proxy-read-timeout must be positive")
 	}
-	if c.bodyLimit, err = ParseSize(o.ProxyBodySize); err != nil {
+	if c.bodyLimit, err = annotations.ParseSize(o.ProxyBodySize); err != nil {
 		bad("--proxy-body-size: %v", err)
 	}
 	if o.MaxConnections < 1 {
@@ -125,33 +126,4 @@ func namespacedName(s string) (types.NamespacedName, error) {
 		return types.NamespacedName{}, fmt.Errorf("%q is not namespace/name", s)
 	}
 	return types.NamespacedName{Namespace: ns, Name: name}, nil
-}
-
-// ParseSize reads nginx's size syntax (client_max_body_size): bytes, or
-// a number with k, m or g; 0 means no limit, returned as -1.
-func ParseSize(s string) (int64, error) {
-	if s == "" {
-		return 0, errors.New("empty size")
-	}
-	mult := int64(1)
-	switch s[len(s)-1] {
-	case 'k', 'K':
-		mult = 1 << 10
-	case 'm', 'M':
-		mult = 1 << 20
-	case 'g', 'G':
-		mult = 1 << 30
-	}
-	num := s
-	if mult > 1 {
-		num = s[:len(s)-1]
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a size (bytes, or a number with k, m or g)", s)
-	}
-	if n == 0 {
-		return -1, nil
-	}
-	return n * mult, nil
 }

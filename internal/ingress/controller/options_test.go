@@ -5,23 +5,6 @@ import (
 	"testing"
 )
 
-func TestParseSize(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"1m", 1 << 20, true}, {"512k", 512 << 10, true}, {"2G", 2 << 30, true}, {"100", 100, true},
-		{"0", -1, true}, {"", 0, false}, {"m", 0, false}, {"-1k", 0, false}, {"1.5m", 0, false}, {"9999999999999g", 0, false},
-	}
-	for _, tt := range tests {
-		got, err := ParseSize(tt.in)
-		if (err == nil) != tt.ok || (tt.ok && got != tt.want) {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestOptions(t *testing.T) {
 	tests := []struct {
 		name   string

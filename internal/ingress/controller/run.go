@@ -145,9 +145,16 @@ func Run(ctx context.Context, o Options) error {
 			ErrorLog:          log.New(io.Discard, "", 0),
 			ConnContext:       l.connContext,
 		}
+		protocols := new(http.Protocols)
+		protocols.SetHTTP1(true)
 		if tlsOn {
 			srv.TLSConfig = px.TLSConfig()
+			protocols.SetHTTP2(true)
+		} else if h != nil && l != metricsL {
+			// gRPC clients without TLS speak HTTP/2 from the first byte.
+			protocols.SetUnencryptedHTTP2(true)
 		}
+		srv.Protocols = protocols
 		servers = append(servers, srv)
 		go func() {
 			var err error

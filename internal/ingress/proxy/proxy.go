@@ -9,12 +9,14 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -22,7 +24,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/svcnet/svcnet/internal/ingress/annotations"
 	"github.com/svcnet/svcnet/internal/ingress/route"
 )
 
@@ -69,13 +73,16 @@ func (o *Options) defaults() {
 
 // Proxy forwards requests by the routing table it was last given.
 type Proxy struct {
-	opts    Options
-	cfg     atomic.Pointer[config]
-	certs   atomic.Pointer[Certs]
-	pods    *pods
-	rp      *httputil.ReverseProxy
-	metrics *metrics
-	log     *accessLog
+	opts      Options
+	cfg       atomic.Pointer[config]
+	certs     atomic.Pointer[Certs]
+	pods      *pods
+	tlsPods   *http.Transport // HTTPS backends: HTTP/1.1 over TLS
+	grpcsPods *http.Transport // GRPCS backends: HTTP/2 over TLS
+	h2cPods   *http.Transport // GRPC and H2C backends: HTTP/2 without TLS
+	rp        *httputil.ReverseProxy
+	metrics   *metrics
+	log       *accessLog
 }
 
 // config is one routing table with the upstreams of its backends.
@@ -93,6 +100,21 @@ func New(o Options) *Proxy {
 		p.log = newAccessLog(o.AccessLog)
 	}
 	p.pods = newPods(o.ConnectTimeout, o.ReadTimeout, o.MaxIdlePerEndpoint)
+	dial := (&net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	// Pods' certificates are not verified, as ingress-nginx's
+	// proxy-ssl-verify defaults to off: they are rarely issued for the
+	// addresses the proxy dials.
+	h1, h2, h2c := new(http.Protocols), new(http.Protocols), new(http.Protocols)
+	h1.SetHTTP1(true)
+	h2.SetHTTP2(true)
+	p.tlsPods = &http.Transport{DialContext: dial, MaxIdleConnsPerHost: o.MaxIdlePerEndpoint, IdleConnTimeout: 60 * time.Second,
+		ResponseHeaderTimeout: o.ReadTimeout, DisableCompression: true, Protocols: h1,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	p.grpcsPods = &http.Transport{DialContext: dial, MaxIdleConnsPerHost: o.MaxIdlePerEndpoint, IdleConnTimeout: 60 * time.Second,
+		DisableCompression: true, Protocols: h2, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	h2c.SetUnencryptedHTTP2(true)
+	p.h2cPods = &http.Transport{DialContext: dial, MaxIdleConnsPerHost: o.MaxIdlePerEndpoint, IdleConnTimeout: 60 * time.Second,
+		DisableCompression: true, Protocols: h2c}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
 		Transport:    &retrying{p: p},
@@ -115,6 +137,9 @@ func (p *Proxy) Ready() bool { return p.cfg.Load() != nil }
 // Close flushes the access log and closes idle connections to pods.
 func (p *Proxy) Close() {
 	p.pods.CloseIdle()
+	p.tlsPods.CloseIdleConnections()
+	p.grpcsPods.CloseIdleConnections()
+	p.h2cPods.CloseIdleConnections()
 	if p.log != nil {
 		p.log.Close()
 	}
@@ -139,6 +164,7 @@ type request struct {
 	start    int
 	path     string // cleaned; differs from the request's when it had to be
 	port     string
+	cfg      *annotations.Config
 	upstream string // the endpoint that answered (or failed last)
 	id       string // X-Request-ID
 }
@@ -171,12 +197,24 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.route, req.up = rt, cfg.ups[rt.Backend]
+	ann := rt.Config
+	if ann == nil {
+		ann = &noConfig
+	}
+	if len(ann.SourceRanges) > 0 && !allowed(r.RemoteAddr, ann.SourceRanges) {
+		http.Error(lw, "403 forbidden: the client's address is not allowed", http.StatusForbidden)
+		return
+	}
 	req.eps = req.up.Endpoints()
 	if len(req.eps) == 0 {
 		http.Error(lw, "503 service unavailable: no ready endpoint for "+req.up.Ref.String(), http.StatusServiceUnavailable)
 		return
 	}
-	if max := h.p.opts.MaxBodyBytes; max > 0 {
+	max := h.p.opts.MaxBodyBytes
+	if ann.BodySize != 0 {
+		max = ann.BodySize
+	}
+	if max > 0 {
 		if r.ContentLength > max {
 			lw.Header().Set("Connection", "close")
 			http.Error(lw, "request body larger than "+strconv.FormatInt(max, 10)+" bytes", http.StatusRequestEntityTooLarge)
@@ -187,10 +225,50 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	req.start = req.up.pick(len(req.eps))
-	if clean != r.URL.Path {
+	req.cfg = ann
+	switch {
+	case ann.RewriteTarget != "":
+		req.path = rewritePath(rt, clean, ann.RewriteTarget)
+	case clean != r.URL.Path:
 		req.path = clean
 	}
 	h.p.rp.ServeHTTP(lw, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
+}
+
+// noConfig is an Ingress without annotations.
+var noConfig = annotations.Config{SSLRedirect: true}
+
+// allowed reports whether the client's address is in one of the ranges.
+func allowed(remote string, ranges []netip.Prefix) bool {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	for _, p := range ranges {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// rewritePath replaces what the route matched of a cleaned path with the
+// target: for a Prefix rule the rule's prefix (the rest is kept, /api/v1
+// with Prefix /api and target /v2 goes to /v2/v1), for an Exact rule or a
+// default backend the whole path.
+func rewritePath(rt *route.Route, clean, target string) string {
+	if rt.PathType != networkingv1.PathTypePrefix {
+		return target
+	}
+	rest := clean[len(strings.TrimSuffix(rt.Path, "/")):]
+	switch {
+	case rest == "", rest == "/" && rt.Path == "/":
+		return target
+	case rest == "/":
+		return strings.TrimSuffix(target, "/") + "/"
+	}
+	return strings.TrimSuffix(target, "/") + rest
 }
 
 // redirect sends a plain HTTP request to the same URL over HTTPS, with
@@ -217,6 +295,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	req := pr.In.Context().Value(requestKey{}).(*request)
 	out := pr.Out
 	out.URL.Scheme = "http"
+	if p := req.cfg.BackendProtocol; p == annotations.HTTPS || p == annotations.GRPCS {
+		out.URL.Scheme = "https"
+	}
 	out.URL.Host = req.eps[req.start] // the transport picks again on retries
 	if req.path != "" {
 		out.URL.Path, out.URL.RawPath = req.path, ""

@@ -59,13 +59,19 @@ func refused(t *testing.T) string {
 // setup serves one Ingress whose backends are given by service name.
 func setup(t *testing.T, o Options, eps map[string][]string) (*Proxy, string) {
 	t.Helper()
+	return setupAnnotated(t, o, eps, nil)
+}
+
+// setupAnnotated is setup with the Ingress's annotations.
+func setupAnnotated(t *testing.T, o Options, eps map[string][]string, annotations map[string]string) (*Proxy, string) {
+	t.Helper()
 	prefix := ptr.To(networkingv1.PathTypePrefix)
 	var paths []networkingv1.HTTPIngressPath
 	for svc := range eps {
 		paths = append(paths, networkingv1.HTTPIngressPath{Path: "/" + svc, PathType: prefix,
 			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}}})
 	}
-	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: annotations},
 		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "app.example",
 			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}}}}
 	table, problems := route.Build([]*networkingv1.Ingress{ing})

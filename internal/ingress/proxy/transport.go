@@ -3,8 +3,11 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sync"
+
+	"github.com/svcnet/svcnet/internal/ingress/annotations"
 )
 
 // retrying sends a request to the endpoint the handler picked and, when
@@ -32,7 +35,7 @@ func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		req.upstream = u.Host
 		var resp *http.Response
-		resp, err = t.p.pods.RoundTrip(&out)
+		resp, err = t.send(&out, req)
 		if err == nil {
 			return resp, nil
 		}
@@ -53,10 +56,24 @@ func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
+// send picks the client for the backend's protocol.
+func (t *retrying) send(r *http.Request, req *request) (*http.Response, error) {
+	switch req.cfg.BackendProtocol {
+	case annotations.HTTPS:
+		return t.p.tlsPods.RoundTrip(r)
+	case annotations.GRPCS:
+		return t.p.grpcsPods.RoundTrip(r)
+	case annotations.GRPC, annotations.H2C:
+		return t.p.h2cPods.RoundTrip(r)
+	}
+	return t.p.pods.do(r, timeouts{connect: req.cfg.ConnectTimeout, read: req.cfg.ReadTimeout, send: req.cfg.SendTimeout})
+}
+
 // dialFailed reports whether err is a failure to connect.
 func dialFailed(err error) bool {
 	var d dialError
-	return errors.As(err, &d)
+	var op *net.OpError
+	return errors.As(err, &d) || (errors.As(err, &op) && op.Op == "dial")
 }
 
 // onceBody keeps the request body open across connect attempts (the

@@ -46,8 +46,11 @@ func newPods(connect, read time.Duration, maxIdle int) *pods {
 	}
 }
 
+// timeouts of one request (0: the pods' defaults).
+type timeouts struct{ connect, read, send time.Duration }
+
 // get returns an idle connection to addr, or a new one.
-func (p *pods) get(ctx context.Context, addr string) (*podConn, bool, error) {
+func (p *pods) get(ctx context.Context, addr string, connect time.Duration) (*podConn, bool, error) {
 	p.mu.Lock()
 	for l := p.idle[addr]; len(l) > 0; l = p.idle[addr] {
 		c := l[len(l)-1]
@@ -59,7 +62,11 @@ func (p *pods) get(ctx context.Context, addr string) (*podConn, bool, error) {
 		c.Conn.Close()
 	}
 	p.mu.Unlock()
-	c, err := p.dialer.DialContext(ctx, "tcp", addr)
+	d := p.dialer
+	if connect > 0 {
+		d = &net.Dialer{Timeout: connect, KeepAlive: p.dialer.KeepAlive}
+	}
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -103,14 +110,16 @@ func (e dialError) Error() string { return e.err.Error() }
 func (e dialError) Unwrap() error { return e.err }
 
 // RoundTrip sends r to r.URL.Host over HTTP/1.1.
-func (p *pods) RoundTrip(r *http.Request) (*http.Response, error) {
+func (p *pods) RoundTrip(r *http.Request) (*http.Response, error) { return p.do(r, timeouts{}) }
+
+func (p *pods) do(r *http.Request, t timeouts) (*http.Response, error) {
 	addr := r.URL.Host
 	for {
-		c, reused, err := p.get(r.Context(), addr)
+		c, reused, err := p.get(r.Context(), addr, t.connect)
 		if err != nil {
 			return nil, dialError{err}
 		}
-		resp, err := p.exchange(c, r)
+		resp, err := p.exchange(c, r, t)
 		if err == nil {
 			return resp, nil
 		}
@@ -128,17 +137,27 @@ func replayable(r *http.Request) bool {
 	return r.Body == nil || r.Body == http.NoBody
 }
 
-func (p *pods) exchange(c *podConn, r *http.Request) (*http.Response, error) {
+func (p *pods) exchange(c *podConn, r *http.Request, t timeouts) (*http.Response, error) {
 	// The client going away, or the read timeout, unblocks the exchange.
 	stop := context.AfterFunc(r.Context(), func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	if t.send > 0 {
+		_ = c.SetWriteDeadline(time.Now().Add(t.send))
+	}
 	if err := r.Write(c.bw); err != nil {
 		return nil, err
 	}
 	if err := c.bw.Flush(); err != nil {
 		return nil, err
 	}
-	_ = c.SetReadDeadline(time.Now().Add(p.readTimeout))
+	if t.send > 0 {
+		_ = c.SetWriteDeadline(time.Time{})
+	}
+	read := p.readTimeout
+	if t.read > 0 {
+		read = t.read
+	}
+	_ = c.SetReadDeadline(time.Now().Add(read))
 	for {
 		if _, err := c.br.Peek(1); err != nil {
 			if r.Context().Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {

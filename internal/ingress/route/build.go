@@ -10,6 +10,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/svcnet/svcnet/internal/ingress/annotations"
 )
 
 // BackendRef is a Service port that routes lead to: by number, or by
@@ -40,6 +42,9 @@ type Route struct {
 	// RedirectHTTPS answers plain HTTP with a 308 to https: the route's
 	// host has TLS and its Ingress did not opt out.
 	RedirectHTTPS bool
+	// Config is what the Ingress's annotations ask for, shared by its
+	// routes.
+	Config *annotations.Config
 }
 
 // TLSHost is a host served over TLS with the certificate of a Secret.
@@ -66,14 +71,6 @@ const (
 	ReasonInvalidAnnotation  = "InvalidAnnotation"
 	ReasonUnsupported        = "UnsupportedAnnotation"
 )
-
-// annotationPrefixes are the controllers' annotation namespaces: ours and
-// ingress-nginx's, whose names are accepted where the meaning is the same.
-var annotationPrefixes = []string{"svcnet.dev/", "nginx.ingress.kubernetes.io/"}
-
-// SSLRedirectAnnotations turn the redirect of plain HTTP to HTTPS off with
-// "false"; ingress-nginx's name is accepted too.
-var SSLRedirectAnnotations = []string{"svcnet.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"}
 
 // Table is an immutable routing table.
 type Table struct {
@@ -158,13 +155,25 @@ func (b *builder) take(ing types.NamespacedName, c claim, what string) bool {
 
 func (b *builder) add(ing *networkingv1.Ingress) {
 	nn := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
-	b.unsupported(nn, ing.Annotations)
-	redirect := b.sslRedirect(nn, ing.Annotations)
+	cfg, probs := annotations.Parse(ing.Annotations)
+	fatal := false
+	for _, p := range probs {
+		reason := ReasonUnsupported
+		if p.Fatal {
+			reason, fatal = ReasonInvalidAnnotation, true
+		}
+		b.problem(nn, reason, "annotation %s: %s", p.Annotation, p.Message)
+	}
+	if fatal {
+		b.problem(nn, ReasonInvalidAnnotation, "not served until its annotations are fixed")
+		return
+	}
+	redirect := cfg.SSLRedirect
 	tlsHosts := b.tls(nn, ing)
 	var def *Route
 	if d := ing.Spec.DefaultBackend; d != nil {
 		if ref, ok := b.backend(nn, ing.Namespace, d, "defaultBackend"); ok {
-			def = &Route{Ingress: nn, Backend: b.ref(ref)}
+			def = &Route{Ingress: nn, Backend: b.ref(ref), Config: &cfg}
 		}
 	}
 	if len(ing.Spec.Rules) == 0 {
@@ -185,7 +194,7 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 		if def != nil && !defaulted[host] {
 			defaulted[host] = true
 			if b.take(nn, claim{host: host}, "the default backend of "+hostLabel(host)) {
-				hr.def = &Route{Ingress: nn, Host: host, Backend: def.Backend, RedirectHTTPS: redirect && coveredBy(host, tlsHosts)}
+				hr.def = &Route{Ingress: nn, Host: host, Backend: def.Backend, RedirectHTTPS: redirect && coveredBy(host, tlsHosts), Config: &cfg}
 				b.t.routes++
 			}
 		}
@@ -208,7 +217,7 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 				continue
 			}
 			r := &Route{Ingress: nn, Host: host, Path: p.Path, PathType: pathType, Backend: b.ref(ref),
-				RedirectHTTPS: redirect && coveredBy(host, tlsHosts)}
+				RedirectHTTPS: redirect && coveredBy(host, tlsHosts), Config: &cfg}
 			if pathType == networkingv1.PathTypeExact {
 				hr.exact[key] = r
 			} else {
@@ -217,44 +226,6 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 			b.t.routes++
 		}
 	}
-}
-
-// unsupported reports the controller annotations that are not
-// implemented: the Ingress is served, without what they ask for, and the
-// user is told so instead of guessing.
-func (b *builder) unsupported(ing types.NamespacedName, annotations map[string]string) {
-	var names []string
-	for a := range annotations {
-		if slices.Contains(SSLRedirectAnnotations, a) {
-			continue
-		}
-		for _, p := range annotationPrefixes {
-			if strings.HasPrefix(a, p) {
-				names = append(names, a)
-			}
-		}
-	}
-	slices.Sort(names)
-	for _, a := range names {
-		b.problem(ing, ReasonUnsupported, "annotation %s is not supported by svcnet ingress and has no effect", a)
-	}
-}
-
-// sslRedirect reads the opt-out of the HTTPS redirect (default on).
-func (b *builder) sslRedirect(ing types.NamespacedName, annotations map[string]string) bool {
-	for _, a := range SSLRedirectAnnotations {
-		v, ok := annotations[a]
-		if !ok {
-			continue
-		}
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			b.problem(ing, ReasonInvalidAnnotation, "annotation %s: %q is not true or false; redirecting to HTTPS", a, v)
-			return true
-		}
-		return on
-	}
-	return true
 }
 
 // tls records the Ingress's TLS hosts (the oldest Ingress's Secret wins

@@ -509,7 +509,7 @@ spec:
 			t.Fatal(err)
 		}
 		defer c2.Close()
-		fmt.Fprint(c2, "GARBAGE\r\n\r\n")
+		fmt.Fprint(c2, "GARBAGE, NOT HTTP AT ALL\r\n\r\n")
 		c2.SetReadDeadline(time.Now().Add(5 * time.Second))
 		n, _ = io.ReadAtLeast(c2, buf, 12)
 		if got := string(buf[:n]); !strings.HasPrefix(got, "HTTP/1.1 400") {

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/svcnet/svcnet/internal/ingress/route"
+)
+
+func TestAnnotations(t *testing.T) {
+	a := echo(t, "a")
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(3 * time.Second):
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		method      string
+		path        string
+		body        string
+		status      int
+		uri         string // what the pod received
+	}{
+		{"rewrite a prefix", map[string]string{"svcnet.dev/rewrite-target": "/v2"}, "GET", "/alpha/items?x=1", "", 200, "/v2/items?x=1"},
+		{"rewrite the prefix itself", map[string]string{"svcnet.dev/rewrite-target": "/"}, "GET", "/alpha", "", 200, "/"},
+		{"rewrite keeps a trailing slash", map[string]string{"nginx.ingress.kubernetes.io/rewrite-target": "/app"}, "GET", "/alpha/", "", 200, "/app/"},
+		{"allowed source", map[string]string{"svcnet.dev/allowlist-source-range": "127.0.0.0/8"}, "GET", "/alpha", "", 200, "/alpha"},
+		{"other sources get 403", map[string]string{"svcnet.dev/allowlist-source-range": "10.0.0.0/8,::1/128"}, "GET", "/alpha", "", 403, ""},
+		{"body size of the Ingress", map[string]string{"svcnet.dev/proxy-body-size": "10"}, "POST", "/alpha", strings.Repeat("x", 11), 413, ""},
+		{"no body limit", map[string]string{"svcnet.dev/proxy-body-size": "0"}, "POST", "/alpha", strings.Repeat("x", 2<<20), 200, "/alpha"},
+		{"read timeout of the Ingress", map[string]string{"svcnet.dev/proxy-read-timeout": "200ms"}, "GET", "/slow", "", 504, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, url := setupAnnotated(t, Options{}, map[string][]string{"alpha": {a}, "slow": {slow.Listener.Addr().String()}}, tt.annotations)
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+			}
+			resp, got := do(t, tt.method, url+tt.path, "app.example", body)
+			if resp.StatusCode != tt.status || got.URI != tt.uri {
+				t.Fatalf("%d, pod got %q; want %d, %q", resp.StatusCode, got.URI, tt.status, tt.uri)
+			}
+		})
+	}
+}
+
+func TestRewritePath(t *testing.T) {
+	prefix := func(p string) *route.Route { return &route.Route{Path: p, PathType: networkingv1.PathTypePrefix} }
+	tests := []struct {
+		rt                   *route.Route
+		clean, target, wants string
+	}{
+		{prefix("/api"), "/api/v1/x", "/", "/v1/x"},
+		{prefix("/api/"), "/api/v1", "/v2", "/v2/v1"},
+		{prefix("/api"), "/api", "/v2/", "/v2/"},
+		{prefix("/"), "/x/y", "/base", "/base/x/y"},
+		{prefix("/"), "/", "/base", "/base"},
+		{&route.Route{Path: "/exact", PathType: networkingv1.PathTypeExact}, "/exact", "/other", "/other"},
+		{&route.Route{}, "/whatever", "/fallback", "/fallback"},
+	}
+	for _, tt := range tests {
+		if got := rewritePath(tt.rt, tt.clean, tt.target); got != tt.wants {
+			t.Errorf("%s %s → %s: %s, want %s", tt.rt.Path, tt.clean, tt.target, got, tt.wants)
+		}
+	}
+}
+
+// TestBackendProtocols: HTTPS to a pod with a certificate of its own, and
+// HTTP/2 without TLS (gRPC's transport) to an h2c pod, from a client that
+// also speaks h2c to the proxy.
+func TestBackendProtocols(t *testing.T) {
+	protoOf := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "Grpc-Status")
+		_ = json.NewEncoder(w).Encode(map[string]any{"pod": r.Proto, "uri": r.RequestURI})
+		w.Header().Set("Grpc-Status", "0")
+	}
+	tlsPod := httptest.NewUnstartedServer(http.HandlerFunc(protoOf))
+	tlsPod.EnableHTTP2 = true
+	tlsPod.StartTLS()
+	t.Cleanup(tlsPod.Close)
+	h2cPod := httptest.NewUnstartedServer(http.HandlerFunc(protoOf))
+	h2cPod.Config.Protocols = new(http.Protocols)
+	h2cPod.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2cPod.Start()
+	t.Cleanup(h2cPod.Close)
+	tests := []struct {
+		protocol, addr, want string
+	}{
+		{"HTTPS", tlsPod.Listener.Addr().String(), "HTTP/1.1"},
+		{"GRPCS", tlsPod.Listener.Addr().String(), "HTTP/2.0"},
+		{"H2C", h2cPod.Listener.Addr().String(), "HTTP/2.0"},
+		{"GRPC", h2cPod.Listener.Addr().String(), "HTTP/2.0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.protocol, func(t *testing.T) {
+			p, _ := setupAnnotated(t, Options{}, map[string][]string{"alpha": {tt.addr}}, map[string]string{"svcnet.dev/backend-protocol": tt.protocol})
+			// The proxy's listener speaks h2c as `svcnet ingress` does.
+			srv := httptest.NewUnstartedServer(p.Handler(80))
+			srv.Config.Protocols = new(http.Protocols)
+			srv.Config.Protocols.SetHTTP1(true)
+			srv.Config.Protocols.SetUnencryptedHTTP2(true)
+			srv.Start()
+			t.Cleanup(srv.Close)
+			h2c := new(http.Protocols)
+			h2c.SetUnencryptedHTTP2(true)
+			client := &http.Client{Transport: &http.Transport{Protocols: h2c, DialTLSContext: nil, TLSClientConfig: &tls.Config{}}}
+			req, _ := http.NewRequest("POST", srv.URL+"/alpha/svc.Method", strings.NewReader("message"))
+			req.Host = "app.example"
+			req.Header.Set("Content-Type", "application/grpc")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&got)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.ProtoMajor != 2 || got["pod"] != tt.want || got["uri"] != "/alpha/svc.Method" {
+				t.Fatalf("%d over %s: pod saw %v", resp.StatusCode, resp.Proto, got)
+			}
+			if resp.Trailer.Get("Grpc-Status") != "0" {
+				t.Errorf("trailers lost: %v", resp.Trailer)
+			}
+		})
+	}
+}
