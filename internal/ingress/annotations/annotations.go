@@ -8,7 +8,9 @@
 package annotations
 
 import (
+	"cmp"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -47,6 +49,18 @@ type Config struct {
 	// SourceRanges, when set, are the client addresses allowed (others
 	// get 403).
 	SourceRanges []netip.Prefix
+	// Affinity, when set, keeps a client on one pod by a cookie.
+	Affinity *Affinity
+}
+
+// Affinity is cookie-based session affinity, as ingress-nginx's
+// affinity: cookie.
+type Affinity struct {
+	Cookie   string        // the cookie's name (INGRESSCOOKIE)
+	Path     string        // its Path attribute ("/")
+	MaxAge   time.Duration // 0: a session cookie
+	Secure   bool
+	SameSite http.SameSite
 }
 
 // Problem is an annotation that cannot be used. Bad values make the
@@ -102,6 +116,78 @@ var settings = []setting{
 	{"proxy-send-timeout", timeout(func(c *Config) *time.Duration { return &c.SendTimeout })},
 	{"allowlist-source-range", sourceRanges},
 	{"whitelist-source-range", sourceRanges}, // ingress-nginx's older name
+	{"affinity", func(c *Config, v string) error {
+		if v != "cookie" {
+			return fmt.Errorf("%q: only cookie is supported", v)
+		}
+		c.affinity().Cookie = cmp.Or(c.affinity().Cookie, DefaultAffinityCookie)
+		return nil
+	}},
+	{"session-cookie-name", func(c *Config, v string) error {
+		if !validCookieName(v) {
+			return fmt.Errorf("%q is not a cookie name", v)
+		}
+		c.affinity().Cookie = v
+		return nil
+	}},
+	{"session-cookie-path", func(c *Config, v string) error {
+		if !strings.HasPrefix(v, "/") || strings.ContainsAny(v, ";, \t\r\n") {
+			return fmt.Errorf("%q is not a cookie path", v)
+		}
+		c.affinity().Path = v
+		return nil
+	}},
+	{"session-cookie-max-age", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10*365*24*3600 {
+			return fmt.Errorf("%q is not a number of seconds", v)
+		}
+		c.affinity().MaxAge = time.Duration(n) * time.Second
+		return nil
+	}},
+	{"session-cookie-secure", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		c.affinity().Secure = b
+		return nil
+	}},
+	{"session-cookie-samesite", func(c *Config, v string) error {
+		m := map[string]http.SameSite{"none": http.SameSiteNoneMode, "lax": http.SameSiteLaxMode, "strict": http.SameSiteStrictMode}
+		ss, ok := m[strings.ToLower(v)]
+		if !ok {
+			return fmt.Errorf("%q is not None, Lax or Strict", v)
+		}
+		c.affinity().SameSite = ss
+		return nil
+	}},
+}
+
+// DefaultAffinityCookie is ingress-nginx's cookie name.
+const DefaultAffinityCookie = "INGRESSCOOKIE"
+
+// affinity is the Affinity being parsed; the session-cookie-* settings
+// only count when affinity: cookie is set too (checked in Parse).
+func (c *Config) affinity() *Affinity {
+	if c.Affinity == nil {
+		c.Affinity = &Affinity{Path: "/"}
+	}
+	return c.Affinity
+}
+
+// validCookieName is RFC 6265's token.
+func validCookieName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>@,;:\\\"/[]?={}", c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func timeout(field func(*Config) *time.Duration) func(*Config, string) error {
@@ -165,6 +251,14 @@ func Parse(annotations map[string]string) (Config, []Problem) {
 			}
 		}
 	}
+	if c.Affinity != nil {
+		if _, on := firstOf(annotations, "affinity"); !on {
+			// session-cookie-* without affinity: cookie asks for nothing.
+			c.Affinity = nil
+		} else {
+			c.Affinity.Cookie = cmp.Or(c.Affinity.Cookie, DefaultAffinityCookie)
+		}
+	}
 	var unknown []string
 	for a := range annotations {
 		for _, prefix := range Prefixes {
@@ -178,6 +272,17 @@ func Parse(annotations map[string]string) (Config, []Problem) {
 		problems = append(problems, Problem{Annotation: a, Message: "not supported by svcnet ingress; it has no effect"})
 	}
 	return c, problems
+}
+
+// firstOf returns the value of a setting under the first prefix that has
+// it.
+func firstOf(annotations map[string]string, name string) (string, bool) {
+	for _, p := range Prefixes {
+		if v, ok := annotations[p+name]; ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // canonical folds the names of one setting.

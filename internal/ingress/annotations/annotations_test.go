@@ -1,7 +1,8 @@
 package annotations
 
 import (
-	"fmt"
+	"net/http"
+	"reflect"
 	"net/netip"
 	"strings"
 	"testing"
@@ -64,11 +65,36 @@ func TestParse(t *testing.T) {
 		}},
 		{"unknown names are reported, not fatal", map[string]string{
 			"nginx.ingress.kubernetes.io/configuration-snippet": "evil;",
-			"svcnet.dev/affinity":                               "cookie",
+			"svcnet.dev/limit-rps":                              "10",
 			"example.com/other":                                 "x",
 		}, func(*Config) {}, []string{
 			"nginx.ingress.kubernetes.io/configuration-snippet: not supported",
-			"svcnet.dev/affinity: not supported",
+			"svcnet.dev/limit-rps: not supported",
+		}},
+		{"cookie affinity with defaults", map[string]string{"nginx.ingress.kubernetes.io/affinity": "cookie"},
+			func(c *Config) { c.Affinity = &Affinity{Cookie: "INGRESSCOOKIE", Path: "/"} }, nil},
+		{"cookie affinity in full", map[string]string{
+			"svcnet.dev/affinity":                "cookie",
+			"svcnet.dev/session-cookie-name":     "route",
+			"svcnet.dev/session-cookie-path":     "/app",
+			"svcnet.dev/session-cookie-max-age":  "3600",
+			"svcnet.dev/session-cookie-secure":   "true",
+			"svcnet.dev/session-cookie-samesite": "Strict",
+		}, func(c *Config) {
+			c.Affinity = &Affinity{Cookie: "route", Path: "/app", MaxAge: time.Hour, Secure: true, SameSite: http.SameSiteStrictMode}
+		}, nil},
+		{"cookie settings without affinity ask for nothing", map[string]string{"svcnet.dev/session-cookie-name": "route"},
+			func(*Config) {}, nil},
+		{"bad affinity values", map[string]string{
+			"svcnet.dev/affinity":                "ip-hash",
+			"svcnet.dev/session-cookie-name":     "bad name;",
+			"svcnet.dev/session-cookie-max-age":  "forever",
+			"svcnet.dev/session-cookie-samesite": "sometimes",
+		}, func(c *Config) {}, []string{
+			"svcnet.dev/affinity: \"ip-hash\": only cookie (fatal)",
+			"svcnet.dev/session-cookie-name: \"bad name;\" is not a cookie name (fatal)",
+			"svcnet.dev/session-cookie-max-age: \"forever\" (fatal)",
+			"svcnet.dev/session-cookie-samesite: \"sometimes\" (fatal)",
 		}},
 	}
 	for _, tt := range tests {
@@ -76,8 +102,8 @@ func TestParse(t *testing.T) {
 			got, problems := Parse(tt.annotations)
 			want := Config{SSLRedirect: true}
 			tt.want(&want)
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("config\n%+v, want\n%+v", got, want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("config\n%+v %+v, want\n%+v %+v", got, got.Affinity, want, want.Affinity)
 			}
 			var ps []string
 			for _, p := range problems {

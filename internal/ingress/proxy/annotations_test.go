@@ -137,3 +137,63 @@ func TestBackendProtocols(t *testing.T) {
 		})
 	}
 }
+
+func TestCookieAffinity(t *testing.T) {
+	pods := []string{echo(t, "a"), echo(t, "b"), echo(t, "c")}
+	p, url := setupAnnotated(t, Options{}, map[string][]string{"alpha": pods}, map[string]string{
+		"nginx.ingress.kubernetes.io/affinity": "cookie",
+		"svcnet.dev/session-cookie-max-age":    "60",
+	})
+	get := func(cookie string) (pod string, set *http.Cookie) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url+"/alpha", nil)
+		req.Host = "app.example"
+		if cookie != "" {
+			req.AddCookie(&http.Cookie{Name: "INGRESSCOOKIE", Value: cookie})
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		for _, c := range resp.Cookies() {
+			if c.Name == "INGRESSCOOKIE" {
+				set = c
+			}
+		}
+		return resp.Header.Get("X-Pod"), set
+	}
+	// No cookie: round robin, and a cookie for the pod that answered.
+	seen := map[string]string{}
+	for range 6 {
+		pod, c := get("")
+		if c == nil || c.MaxAge != 60 || !c.HttpOnly || c.Path != "/" {
+			t.Fatalf("cookie %+v", c)
+		}
+		seen[pod] = c.Value
+	}
+	if len(seen) != 3 {
+		t.Fatalf("without a cookie, pods %v: want round robin over all 3", seen)
+	}
+	// With a cookie: that pod every time, and no new cookie.
+	for pod, value := range seen {
+		for range 5 {
+			got, c := get(value)
+			if got != pod || c != nil {
+				t.Fatalf("cookie of %s: answered by %s, new cookie %v", pod, got, c)
+			}
+		}
+	}
+	// The pod goes away: another answers and the cookie follows it.
+	u := p.cfg.Load().ups[0]
+	u.set(pods[1:])
+	got, c := get(seen["a"])
+	if got == "a" || c == nil || c.Value != seen[got] {
+		t.Fatalf("after pod a left: answered by %s, cookie %v", got, c)
+	}
+	// A cookie that names nothing is replaced.
+	if _, c := get("garbage"); c == nil {
+		t.Fatal("no cookie for a client with a stale one")
+	}
+}

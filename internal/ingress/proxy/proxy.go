@@ -116,11 +116,12 @@ func New(o Options) *Proxy {
 	p.h2cPods = &http.Transport{DialContext: dial, MaxIdleConnsPerHost: o.MaxIdlePerEndpoint, IdleConnTimeout: 60 * time.Second,
 		DisableCompression: true, Protocols: h2c}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:      p.rewrite,
-		Transport:    &retrying{p: p},
-		ErrorHandler: p.proxyError,
-		BufferPool:   bufferPool{},
-		ErrorLog:     nil,
+		Rewrite:        p.rewrite,
+		Transport:      &retrying{p: p},
+		ErrorHandler:   p.proxyError,
+		ModifyResponse: p.modifyResponse,
+		BufferPool:     bufferPool{},
+		ErrorLog:       nil,
 	}
 	return p
 }
@@ -167,6 +168,7 @@ type request struct {
 	cfg      *annotations.Config
 	upstream string // the endpoint that answered (or failed last)
 	id       string // X-Request-ID
+	cookie   string // the affinity cookie's valid value, if the client sent one
 }
 
 type requestKey struct{}
@@ -205,7 +207,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(lw, "403 forbidden: the client's address is not allowed", http.StatusForbidden)
 		return
 	}
-	req.eps = req.up.Endpoints()
+	set := req.up.eps.Load()
+	req.eps = set.addrs
 	if len(req.eps) == 0 {
 		http.Error(lw, "503 service unavailable: no ready endpoint for "+req.up.Ref.String(), http.StatusServiceUnavailable)
 		return
@@ -224,7 +227,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(lw, r.Body, max)
 		}
 	}
-	req.start = req.up.pick(len(req.eps))
+	req.start = -1
+	if a := ann.Affinity; a != nil {
+		if c, err := r.Cookie(a.Cookie); err == nil {
+			if i, ok := set.ids[c.Value]; ok {
+				req.start, req.cookie = i, c.Value
+			}
+		}
+	}
+	if req.start < 0 {
+		req.start = req.up.pick(len(req.eps))
+	}
 	req.cfg = ann
 	switch {
 	case ann.RewriteTarget != "":
@@ -313,6 +326,27 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		out.Header.Set("X-Request-ID", hex.EncodeToString(id[:]))
 	}
 	req.id = out.Header.Get("X-Request-ID")
+}
+
+// modifyResponse gives a client with affinity the cookie of the pod that
+// answered, when it did not send that one.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	req := resp.Request.Context().Value(requestKey{}).(*request)
+	a := req.cfg.Affinity
+	if a == nil || req.upstream == "" {
+		return nil
+	}
+	id := affinityID(req.upstream)
+	if id == req.cookie {
+		return nil
+	}
+	c := &http.Cookie{Name: a.Cookie, Value: id, Path: a.Path, HttpOnly: true, Secure: a.Secure, SameSite: a.SameSite}
+	if a.MaxAge > 0 {
+		c.MaxAge = int(a.MaxAge / time.Second)
+		c.Expires = time.Now().Add(a.MaxAge)
+	}
+	resp.Header.Add("Set-Cookie", c.String())
+	return nil
 }
 
 // proxyError answers a request the pods could not: 413 for a body over

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,18 +18,32 @@ import (
 // they started with.
 type Upstream struct {
 	Ref  route.BackendRef
-	eps  atomic.Pointer[[]string] // "ip:port", never nil once resolved
-	next atomic.Uint32            // round robin
+	eps  atomic.Pointer[endpointSet] // never nil
+	next atomic.Uint32               // round robin
+}
+
+// endpointSet is one version of an upstream's endpoints.
+type endpointSet struct {
+	addrs []string       // "ip:port"
+	ids   map[string]int // affinity cookie value -> index in addrs
 }
 
 func newUpstream(ref route.BackendRef) *Upstream {
 	u := &Upstream{Ref: ref}
-	u.eps.Store(&[]string{})
+	u.eps.Store(&endpointSet{})
 	return u
 }
 
 // Endpoints returns the current addresses ("ip:port").
-func (u *Upstream) Endpoints() []string { return *u.eps.Load() }
+func (u *Upstream) Endpoints() []string { return u.eps.Load().addrs }
+
+// affinityID is what an affinity cookie holds for an endpoint: a digest of
+// its address, the same in every replica of the ingress (as
+// ingress-nginx's), which does not show the pod's address.
+func affinityID(addr string) string {
+	sum := sha256.Sum256([]byte(addr))
+	return hex.EncodeToString(sum[:8])
+}
 
 // pick returns the index where a request starts in eps.
 func (u *Upstream) pick(n int) int { return int(u.next.Add(1)-1) % n }
@@ -92,9 +108,10 @@ func (p *Pool) Update(snap *svcstate.Snapshot, changed map[types.NamespacedName]
 	}
 }
 
-func (u *Upstream) set(eps []string) {
-	if eps == nil {
-		eps = []string{}
+func (u *Upstream) set(addrs []string) {
+	set := &endpointSet{addrs: addrs, ids: make(map[string]int, len(addrs))}
+	for i, a := range addrs {
+		set.ids[affinityID(a)] = i
 	}
-	u.eps.Store(&eps)
+	u.eps.Store(set)
 }
