@@ -2,8 +2,8 @@ package annotations
 
 import (
 	"net/http"
-	"reflect"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"

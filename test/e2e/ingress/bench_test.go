@@ -285,7 +285,7 @@ func orNone(s string) string {
 
 // profile saves a CPU profile of the ingress taken over seconds.
 func (e *env) profile(path string, seconds int) error {
-	resp, err := e.ns.HTTPClient(time.Duration(seconds+10)*time.Second).Get(fmt.Sprintf("http://%s:10254/debug/pprof/profile?seconds=%d", ingressIP, seconds))
+	resp, err := e.ns.HTTPClient(time.Duration(seconds+10) * time.Second).Get(fmt.Sprintf("http://%s:10254/debug/pprof/profile?seconds=%d", ingressIP, seconds))
 	if err != nil {
 		return err
 	}
