@@ -51,6 +51,19 @@ type Config struct {
 	SourceRanges []netip.Prefix
 	// Affinity, when set, keeps a client on one pod by a cookie.
 	Affinity *Affinity
+	// Canary, when set, makes the Ingress a canary of another that
+	// serves the same host and path.
+	Canary *Canary
+}
+
+// Canary says which requests go to a canary Ingress's backend, in
+// ingress-nginx's order: the header, then the cookie, then the weight.
+type Canary struct {
+	Header      string // "always" sends to the canary, "never" not; else HeaderValue decides
+	HeaderValue string
+	Cookie      string // "always" or "never"
+	Weight      int    // out of WeightTotal
+	WeightTotal int
 }
 
 // Affinity is cookie-based session affinity, as ingress-nginx's
@@ -164,6 +177,57 @@ var settings = []setting{
 	}},
 }
 
+// canarySettings only count with canary: "true".
+var canarySettings = []setting{
+	{"canary", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		if !b {
+			c.Canary = nil
+		}
+		return nil
+	}},
+	{"canary-by-header", func(c *Config, v string) error {
+		if !validCookieName(v) {
+			return fmt.Errorf("%q is not a header name", v)
+		}
+		c.Canary.Header = http.CanonicalHeaderKey(v)
+		return nil
+	}},
+	{"canary-by-header-value", func(c *Config, v string) error {
+		if v == "" || strings.ContainsAny(v, "\r\n") {
+			return fmt.Errorf("%q is not a header value", v)
+		}
+		c.Canary.HeaderValue = v
+		return nil
+	}},
+	{"canary-by-cookie", func(c *Config, v string) error {
+		if !validCookieName(v) {
+			return fmt.Errorf("%q is not a cookie name", v)
+		}
+		c.Canary.Cookie = v
+		return nil
+	}},
+	{"canary-weight", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a weight", v)
+		}
+		c.Canary.Weight = n
+		return nil
+	}},
+	{"canary-weight-total", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return fmt.Errorf("%q is not a total weight (1 to 1,000,000)", v)
+		}
+		c.Canary.WeightTotal = n
+		return nil
+	}},
+}
+
 // DefaultAffinityCookie is ingress-nginx's cookie name.
 const DefaultAffinityCookie = "INGRESSCOOKIE"
 
@@ -230,7 +294,45 @@ func sourceRanges(c *Config, v string) error {
 func Parse(annotations map[string]string) (Config, []Problem) {
 	c := Config{SSLRedirect: true}
 	var problems []Problem
-	// Ours first, then ingress-nginx's: a setting taken stays taken.
+	problems = append(problems, apply(&c, annotations, settings)...)
+	if c.Affinity != nil {
+		if _, on := firstOf(annotations, "affinity"); !on {
+			// session-cookie-* without affinity: cookie asks for nothing.
+			c.Affinity = nil
+		} else {
+			c.Affinity.Cookie = cmp.Or(c.Affinity.Cookie, DefaultAffinityCookie)
+		}
+	}
+	if v, on := firstOf(annotations, "canary"); on && strings.TrimSpace(v) == "true" {
+		c.Canary = &Canary{WeightTotal: 100}
+		problems = append(problems, apply(&c, annotations, canarySettings)...)
+		if c.Canary != nil && c.Canary.Weight > c.Canary.WeightTotal {
+			problems = append(problems, Problem{Annotation: "canary-weight", Fatal: true,
+				Message: fmt.Sprintf("%d is more than the total weight %d", c.Canary.Weight, c.Canary.WeightTotal)})
+		}
+	} else {
+		problems = append(problems, apply(&c, annotations, canarySettings[:1])...)
+	}
+	var unknown []string
+	for a := range annotations {
+		for _, prefix := range Prefixes {
+			known := func(s setting) bool { return prefix+s.name == a }
+			if strings.HasPrefix(a, prefix) && !slices.ContainsFunc(settings, known) && !slices.ContainsFunc(canarySettings, known) {
+				unknown = append(unknown, a)
+			}
+		}
+	}
+	slices.Sort(unknown)
+	for _, a := range unknown {
+		problems = append(problems, Problem{Annotation: a, Message: "not supported by svcnet ingress; it has no effect"})
+	}
+	return c, problems
+}
+
+// apply reads the settings from the annotations: ours first, then
+// ingress-nginx's; a setting taken stays taken.
+func apply(c *Config, annotations map[string]string, settings []setting) []Problem {
+	var problems []Problem
 	taken := map[string]string{}
 	for _, prefix := range Prefixes {
 		for _, s := range settings {
@@ -246,32 +348,12 @@ func Parse(annotations map[string]string) (Config, []Problem) {
 				continue
 			}
 			taken[canonical(s.name)] = key
-			if err := s.apply(&c, strings.TrimSpace(v)); err != nil {
+			if err := s.apply(c, strings.TrimSpace(v)); err != nil {
 				problems = append(problems, Problem{Annotation: key, Message: err.Error(), Fatal: true})
 			}
 		}
 	}
-	if c.Affinity != nil {
-		if _, on := firstOf(annotations, "affinity"); !on {
-			// session-cookie-* without affinity: cookie asks for nothing.
-			c.Affinity = nil
-		} else {
-			c.Affinity.Cookie = cmp.Or(c.Affinity.Cookie, DefaultAffinityCookie)
-		}
-	}
-	var unknown []string
-	for a := range annotations {
-		for _, prefix := range Prefixes {
-			if name, ok := strings.CutPrefix(a, prefix); ok && !slices.ContainsFunc(settings, func(s setting) bool { return s.name == name }) {
-				unknown = append(unknown, a)
-			}
-		}
-	}
-	slices.Sort(unknown)
-	for _, a := range unknown {
-		problems = append(problems, Problem{Annotation: a, Message: "not supported by svcnet ingress; it has no effect"})
-	}
-	return c, problems
+	return problems
 }
 
 // firstOf returns the value of a setting under the first prefix that has

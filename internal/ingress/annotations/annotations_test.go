@@ -83,6 +83,21 @@ func TestParse(t *testing.T) {
 		}, func(c *Config) {
 			c.Affinity = &Affinity{Cookie: "route", Path: "/app", MaxAge: time.Hour, Secure: true, SameSite: http.SameSiteStrictMode}
 		}, nil},
+		{"a canary by weight", map[string]string{"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-weight": "20"},
+			func(c *Config) { c.Canary = &Canary{Weight: 20, WeightTotal: 100} }, nil},
+		{"a canary by header, cookie and weight", map[string]string{
+			"svcnet.dev/canary": "true", "svcnet.dev/canary-by-header": "x-canary", "svcnet.dev/canary-by-header-value": "yes",
+			"svcnet.dev/canary-by-cookie": "beta", "svcnet.dev/canary-weight": "5", "svcnet.dev/canary-weight-total": "1000",
+		}, func(c *Config) {
+			c.Canary = &Canary{Header: "X-Canary", HeaderValue: "yes", Cookie: "beta", Weight: 5, WeightTotal: 1000}
+		}, nil},
+		{"canary settings without canary: true ask for nothing", map[string]string{"svcnet.dev/canary-weight": "50", "svcnet.dev/canary": "false"},
+			func(*Config) {}, nil},
+		{"bad canary values", map[string]string{"svcnet.dev/canary": "true", "svcnet.dev/canary-weight": "101", "svcnet.dev/canary-by-header": "bad header"},
+			func(c *Config) { c.Canary = &Canary{Weight: 101, WeightTotal: 100} }, []string{
+				"canary-weight: 101 is more than the total weight 100 (fatal)",
+				"svcnet.dev/canary-by-header: \"bad header\" is not a header name (fatal)",
+			}},
 		{"cookie settings without affinity ask for nothing", map[string]string{"svcnet.dev/session-cookie-name": "route"},
 			func(*Config) {}, nil},
 		{"bad affinity values", map[string]string{

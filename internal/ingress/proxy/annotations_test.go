@@ -11,7 +11,10 @@ import (
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/ingress/annotations"
 	"github.com/svcnet/svcnet/internal/ingress/route"
 )
 
@@ -195,5 +198,91 @@ func TestCookieAffinity(t *testing.T) {
 	// A cookie that names nothing is replaced.
 	if _, c := get("garbage"); c == nil {
 		t.Fatal("no cookie for a client with a stale one")
+	}
+}
+
+func TestCanaryRules(t *testing.T) {
+	tests := []struct {
+		name   string
+		rule   annotations.Canary
+		header string // X-Canary's value
+		cookie string // beta's value
+		want   float64
+	}{
+		{"weight only", annotations.Canary{Weight: 30, WeightTotal: 100}, "", "", 0.3},
+		{"weight zero", annotations.Canary{WeightTotal: 100}, "", "", 0},
+		{"weight total", annotations.Canary{Weight: 100, WeightTotal: 100}, "", "", 1},
+		{"header always", annotations.Canary{Header: "X-Canary", WeightTotal: 100}, "always", "", 1},
+		{"header never beats the weight", annotations.Canary{Header: "X-Canary", Weight: 100, WeightTotal: 100}, "never", "", 0},
+		{"other header values fall through", annotations.Canary{Header: "X-Canary", Weight: 50, WeightTotal: 100}, "maybe", "", 0.5},
+		{"header value", annotations.Canary{Header: "X-Canary", HeaderValue: "v2", WeightTotal: 100}, "v2", "", 1},
+		{"with a header value, always is not special", annotations.Canary{Header: "X-Canary", HeaderValue: "v2", WeightTotal: 100}, "always", "", 0},
+		{"cookie always", annotations.Canary{Cookie: "beta", WeightTotal: 100}, "", "always", 1},
+		{"cookie never", annotations.Canary{Cookie: "beta", Weight: 100, WeightTotal: 100}, "", "never", 0},
+		{"the header before the cookie", annotations.Canary{Header: "X-Canary", Cookie: "beta", WeightTotal: 100}, "never", "always", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const n = 4000
+			hits := 0
+			for range n {
+				r, _ := http.NewRequest("GET", "http://x/", nil)
+				if tt.header != "" {
+					r.Header.Set("X-Canary", tt.header)
+				}
+				if tt.cookie != "" {
+					r.AddCookie(&http.Cookie{Name: "beta", Value: tt.cookie})
+				}
+				if useCanary(r, &tt.rule) {
+					hits++
+				}
+			}
+			// Weights within 5 points of their share (4,000 draws: a
+			// binomial's standard deviation is under 0.8 points).
+			if got := float64(hits) / n; got < tt.want-0.05 || got > tt.want+0.05 {
+				t.Errorf("canary share %.3f, want %.2f", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCanaryThroughTheProxy: a canary Ingress by header takes the
+// requests that ask for it, the rest stay on the primary.
+func TestCanaryThroughTheProxy(t *testing.T) {
+	a, b := echo(t, "primary"), echo(t, "canary")
+	prefix := ptr.To(networkingv1.PathTypePrefix)
+	mk := func(name, svc string, ann map[string]string) *networkingv1.Ingress {
+		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: ann}, Spec: networkingv1.IngressSpec{
+			Rules: []networkingv1.IngressRule{{Host: "app.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: prefix, Backend: networkingv1.IngressBackend{
+					Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}
+	}
+	table, problems := route.Build([]*networkingv1.Ingress{
+		mk("main", "v1", nil),
+		mk("beta", "v2", map[string]string{"svcnet.dev/canary": "true", "svcnet.dev/canary-by-header": "X-Beta"}),
+	})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	var ups []*Upstream
+	for _, ref := range table.Backends {
+		u := newUpstream(ref)
+		u.set(map[string][]string{"v1": {a}, "v2": {b}}[ref.Name])
+		ups = append(ups, u)
+	}
+	p := New(Options{})
+	p.Set(table, ups)
+	srv := httptest.NewServer(p.Handler(80))
+	t.Cleanup(func() { srv.Close(); p.Close() })
+	for _, c := range []struct{ header, want string }{{"", "primary"}, {"always", "canary"}, {"never", "primary"}} {
+		for range 5 {
+			var hdr []string
+			if c.header != "" {
+				hdr = []string{"X-Beta", c.header}
+			}
+			if resp, _ := do(t, "GET", srv.URL+"/", "app.example", nil, hdr...); resp.Header.Get("X-Pod") != c.want {
+				t.Fatalf("X-Beta %q: answered by %q, want %q", c.header, resp.Header.Get("X-Pod"), c.want)
+			}
+		}
 	}
 }

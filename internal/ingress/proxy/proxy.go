@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -198,6 +199,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.p.redirect(lw, r, clean)
 		return
 	}
+	if rt.Canary != nil && useCanary(r, rt.Canary.Rule) {
+		rt = rt.Canary
+	}
 	req.route, req.up = rt, cfg.ups[rt.Backend]
 	ann := rt.Config
 	if ann == nil {
@@ -246,6 +250,34 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.path = clean
 	}
 	h.p.rp.ServeHTTP(lw, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
+}
+
+// useCanary decides, in ingress-nginx's order, whether a request goes to
+// the canary: by its header (with a value to match, or "always" and
+// "never"), then its cookie ("always", "never"), then by weight.
+func useCanary(r *http.Request, rule *annotations.Canary) bool {
+	if rule.Header != "" {
+		v := r.Header.Get(rule.Header)
+		switch {
+		case rule.HeaderValue != "" && v == rule.HeaderValue:
+			return true
+		case rule.HeaderValue == "" && v == "always":
+			return true
+		case rule.HeaderValue == "" && v == "never":
+			return false
+		}
+	}
+	if rule.Cookie != "" {
+		if c, err := r.Cookie(rule.Cookie); err == nil {
+			switch c.Value {
+			case "always":
+				return true
+			case "never":
+				return false
+			}
+		}
+	}
+	return rule.Weight > 0 && mrand.IntN(rule.WeightTotal) < rule.Weight
 }
 
 // noConfig is an Ingress without annotations.

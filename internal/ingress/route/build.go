@@ -45,6 +45,11 @@ type Route struct {
 	// Config is what the Ingress's annotations ask for, shared by its
 	// routes.
 	Config *annotations.Config
+	// Canary, when set, is the route of a canary Ingress for the same
+	// host and path: the requests its Rule picks go to its Backend.
+	Canary *Route
+	// Rule is a canary route's selection (nil on other routes).
+	Rule *annotations.Canary
 }
 
 // TLSHost is a host served over TLS with the certificate of a Secret.
@@ -107,10 +112,23 @@ func Build(ingresses []*networkingv1.Ingress) (*Table, []Problem) {
 	}
 	ings := slices.Clone(ingresses)
 	slices.SortFunc(ings, olderFirst)
+	// Canaries attach to the routes of the others: those first.
+	var canaries []canaryOf
 	for _, ing := range ings {
-		b.add(ing)
+		if c := b.add(ing); c.cfg != nil {
+			canaries = append(canaries, c)
+		}
+	}
+	for _, c := range canaries {
+		b.addCanary(c.ing, c.cfg)
 	}
 	return b.t, b.problems
+}
+
+// canaryOf is a canary Ingress with its parsed annotations.
+type canaryOf struct {
+	ing *networkingv1.Ingress
+	cfg *annotations.Config
 }
 
 // olderFirst orders Ingresses by creation time, then namespace and name.
@@ -153,7 +171,8 @@ func (b *builder) take(ing types.NamespacedName, c claim, what string) bool {
 	return true
 }
 
-func (b *builder) add(ing *networkingv1.Ingress) {
+// add adds an Ingress's routes; a canary is returned for addCanary.
+func (b *builder) add(ing *networkingv1.Ingress) canaryOf {
 	nn := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 	cfg, probs := annotations.Parse(ing.Annotations)
 	fatal := false
@@ -166,7 +185,10 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 	}
 	if fatal {
 		b.problem(nn, ReasonInvalidAnnotation, "not served until its annotations are fixed")
-		return
+		return canaryOf{}
+	}
+	if cfg.Canary != nil {
+		return canaryOf{ing: ing, cfg: &cfg}
 	}
 	redirect := cfg.SSLRedirect
 	tlsHosts := b.tls(nn, ing)
@@ -181,7 +203,7 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 			b.t.catchAll = def
 			b.t.routes++
 		}
-		return
+		return canaryOf{}
 	}
 	defaulted := map[string]bool{}
 	for i, rule := range ing.Spec.Rules {
@@ -226,6 +248,72 @@ func (b *builder) add(ing *networkingv1.Ingress) {
 			b.t.routes++
 		}
 	}
+	return canaryOf{}
+}
+
+// ReasonCanary is a canary that cannot be attached.
+const ReasonCanary = "CanaryNotServed"
+
+// addCanary attaches a canary Ingress's paths to the routes of the same
+// host, path and type that another Ingress serves: requests the canary's
+// rules pick go to its backend, with the route's other settings. A path
+// no other Ingress serves is not served by the canary alone, as in
+// ingress-nginx; the oldest canary of a route wins.
+func (b *builder) addCanary(ing *networkingv1.Ingress, cfg *annotations.Config) {
+	nn := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	for i, rule := range ing.Spec.Rules {
+		host, ok := ruleHost(rule.Host)
+		if !ok || rule.HTTP == nil {
+			if !ok {
+				b.problem(nn, ReasonInvalidHost, "spec.rules[%d].host %q is not a DNS name or a wildcard *.<name>", i, rule.Host)
+			}
+			continue
+		}
+		for j, p := range rule.HTTP.Paths {
+			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
+			pathType, key, ok := rulePath(p)
+			if !ok {
+				b.problem(nn, ReasonInvalidPath, "%s.path %q is not a valid %s path", field, p.Path, pathTypeName(p.PathType))
+				continue
+			}
+			ref, ok := b.backend(nn, ing.Namespace, &p.Backend, field+".backend")
+			if !ok {
+				continue
+			}
+			primary := b.lookup(host, key, pathType)
+			if primary == nil {
+				b.problem(nn, ReasonCanary, "%s path %s of %s: no other Ingress serves it, so neither does its canary", pathType, p.Path, hostLabel(host))
+				continue
+			}
+			if primary.Canary != nil {
+				b.problem(nn, ReasonConflict, "%s path %s of %s already has the older canary %s", pathType, p.Path, hostLabel(host), primary.Canary.Ingress)
+				continue
+			}
+			canary := *primary
+			canary.Ingress, canary.Backend, canary.Canary, canary.Rule = nn, b.ref(ref), nil, cfg.Canary
+			primary.Canary = &canary
+		}
+	}
+}
+
+// lookup finds the route a non-canary Ingress made for a host's path.
+func (b *builder) lookup(host, key string, t networkingv1.PathType) *Route {
+	var hr *hostRoutes
+	switch {
+	case host == "":
+		hr = b.t.anyHost
+	case strings.HasPrefix(host, "*."):
+		hr = b.t.wildcard[host[2:]]
+	default:
+		hr = b.t.exact[host]
+	}
+	if hr == nil {
+		return nil
+	}
+	if t == networkingv1.PathTypeExact {
+		return hr.exact[key]
+	}
+	return hr.prefix[key]
 }
 
 // tls records the Ingress's TLS hosts (the oldest Ingress's Secret wins

@@ -74,7 +74,7 @@ func TestUnsupportedAnnotations(t *testing.T) {
 	in := ing("a", 0, "foo.com / Prefix s:80")
 	in.Annotations = map[string]string{
 		"nginx.ingress.kubernetes.io/limit-rps": "5",
-		"svcnet.dev/canary":                     "true",
+		"svcnet.dev/server-snippet":             "x",
 		"svcnet.dev/ssl-redirect":               "false",
 		"example.com/unrelated":                 "x",
 	}
@@ -85,7 +85,7 @@ func TestUnsupportedAnnotations(t *testing.T) {
 	}
 	want := []string{
 		"UnsupportedAnnotation: annotation nginx.ingress.kubernetes.io/limit-rps: not supported by svcnet ingress; it has no effect",
-		"UnsupportedAnnotation: annotation svcnet.dev/canary: not supported by svcnet ingress; it has no effect",
+		"UnsupportedAnnotation: annotation svcnet.dev/server-snippet: not supported by svcnet ingress; it has no effect",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("problems\n%v\nwant\n%v", got, want)
