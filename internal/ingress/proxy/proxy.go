@@ -360,10 +360,14 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	req.id = out.Header.Get("X-Request-ID")
 }
 
-// modifyResponse gives a client with affinity the cookie of the pod that
-// answered, when it did not send that one.
+// modifyResponse registers upgraded connections with their upstream, and
+// gives a client with affinity the cookie of the pod that answered, when
+// it did not send that one.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	req := resp.Request.Context().Value(requestKey{}).(*request)
+	if t, ok := resp.Body.(*upgraded); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		req.up.track(t, req.upstream)
+	}
 	a := req.cfg.Affinity
 	if a == nil || req.upstream == "" {
 		return nil

@@ -262,25 +262,60 @@ func TestUpgradeAndStreaming(t *testing.T) {
 			}()
 		}
 	}()
-	_, url := setup(t, Options{}, map[string][]string{"ws": {l.Addr().String()}})
-	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	if err != nil {
+	p, url := setup(t, Options{}, map[string][]string{"ws": {l.Addr().String()}})
+	open := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprint(c, "GET /ws HTTP/1.1\r\nHost: app.example\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %v %v", resp, err)
+		}
+		return c, br
+	}
+	echoes := func(c net.Conn, br *bufio.Reader) error {
+		for i := 0; i < 3; i++ {
+			fmt.Fprintf(c, "line %d\n", i)
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			got, err := br.ReadString('\n')
+			if err != nil || got != fmt.Sprintf("echo line %d\n", i) {
+				return fmt.Errorf("through the upgraded connection: %q %v", got, err)
+			}
+		}
+		return nil
+	}
+	c, br := open()
+	if err := echoes(c, br); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	fmt.Fprint(c, "GET /ws HTTP/1.1\r\nHost: app.example\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: %v %v", resp, err)
+	// Another endpoint joins: the tunnel stays. Its pod leaves: the
+	// tunnel is closed.
+	u := p.cfg.Load().ups[0]
+	u.set([]string{l.Addr().String(), refused(t)})
+	if err := echoes(c, br); err != nil {
+		t.Fatalf("after an unrelated endpoint change: %v", err)
 	}
-	for i := 0; i < 3; i++ {
-		fmt.Fprintf(c, "line %d\n", i)
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		got, err := br.ReadString('\n')
-		if err != nil || got != fmt.Sprintf("echo line %d\n", i) {
-			t.Fatalf("through the upgraded connection: %q %v", got, err)
-		}
+	u.set([]string{refused(t)})
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadString('\n'); err != io.EOF {
+		t.Fatalf("the tunnel to a pod that left: read %v, want EOF", err)
+	}
+	// The backend leaves the table: its tunnels are closed.
+	u.set([]string{l.Addr().String()})
+	c2, br2 := open()
+	if err := echoes(c2, br2); err != nil {
+		t.Fatal(err)
+	}
+	pool := &Pool{byRef: map[route.BackendRef]*Upstream{u.Ref: u}}
+	pool.For(&route.Table{}, nil)
+	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br2.ReadString('\n'); err != io.EOF {
+		t.Fatalf("the tunnel of a backend no route uses: read %v, want EOF", err)
 	}
 }
 

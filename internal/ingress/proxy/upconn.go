@@ -232,9 +232,21 @@ func (b *podBody) finish(complete bool) {
 }
 
 // upgraded is the connection after 101 Switching Protocols, readable and
-// writable, as the reverse proxy's tunnel needs it.
-type upgraded struct{ *podConn }
+// writable, as the reverse proxy's tunnel needs it. Closing it ends the
+// tunnel: the reverse proxy then closes the client's side too.
+type upgraded struct {
+	*podConn
+	once    sync.Once
+	untrack func()
+}
 
 func (u *upgraded) Read(b []byte) (int, error)  { return u.br.Read(b) }
 func (u *upgraded) Write(b []byte) (int, error) { return u.Conn.Write(b) }
-func (u *upgraded) Close() error                { return u.Conn.Close() }
+func (u *upgraded) Close() error {
+	u.once.Do(func() {
+		if u.untrack != nil {
+			u.untrack()
+		}
+	})
+	return u.Conn.Close()
+}

@@ -3,6 +3,8 @@ package proxy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -20,6 +22,12 @@ type Upstream struct {
 	Ref  route.BackendRef
 	eps  atomic.Pointer[endpointSet] // never nil
 	next atomic.Uint32               // round robin
+
+	// tunnels are the upgraded connections (WebSocket …) to its pods, by
+	// pod: they are closed when their pod leaves the endpoints or the
+	// backend leaves the routing table, and never on other changes.
+	mu      sync.Mutex
+	tunnels map[*upgraded]string
 }
 
 // endpointSet is one version of an upstream's endpoints.
@@ -95,6 +103,11 @@ func (p *Pool) For(t *route.Table, snap *svcstate.Snapshot) []*Upstream {
 		}
 		out[i], next[ref] = u, u
 	}
+	for ref, u := range p.byRef {
+		if next[ref] == nil {
+			u.closeTunnels(func(string) bool { return true })
+		}
+	}
 	p.byRef = next
 	return out
 }
@@ -114,4 +127,35 @@ func (u *Upstream) set(addrs []string) {
 		set.ids[affinityID(a)] = i
 	}
 	u.eps.Store(set)
+	u.closeTunnels(func(addr string) bool { return !slices.Contains(addrs, addr) })
+}
+
+// track registers an upgraded connection to the pod at addr.
+func (u *Upstream) track(t *upgraded, addr string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tunnels == nil {
+		u.tunnels = map[*upgraded]string{}
+	}
+	u.tunnels[t] = addr
+	t.untrack = func() {
+		u.mu.Lock()
+		delete(u.tunnels, t)
+		u.mu.Unlock()
+	}
+}
+
+// closeTunnels closes the upgraded connections to the pods gone says.
+func (u *Upstream) closeTunnels(gone func(addr string) bool) {
+	u.mu.Lock()
+	var closing []*upgraded
+	for t, addr := range u.tunnels {
+		if gone(addr) {
+			closing = append(closing, t)
+		}
+	}
+	u.mu.Unlock()
+	for _, t := range closing {
+		_ = t.Close()
+	}
 }
