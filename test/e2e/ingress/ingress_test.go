@@ -4,6 +4,7 @@
 package ingress_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -489,6 +490,117 @@ spec:
 			resp.Body.Close()
 			return nil
 		})
+	})
+
+	t.Run("upgrades and gRPC backends", func(t *testing.T) {
+		// A pod that switches protocols and echoes lines, as a WebSocket
+		// server would, and a gRPC-like pod speaking HTTP/2 without TLS.
+		wsIP := fmt.Sprintf("10.77.0.%d", e.nextPod)
+		e.nextPod++
+		e.ns.IP("addr", "add", wsIP+"/32", "dev", "lo")
+		wsL := e.ns.Listen("tcp", fmt.Sprintf("%s:%d", wsIP, podPort))
+		go func() {
+			for {
+				c, err := wsL.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					br := bufio.NewReader(c)
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					fmt.Fprint(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+					for {
+						line, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						fmt.Fprint(c, "echo "+line)
+					}
+				}()
+			}
+		}()
+		grpcIP := fmt.Sprintf("10.77.0.%d", e.nextPod)
+		e.nextPod++
+		e.ns.IP("addr", "add", grpcIP+"/32", "dev", "lo")
+		grpcL := e.ns.Listen("tcp", fmt.Sprintf("%s:%d", grpcIP, podPort))
+		grpcSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "Grpc-Status")
+			w.Header().Set("Content-Type", "application/grpc")
+			fmt.Fprintf(w, "%s %s", r.Proto, r.URL.Path)
+			w.Header().Set("Grpc-Status", "0")
+		}), Protocols: new(http.Protocols)}
+		grpcSrv.Protocols.SetUnencryptedHTTP2(true)
+		go grpcSrv.Serve(grpcL)
+		t.Cleanup(func() { grpcSrv.Close() })
+		e.service("default", "ws", wsIP)
+		e.service("default", "grpc", grpcIP)
+		e.kubectl.MustRun(`apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: ws}
+spec:
+  rules:
+  - host: streams.example
+    http:
+      paths:
+      - {path: /ws, pathType: Prefix, backend: {service: {name: ws, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: grpc
+  annotations: {svcnet.dev/backend-protocol: GRPC}
+spec:
+  rules:
+  - host: streams.example
+    http:
+      paths:
+      - {path: /echo.Echo, pathType: Prefix, backend: {service: {name: grpc, port: {number: 80}}}}
+`, "apply", "-f", "-")
+		h2c := new(http.Protocols)
+		h2c.SetUnencryptedHTTP2(true)
+		grpcClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: e.ns.DialContext, Protocols: h2c}}
+		e.eventually("a gRPC call over HTTP/2 without TLS, both ways", func() error {
+			req, _ := http.NewRequest("POST", "http://"+ingressIP+"/echo.Echo/Say", strings.NewReader("\x00\x00\x00\x00\x00"))
+			req.Host = "streams.example"
+			req.Header.Set("Content-Type", "application/grpc")
+			resp, err := grpcClient.Do(req)
+			if err != nil {
+				return err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.ProtoMajor != 2 || string(body) != "HTTP/2.0 /echo.Echo/Say" || resp.Trailer.Get("Grpc-Status") != "0" {
+				return fmt.Errorf("%d over %s: %q, trailers %v", resp.StatusCode, resp.Proto, body, resp.Trailer)
+			}
+			return nil
+		})
+		c, err := e.ns.DialContext(context.Background(), "tcp", ingressIP+":80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprint(c, "GET /ws HTTP/1.1\r\nHost: streams.example\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		br := bufio.NewReader(c)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %v %v", resp, err)
+		}
+		for i := range 3 {
+			fmt.Fprintf(c, "line %d\n", i)
+			if got, err := br.ReadString('\n'); err != nil || got != fmt.Sprintf("echo line %d\n", i) {
+				t.Fatalf("through the tunnel: %q %v", got, err)
+			}
+		}
+		// The pod leaves the endpoints: the tunnel is closed.
+		e.endpoints("default", "ws")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := br.ReadString('\n'); err != io.EOF {
+			t.Errorf("the tunnel to a pod that left: %v, want EOF", err)
+		}
 	})
 
 	t.Run("bad requests", func(t *testing.T) {
