@@ -21,8 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -36,6 +34,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
 	"github.com/svcnet/svcnet/internal/controller/servicelb"
+	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
 // Options configure the controller manager; flag names follow
@@ -178,14 +177,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	cfg.QPS, cfg.Burst = 200, 400
-	cfg.UserAgent = "svcnet-controller-manager"
-	cfg.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, _, err := kubeclient.New(o.Kubeconfig, kubeclient.Options{UserAgent: "svcnet-controller-manager", QPS: 200, Burst: 400})
 	if err != nil {
 		return err
 	}

@@ -18,11 +18,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/iptables"
+	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
 // Agent programs the edge namespace it runs in.
@@ -42,12 +41,7 @@ type Agent struct {
 // New connects to the API server. iptablesBinary is the edge's iptables
 // (as the nodes', one choice per cluster).
 func New(kubeconfig, iface, iptablesBinary string) (*Agent, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, _, err := kubeclient.New(kubeconfig, kubeclient.Options{UserAgent: "svcnet-edge"})
 	if err != nil {
 		return nil, err
 	}

@@ -28,15 +28,14 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/iptables"
+	"github.com/svcnet/svcnet/internal/kubeclient"
 	"github.com/svcnet/svcnet/internal/node/ipam"
 	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
 )
@@ -101,14 +100,7 @@ type Agent struct {
 
 // New prepares an agent.
 func New(cfg Config) (*Agent, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	rc.QPS, rc.Burst = 100, 200
-	rc.UserAgent = "svcnet-node/" + cfg.NodeName
-	rc.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(rc)
+	client, _, err := kubeclient.New(cfg.Kubeconfig, kubeclient.Options{UserAgent: "svcnet-node/" + cfg.NodeName, QPS: 100, Burst: 200})
 	if err != nil {
 		return nil, err
 	}

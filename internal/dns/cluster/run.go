@@ -21,16 +21,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/dns/forward"
 	"github.com/svcnet/svcnet/internal/dns/index"
 	"github.com/svcnet/svcnet/internal/dns/resolver"
 	"github.com/svcnet/svcnet/internal/dns/server"
+	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
 // Run serves DNS until ctx ends. Flags are checked first, and the DNS and
@@ -41,17 +38,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	restCfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("--kubeconfig %s: %w", c.Kubeconfig, err)
-	}
-	// Protobuf costs a third of JSON to decode; a relist of 10,000
-	// Services is the biggest thing this process ever parses.
-	restCfg.ContentType = runtime.ContentTypeProtobuf
-	restCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	restCfg.UserAgent = "svcnet-dns"
-	restCfg.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(restCfg)
+	// Protobuf: a relist of 10,000 Services is the biggest thing this
+	// process ever parses.
+	client, _, err := kubeclient.New(c.Kubeconfig, kubeclient.Options{UserAgent: "svcnet-dns", Protobuf: true})
 	if err != nil {
 		return err
 	}

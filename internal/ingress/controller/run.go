@@ -16,14 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	ctrl "github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
+	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
 // Run serves ingress traffic until ctx ends. Flags are checked and every
@@ -34,15 +31,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	restCfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("--kubeconfig %s: %w", c.Kubeconfig, err)
-	}
-	restCfg.ContentType = runtime.ContentTypeProtobuf
-	restCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	restCfg.UserAgent = "svcnet-ingress"
-	restCfg.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(restCfg)
+	client, _, err := kubeclient.New(c.Kubeconfig, kubeclient.Options{UserAgent: "svcnet-ingress", Protobuf: true})
 	if err != nil {
 		return err
 	}

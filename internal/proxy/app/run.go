@@ -16,11 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
+	"github.com/svcnet/svcnet/internal/kubeclient"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
@@ -176,14 +175,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Cleanup {
 		return CleanupAll(ctx, RealOS(o))
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	cfg.UserAgent = "svcnet-proxy"
-	cfg.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, _, err := kubeclient.New(o.Kubeconfig, kubeclient.Options{UserAgent: "svcnet-proxy", QPS: 50, Burst: 100})
 	if err != nil {
 		return err
 	}
