@@ -206,48 +206,31 @@ func (b *builder) add(ing *networkingv1.Ingress) canaryOf {
 		return canaryOf{}
 	}
 	defaulted := map[string]bool{}
-	for i, rule := range ing.Spec.Rules {
-		host, ok := ruleHost(rule.Host)
-		if !ok {
-			b.problem(nn, ReasonInvalidHost, "spec.rules[%d].host %q is not a DNS name or a wildcard *.<name>", i, rule.Host)
-			continue
+	onHost := func(host string) {
+		if def == nil || defaulted[host] {
+			return
 		}
-		hr := b.hostRoutes(host)
-		if def != nil && !defaulted[host] {
-			defaulted[host] = true
-			if b.take(nn, claim{host: host}, "the default backend of "+hostLabel(host)) {
-				hr.def = &Route{Ingress: nn, Host: host, Backend: def.Backend, RedirectHTTPS: redirect && coveredBy(host, tlsHosts), Config: &cfg}
-				b.t.routes++
-			}
-		}
-		if rule.HTTP == nil {
-			continue
-		}
-		for j, p := range rule.HTTP.Paths {
-			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
-			pathType, key, ok := rulePath(p)
-			if !ok {
-				b.problem(nn, ReasonInvalidPath, "%s.path %q is not a valid %s path", field, p.Path, pathTypeName(p.PathType))
-				continue
-			}
-			ref, ok := b.backend(nn, ing.Namespace, &p.Backend, field+".backend")
-			if !ok {
-				continue
-			}
-			what := fmt.Sprintf("%s path %s of %s", pathType, p.Path, hostLabel(host))
-			if !b.take(nn, claim{host: host, path: key, pathType: pathType}, what) {
-				continue
-			}
-			r := &Route{Ingress: nn, Host: host, Path: p.Path, PathType: pathType, Backend: b.ref(ref),
-				RedirectHTTPS: redirect && coveredBy(host, tlsHosts), Config: &cfg}
-			if pathType == networkingv1.PathTypeExact {
-				hr.exact[key] = r
-			} else {
-				hr.prefix[key] = r
-			}
+		defaulted[host] = true
+		if b.take(nn, claim{host: host}, "the default backend of "+hostLabel(host)) {
+			b.hostRoutes(host).def = &Route{Ingress: nn, Host: host, Backend: def.Backend, RedirectHTTPS: redirect && coveredBy(host, tlsHosts), Config: &cfg}
 			b.t.routes++
 		}
 	}
+	b.rulePaths(nn, ing, onHost, func(host, key string, pathType networkingv1.PathType, path string, ref BackendRef) {
+		what := fmt.Sprintf("%s path %s of %s", pathType, path, hostLabel(host))
+		if !b.take(nn, claim{host: host, path: key, pathType: pathType}, what) {
+			return
+		}
+		r := &Route{Ingress: nn, Host: host, Path: path, PathType: pathType, Backend: b.ref(ref),
+			RedirectHTTPS: redirect && coveredBy(host, tlsHosts), Config: &cfg}
+		hr := b.hostRoutes(host)
+		if pathType == networkingv1.PathTypeExact {
+			hr.exact[key] = r
+		} else {
+			hr.prefix[key] = r
+		}
+		b.t.routes++
+	})
 	return canaryOf{}
 }
 
@@ -261,12 +244,37 @@ const ReasonCanary = "CanaryNotServed"
 // ingress-nginx; the oldest canary of a route wins.
 func (b *builder) addCanary(ing *networkingv1.Ingress, cfg *annotations.Config) {
 	nn := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	b.rulePaths(nn, ing, nil, func(host, key string, pathType networkingv1.PathType, path string, ref BackendRef) {
+		primary := b.lookup(host, key, pathType)
+		if primary == nil {
+			b.problem(nn, ReasonCanary, "%s path %s of %s: no other Ingress serves it, so neither does its canary", pathType, path, hostLabel(host))
+			return
+		}
+		if primary.Canary != nil {
+			b.problem(nn, ReasonConflict, "%s path %s of %s already has the older canary %s", pathType, path, hostLabel(host), primary.Canary.Ingress)
+			return
+		}
+		canary := *primary
+		canary.Ingress, canary.Backend, canary.Canary, canary.Rule = nn, b.ref(ref), nil, cfg.Canary
+		primary.Canary = &canary
+	})
+}
+
+// rulePaths walks an Ingress's rules: each valid host goes to onHost (if
+// any), each valid path with a usable backend to onPath; whatever is
+// invalid is reported and skipped.
+func (b *builder) rulePaths(nn types.NamespacedName, ing *networkingv1.Ingress, onHost func(host string),
+	onPath func(host, key string, pathType networkingv1.PathType, path string, ref BackendRef)) {
 	for i, rule := range ing.Spec.Rules {
 		host, ok := ruleHost(rule.Host)
-		if !ok || rule.HTTP == nil {
-			if !ok {
-				b.problem(nn, ReasonInvalidHost, "spec.rules[%d].host %q is not a DNS name or a wildcard *.<name>", i, rule.Host)
-			}
+		if !ok {
+			b.problem(nn, ReasonInvalidHost, "spec.rules[%d].host %q is not a DNS name or a wildcard *.<name>", i, rule.Host)
+			continue
+		}
+		if onHost != nil {
+			onHost(host)
+		}
+		if rule.HTTP == nil {
 			continue
 		}
 		for j, p := range rule.HTTP.Paths {
@@ -276,22 +284,9 @@ func (b *builder) addCanary(ing *networkingv1.Ingress, cfg *annotations.Config) 
 				b.problem(nn, ReasonInvalidPath, "%s.path %q is not a valid %s path", field, p.Path, pathTypeName(p.PathType))
 				continue
 			}
-			ref, ok := b.backend(nn, ing.Namespace, &p.Backend, field+".backend")
-			if !ok {
-				continue
+			if ref, ok := b.backend(nn, ing.Namespace, &p.Backend, field+".backend"); ok {
+				onPath(host, key, pathType, p.Path, ref)
 			}
-			primary := b.lookup(host, key, pathType)
-			if primary == nil {
-				b.problem(nn, ReasonCanary, "%s path %s of %s: no other Ingress serves it, so neither does its canary", pathType, p.Path, hostLabel(host))
-				continue
-			}
-			if primary.Canary != nil {
-				b.problem(nn, ReasonConflict, "%s path %s of %s already has the older canary %s", pathType, p.Path, hostLabel(host), primary.Canary.Ingress)
-				continue
-			}
-			canary := *primary
-			canary.Ingress, canary.Backend, canary.Canary, canary.Rule = nn, b.ref(ref), nil, cfg.Canary
-			primary.Canary = &canary
 		}
 	}
 }
