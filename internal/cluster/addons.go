@@ -31,9 +31,6 @@ const DNSName = "kube-dns"
 // the range of the users pods get by default.
 const DNSUser = 10053
 
-// dnsKubeconfigMount is where the DNS pods see their kubeconfig.
-const dnsKubeconfigMount = "/run/svcnet/kubeconfig"
-
 func (s *supervisor) waitAPI(ctx context.Context, ca *pki.CA, port int) error {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
@@ -96,7 +93,7 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 	if _, err := c.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kube-dns service: %w", err)
 	}
-	args := []string{"--kubeconfig", dnsKubeconfigMount, "--listen", "0.0.0.0:53",
+	args := []string{"--kubeconfig", addonKubeconfigMount, "--listen", "0.0.0.0:53",
 		"--metrics-bind-address", "0.0.0.0:9153", "--health-bind-address", "0.0.0.0:8080",
 		"--service-cidr", s.plan.ServiceCIDR.String(), "--pod-cidr", s.plan.ClusterCIDR.String(), "--pods", "insecure"}
 	// The cluster has no route out: without an upstream the DNS is told to
@@ -106,44 +103,16 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 		upstream = s.opts.DNSUpstream
 	}
 	args = append(args, "--upstream", upstream)
-	probe := func(path string) *corev1.Probe {
-		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt(8080)}},
-			PeriodSeconds: 2, TimeoutSeconds: 1, FailureThreshold: 3}
-	}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: DNSName, Namespace: "kube-system", Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					DNSPolicy: corev1.DNSDefault, // the DNS must not ask itself
-					// Its credentials, readable by its user only.
-					Volumes: []corev1.Volume{{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{
-						HostPath: &corev1.HostPathVolumeSource{Path: s.state.InCluster("dns"), Type: ptr.To(corev1.HostPathFile)}}}},
-					Containers: []corev1.Container{{
-						Name: "dns", Image: "svcnet/dns", Args: args,
-						VolumeMounts: []corev1.VolumeMount{{Name: "kubeconfig", MountPath: dnsKubeconfigMount, ReadOnly: true}},
-						// As CoreDNS's manifest: a user of its own, and of
-						// all capabilities only the one to bind port 53.
-						SecurityContext: &corev1.SecurityContext{
-							RunAsUser: ptr.To[int64](DNSUser), RunAsGroup: ptr.To[int64](DNSUser),
-							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-							Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"ALL"}},
-						},
-						Ports: []corev1.ContainerPort{
-							{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
-							{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},
-							{Name: "metrics", ContainerPort: 9153, Protocol: corev1.ProtocolTCP},
-						},
-						ReadinessProbe: probe("/readyz"),
-						LivenessProbe:  probe("/healthz"),
-					}},
-				},
-			},
+	dep := addon{
+		namespace: "kube-system", name: DNSName, labels: labels, container: "dns", image: "svcnet/dns", args: args,
+		kubeconfig: s.state.InCluster("dns"), user: DNSUser, healthPort: 8080,
+		dnsPolicy: corev1.DNSDefault, // the DNS must not ask itself
+		ports: []corev1.ContainerPort{
+			{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
+			{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: 9153, Protocol: corev1.ProtocolTCP},
 		},
-	}
+	}.deployment()
 	if _, err := c.AppsV1().Deployments("kube-system").Create(ctx, dep, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kube-dns deployment: %w", err)
 	}
@@ -183,8 +152,6 @@ const (
 	// with NET_BIND_SERVICE only.
 	IngressUser  = 10080
 	ingressLabel = "app.kubernetes.io/name"
-	// ingressKubeconfigMount is where its pods see their kubeconfig.
-	ingressKubeconfigMount = "/run/svcnet/kubeconfig"
 )
 
 // installIngress creates the ingress add-on; it does not wait.
@@ -217,35 +184,66 @@ func installIngress(ctx context.Context, c kubernetes.Interface, s *supervisor) 
 	if _, err := c.CoreV1().Services(IngressNamespace).Create(ctx, svc, metav1.CreateOptions{}); create("Service", err) != nil {
 		return create("Service", err)
 	}
+	dep := addon{
+		namespace: IngressNamespace, name: IngressName, labels: labels, container: "controller", image: "svcnet/ingress",
+		args: []string{"--kubeconfig", addonKubeconfigMount, "--http-address", "0.0.0.0:80", "--https-address", "0.0.0.0:443",
+			"--metrics-address", "0.0.0.0:10254", "--publish-service", IngressNamespace + "/" + IngressName},
+		kubeconfig: s.state.InCluster("ingress"), user: IngressUser, healthPort: 10254,
+		ports: []corev1.ContainerPort{
+			{Name: "http", ContainerPort: 80, Protocol: corev1.ProtocolTCP},
+			{Name: "https", ContainerPort: 443, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: 10254, Protocol: corev1.ProtocolTCP},
+		},
+	}.deployment()
+	_, err := c.AppsV1().Deployments(IngressNamespace).Create(ctx, dep, metav1.CreateOptions{})
+	return create("Deployment", err)
+}
+
+// addonKubeconfigMount is where add-on pods see their kubeconfig.
+const addonKubeconfigMount = "/run/svcnet/kubeconfig"
+
+// addon is a cluster add-on: two replicas of a svcnet image talking to
+// the API with credentials of their own, mounted read-only from a file of
+// its user's, running as that user with, of all capabilities, only the
+// one to bind ports below 1024 (as CoreDNS's manifest), probed on
+// /readyz and /healthz.
+type addon struct {
+	namespace, name  string
+	labels           map[string]string
+	container, image string
+	args             []string
+	ports            []corev1.ContainerPort
+	kubeconfig       string // on the host, owned by user
+	user             int64
+	healthPort       int
+	dnsPolicy        corev1.DNSPolicy
+}
+
+func (a addon) deployment() *appsv1.Deployment {
 	probe := func(path string) *corev1.Probe {
-		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt(10254)}},
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt(a.healthPort)}},
 			PeriodSeconds: 2, TimeoutSeconds: 1, FailureThreshold: 3}
 	}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: IngressName, Namespace: IngressNamespace, Labels: labels},
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: a.namespace, Labels: a.labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: a.labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: a.labels},
 				Spec: corev1.PodSpec{
+					DNSPolicy: a.dnsPolicy,
 					Volumes: []corev1.Volume{{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{
-						HostPath: &corev1.HostPathVolumeSource{Path: s.state.InCluster("ingress"), Type: ptr.To(corev1.HostPathFile)}}}},
+						HostPath: &corev1.HostPathVolumeSource{Path: a.kubeconfig, Type: ptr.To(corev1.HostPathFile)}}}},
 					Containers: []corev1.Container{{
-						Name: "controller", Image: "svcnet/ingress",
-						Args: []string{"--kubeconfig", ingressKubeconfigMount, "--http-address", "0.0.0.0:80", "--https-address", "0.0.0.0:443",
-							"--metrics-address", "0.0.0.0:10254", "--publish-service", IngressNamespace + "/" + IngressName},
-						VolumeMounts: []corev1.VolumeMount{{Name: "kubeconfig", MountPath: ingressKubeconfigMount, ReadOnly: true}},
+						Name: a.container, Image: a.image, Args: a.args,
+						VolumeMounts: []corev1.VolumeMount{{Name: "kubeconfig", MountPath: addonKubeconfigMount, ReadOnly: true}},
 						SecurityContext: &corev1.SecurityContext{
-							RunAsUser: ptr.To[int64](IngressUser), RunAsGroup: ptr.To[int64](IngressUser),
+							RunAsUser: ptr.To(a.user), RunAsGroup: ptr.To(a.user),
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"ALL"}},
 						},
-						Ports: []corev1.ContainerPort{
-							{Name: "http", ContainerPort: 80, Protocol: corev1.ProtocolTCP},
-							{Name: "https", ContainerPort: 443, Protocol: corev1.ProtocolTCP},
-							{Name: "metrics", ContainerPort: 10254, Protocol: corev1.ProtocolTCP},
-						},
+						Ports:          a.ports,
 						ReadinessProbe: probe("/readyz"),
 						LivenessProbe:  probe("/healthz"),
 					}},
@@ -253,6 +251,4 @@ func installIngress(ctx context.Context, c kubernetes.Interface, s *supervisor) 
 			},
 		},
 	}
-	_, err := c.AppsV1().Deployments(IngressNamespace).Create(ctx, dep, metav1.CreateOptions{})
-	return create("Deployment", err)
 }
