@@ -89,6 +89,55 @@ http {
 `, dir, servers.String(), nginxIP)
 }
 
+// benchIngress routes bench.example to the Service bench.
+func (e *env) benchIngress() {
+	e.kubectl.MustRun(`apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: bench}
+spec:
+  rules:
+  - host: bench.example
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: bench, port: {number: 80}}}}
+`, "apply", "-f", "-")
+}
+
+// nginxProxy is nginx beside the ingress, in front of the same pods.
+type nginxProxy struct {
+	e         *env
+	dir, conf string
+	proc      *framework.Process
+}
+
+// startNginx runs nginx at nginxIP with an upstream of the pods.
+func (e *env) startNginx(pods []string) *nginxProxy {
+	n := &nginxProxy{e: e, dir: e.t.TempDir()}
+	for _, d := range []string{"body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		_ = os.MkdirAll(filepath.Join(n.dir, d), 0o755)
+	}
+	n.conf = filepath.Join(n.dir, "nginx.conf")
+	n.write(pods)
+	e.ns.IP("addr", "add", nginxIP+"/32", "dev", "lo")
+	n.proc = framework.StartCommandOnCPUs(e.t, "", "ip", "netns", "exec", e.ns.Name, *benchNginx, "-c", n.conf, "-g", "daemon off;")
+	return n
+}
+
+// write rewrites the configuration with an upstream of the pods.
+func (n *nginxProxy) write(pods []string) {
+	if err := os.WriteFile(n.conf, []byte(nginxConf(n.dir, pods)), 0o644); err != nil {
+		n.e.t.Fatal(err)
+	}
+}
+
+// reload makes nginx read its configuration again, as nginx-based
+// ingress controllers do on every change.
+func (n *nginxProxy) reload() {
+	if out, err := n.e.ns.Try(*benchNginx, "-c", n.conf, "-g", "daemon off;", "-s", "reload"); err != nil {
+		n.e.t.Fatalf("nginx reload: %v\n%s", err, out)
+	}
+}
+
 // wrkResult is what one wrk run reports.
 type wrkResult struct {
 	rps           float64
@@ -186,33 +235,15 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 		pods = append(pods, e.plainPod(fmt.Sprintf("bench-%d", i+1)))
 	}
 	e.service("default", "bench", pods...)
-	e.kubectl.MustRun(`apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata: {name: bench}
-spec:
-  rules:
-  - host: bench.example
-    http:
-      paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: bench, port: {number: 80}}}}
-`, "apply", "-f", "-")
+	e.benchIngress()
 	e.eventually("the bench route", func() error {
 		if code, _ := e.get("bench.example", "/"); code != 200 {
 			return fmt.Errorf("status %d", code)
 		}
 		return nil
 	})
-
-	dir := b.TempDir()
-	for _, d := range []string{"body", "proxy", "fastcgi", "uwsgi", "scgi"} {
-		_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
-	}
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(nginxConf(dir, pods)), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	e.ns.IP("addr", "add", nginxIP+"/32", "dev", "lo")
-	nginx := framework.StartCommandOnCPUs(b, "", "ip", "netns", "exec", e.ns.Name, *benchNginx, "-c", conf, "-g", "daemon off;")
+	ng := e.startNginx(pods)
+	nginx := ng.proc
 	e.eventually("nginx answers", func() error {
 		req, _ := http.NewRequest("GET", "http://"+nginxIP+"/", nil)
 		req.Host = "bench.example"

@@ -4,14 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
 var churnSeconds = flag.Int("ingress.churn-seconds", 60, "length of each churn run, in seconds")
@@ -46,37 +42,10 @@ func BenchmarkIngressChurn(b *testing.B) {
 		return out
 	}
 	e.service("default", "bench", ips(pods[:5])...)
-	e.kubectl.MustRun(`apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata: {name: bench}
-spec:
-  rules:
-  - host: bench.example
-    http:
-      paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: bench, port: {number: 80}}}}
-`, "apply", "-f", "-")
+	e.benchIngress()
 	pods[5].stop()
 	pods[6].stop()
-
-	dir := b.TempDir()
-	for _, d := range []string{"body", "proxy", "fastcgi", "uwsgi", "scgi"} {
-		_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
-	}
-	conf := filepath.Join(dir, "nginx.conf")
-	writeConf := func(ps []*churnPod) {
-		if err := os.WriteFile(conf, []byte(nginxConf(dir, ips(ps))), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	writeConf(pods[:5])
-	e.ns.IP("addr", "add", nginxIP+"/32", "dev", "lo")
-	framework.StartCommandOnCPUs(b, "", "ip", "netns", "exec", e.ns.Name, *benchNginx, "-c", conf, "-g", "daemon off;")
-	reload := func() {
-		if out, err := e.ns.Try(*benchNginx, "-c", conf, "-g", "daemon off;", "-s", "reload"); err != nil {
-			b.Fatalf("nginx reload: %v\n%s", err, out)
-		}
-	}
+	ng := e.startNginx(ips(pods[:5]))
 	for _, ip := range []string{ingressIP, nginxIP} {
 		e.eventually("the route on "+ip, func() error {
 			out, err := e.ns.Try("wrk", "-t1", "-c1", "-d1s", "-H", "Host: bench.example", "http://"+ip+"/")
@@ -94,7 +63,7 @@ spec:
 	}
 	ways := []way{
 		{"svcnet", ingressIP, func(ready, terminating []*churnPod) { e.setSlice("default", "bench", ready, terminating) }},
-		{"nginx", nginxIP, func(ready, _ []*churnPod) { writeConf(ready); reload() }},
+		{"nginx", nginxIP, func(ready, _ []*churnPod) { ng.write(ips(ready)); ng.reload() }},
 	}
 	b.ResetTimer()
 	var table []string
