@@ -45,6 +45,46 @@ type received struct {
 	Body    string
 }
 
+// rawPod is a pod that serves each connection with serve, then closes it.
+func rawPod(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// upgradeEcho switches protocols and echoes lines, as a WebSocket server
+// would.
+func upgradeEcho(c net.Conn) {
+	br := bufio.NewReader(c)
+	if _, err := http.ReadRequest(br); err != nil {
+		return
+	}
+	fmt.Fprint(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		fmt.Fprint(c, "echo "+line)
+	}
+}
+
 // refused is an address nothing listens on.
 func refused(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -185,21 +225,7 @@ func TestRetryOnConnectError(t *testing.T) {
 
 func TestUpstreamFailures(t *testing.T) {
 	// A pod that accepts and closes without answering.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = bufio.NewReader(c).ReadString('\n')
-			c.Close()
-		}
-	}()
+	mute := rawPod(t, func(c net.Conn) { _, _ = bufio.NewReader(c).ReadString('\n') })
 	// A pod that answers too late.
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -209,7 +235,7 @@ func TestUpstreamFailures(t *testing.T) {
 	}))
 	t.Cleanup(slow.Close)
 	_, url := setup(t, Options{ReadTimeout: 200 * time.Millisecond, MaxBodyBytes: 1000},
-		map[string][]string{"mute": {l.Addr().String()}, "slow": {slow.Listener.Addr().String()}, "alpha": {echo(t, "a")}})
+		map[string][]string{"mute": {mute}, "slow": {slow.Listener.Addr().String()}, "alpha": {echo(t, "a")}})
 	tests := []struct {
 		name   string
 		method string
@@ -234,35 +260,8 @@ func TestUpstreamFailures(t *testing.T) {
 
 func TestUpgradeAndStreaming(t *testing.T) {
 	// A pod that switches protocols and echoes lines, as a WebSocket would.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				if _, err := http.ReadRequest(br); err != nil {
-					return
-				}
-				fmt.Fprint(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					fmt.Fprint(c, "echo "+line)
-				}
-			}()
-		}
-	}()
-	p, url := setup(t, Options{}, map[string][]string{"ws": {l.Addr().String()}})
+	ws := rawPod(t, upgradeEcho)
+	p, url := setup(t, Options{}, map[string][]string{"ws": {ws}})
 	open := func() (net.Conn, *bufio.Reader) {
 		t.Helper()
 		c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
@@ -296,7 +295,7 @@ func TestUpgradeAndStreaming(t *testing.T) {
 	// Another endpoint joins: the tunnel stays. Its pod leaves: the
 	// tunnel is closed.
 	u := p.cfg.Load().ups[0]
-	u.set([]string{l.Addr().String(), refused(t)})
+	u.set([]string{ws, refused(t)})
 	if err := echoes(c, br); err != nil {
 		t.Fatalf("after an unrelated endpoint change: %v", err)
 	}
@@ -306,7 +305,7 @@ func TestUpgradeAndStreaming(t *testing.T) {
 		t.Fatalf("the tunnel to a pod that left: read %v, want EOF", err)
 	}
 	// The backend leaves the table: its tunnels are closed.
-	u.set([]string{l.Addr().String()})
+	u.set([]string{ws})
 	c2, br2 := open()
 	if err := echoes(c2, br2); err != nil {
 		t.Fatal(err)

@@ -30,9 +30,7 @@ const nginxIP = "10.77.0.2"
 // plainPod serves its name as text, the cheapest backend there is, so
 // that the proxies are what the figures differ by.
 func (e *env) plainPod(name string) string {
-	ip := fmt.Sprintf("10.77.0.%d", e.nextPod)
-	e.nextPod++
-	e.ns.IP("addr", "add", ip+"/32", "dev", "lo")
+	ip := e.podIP()
 	l := e.ns.Listen("tcp", fmt.Sprintf("%s:%d", ip, podPort))
 	body := []byte(name)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) })}

@@ -30,9 +30,7 @@ type churnPod struct {
 }
 
 func (e *env) churnPod(name string) *churnPod {
-	ip := fmt.Sprintf("10.77.0.%d", e.nextPod)
-	e.nextPod++
-	e.ns.IP("addr", "add", ip+"/32", "dev", "lo")
+	ip := e.podIP()
 	p := &churnPod{e: e, name: name, ip: ip}
 	e.t.Cleanup(p.stop)
 	return p

@@ -102,9 +102,7 @@ func (e *env) eventually(what string, fn func() error) {
 // answers as the named pod: {"pod", "path", "host", "headers"}.
 func (e *env) pod(name string) string {
 	e.t.Helper()
-	ip := fmt.Sprintf("10.77.0.%d", e.nextPod)
-	e.nextPod++
-	e.ns.IP("addr", "add", ip+"/32", "dev", "lo")
+	ip := e.podIP()
 	l := e.ns.Listen("tcp", fmt.Sprintf("%s:%d", ip, podPort))
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := map[string]string{}
@@ -115,6 +113,14 @@ func (e *env) pod(name string) string {
 	})}
 	go srv.Serve(l)
 	e.t.Cleanup(func() { srv.Close() })
+	return ip
+}
+
+// podIP gives a new pod address on the namespace's loopback.
+func (e *env) podIP() string {
+	ip := fmt.Sprintf("10.77.0.%d", e.nextPod)
+	e.nextPod++
+	e.ns.IP("addr", "add", ip+"/32", "dev", "lo")
 	return ip
 }
 
@@ -495,9 +501,7 @@ spec:
 	t.Run("upgrades and gRPC backends", func(t *testing.T) {
 		// A pod that switches protocols and echoes lines, as a WebSocket
 		// server would, and a gRPC-like pod speaking HTTP/2 without TLS.
-		wsIP := fmt.Sprintf("10.77.0.%d", e.nextPod)
-		e.nextPod++
-		e.ns.IP("addr", "add", wsIP+"/32", "dev", "lo")
+		wsIP := e.podIP()
 		wsL := e.ns.Listen("tcp", fmt.Sprintf("%s:%d", wsIP, podPort))
 		go func() {
 			for {
@@ -522,9 +526,7 @@ spec:
 				}()
 			}
 		}()
-		grpcIP := fmt.Sprintf("10.77.0.%d", e.nextPod)
-		e.nextPod++
-		e.ns.IP("addr", "add", grpcIP+"/32", "dev", "lo")
+		grpcIP := e.podIP()
 		grpcL := e.ns.Listen("tcp", fmt.Sprintf("%s:%d", grpcIP, podPort))
 		grpcSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Trailer", "Grpc-Status")
