@@ -22,6 +22,17 @@ type listener struct {
 	limit *connLimit
 }
 
+// port is the port the listener is bound to.
+func (l *listener) port() int { return l.Addr().(*net.TCPAddr).Port }
+
+// String is the listener's address, "" for none.
+func (l *listener) String() string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
 type countedConn struct {
 	net.Conn
 	limit *connLimit

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 
 	ctrl "github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
@@ -35,64 +37,26 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-
-	var listeners []*listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	listen := func(flag, addr string) (*listener, error) {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
-		}
-		ll := &listener{Listener: l}
-		listeners = append(listeners, ll)
-		return ll, nil
-	}
-	httpL, err := listen("--http-address", c.HTTPAddress)
+	ports, err := bind(c)
 	if err != nil {
 		return err
 	}
-	var httpsL, metricsL *listener
-	if c.https {
-		if httpsL, err = listen("--https-address", c.HTTPSAddress); err != nil {
-			return err
-		}
+	defer ports.Close()
+	accessLog, closeLog, err := openAccessLog(c.AccessLog)
+	if err != nil {
+		return err
 	}
-	if c.metrics {
-		if metricsL, err = listen("--metrics-address", c.MetricsAddress); err != nil {
-			return err
-		}
-	}
+	defer closeLog()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var accessLog io.Writer
-	switch c.AccessLog {
-	case "off":
-	case "-":
-		accessLog = os.Stdout
-	default:
-		f, err := os.OpenFile(c.AccessLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-		if err != nil {
-			return fmt.Errorf("--access-log: %w", err)
-		}
-		defer f.Close()
-		accessLog = f
-	}
-	httpsPort := 443
-	if httpsL != nil {
-		httpsPort = httpsL.Addr().(*net.TCPAddr).Port
-	}
 	px := proxy.New(proxy.Options{
 		ConnectTimeout: c.ConnectTimeout,
 		ReadTimeout:    c.ReadTimeout,
 		MaxBodyBytes:   c.bodyLimit,
 		AccessLog:      accessLog,
 		Registerer:     reg,
-		HTTPSPort:      httpsPort,
+		HTTPSPort:      ports.httpsPort(),
 	})
 	defer px.Close()
 	selfSigned, err := proxy.SelfSigned()
@@ -103,15 +67,7 @@ func Run(ctx context.Context, o Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var nsOpts []informers.SharedInformerOption
-	if c.WatchNamespace != "" {
-		nsOpts = append(nsOpts, informers.WithNamespace(c.WatchNamespace))
-	}
-	namespaced := informers.NewSharedInformerFactoryWithOptions(client, 0, nsOpts...)
-	cluster := namespaced
-	if c.WatchNamespace != "" {
-		cluster = informers.NewSharedInformerFactory(client, 0)
-	}
+	namespaced, cluster := factories(client, c.WatchNamespace)
 	ctl := New(client, namespaced, cluster, Config{
 		Controller:         c.ControllerClass,
 		ClassName:          c.IngressClass,
@@ -123,72 +79,19 @@ func Run(ctx context.Context, o Options) error {
 		Registerer:         reg,
 	})
 
-	errCh := make(chan error, 4)
-	var servers []*http.Server
-	serve := func(l *listener, h http.Handler, tlsOn bool) {
-		srv := &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       75 * time.Second, // nginx's keepalive_timeout
-			MaxHeaderBytes:    32 << 10,         // more gets 431
-			ErrorLog:          log.New(io.Discard, "", 0),
-			ConnContext:       l.connContext,
-		}
-		protocols := new(http.Protocols)
-		protocols.SetHTTP1(true)
-		if tlsOn {
-			srv.TLSConfig = px.TLSConfig()
-			protocols.SetHTTP2(true)
-		} else if h != nil && l != metricsL {
-			// gRPC clients without TLS speak HTTP/2 from the first byte.
-			protocols.SetUnencryptedHTTP2(true)
-		}
-		srv.Protocols = protocols
-		servers = append(servers, srv)
-		go func() {
-			var err error
-			if tlsOn {
-				err = srv.ServeTLS(l, "", "")
-			} else {
-				err = srv.Serve(l)
-			}
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errCh <- err
-			}
-		}()
-	}
+	srv := servers{errs: make(chan error, 3)}
 	limit := &connLimit{max: int64(c.MaxConnections)}
-	httpL.limit = limit
-	serve(httpL, limited(px.Handler(httpL.Addr().(*net.TCPAddr).Port)), false)
-	if httpsL != nil {
-		httpsL.limit = limit
-		serve(httpsL, limited(px.Handler(httpsPort)), true)
+	ports.http.limit = limit
+	// gRPC clients without TLS speak HTTP/2 from the first byte.
+	srv.serve(ports.http, limited(px.Handler(ports.http.port())), nil, true)
+	if ports.https != nil {
+		ports.https.limit = limit
+		srv.serve(ports.https, limited(px.Handler(ports.httpsPort())), px.TLSConfig(), false)
 	}
-	if metricsL != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		if c.Profiling {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		}
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !px.Ready() {
-				http.Error(w, "routes not synced yet", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = w.Write([]byte("ok"))
-		})
-		serve(metricsL, mux, false)
+	if ports.metrics != nil {
+		srv.serve(ports.metrics, metricsMux(reg, c.Profiling, px.Ready), nil, false)
 	}
-	addr := func(l *listener) string {
-		if l == nil {
-			return ""
-		}
-		return l.Addr().String()
-	}
-	slog.Info("ingress starting", "http", addr(httpL), "https", addr(httpsL), "metrics", addr(metricsL),
+	slog.Info("ingress starting", "http", ports.http.String(), "https", ports.https.String(), "metrics", ports.metrics.String(),
 		"class", c.IngressClass, "controller", c.ControllerClass, "namespace", c.WatchNamespace, "publishService", c.PublishService)
 
 	synced := make(chan error, 1)
@@ -201,15 +104,149 @@ func Run(ctx context.Context, o Options) error {
 	select {
 	case <-ctx.Done():
 		err = nil
-	case err = <-errCh:
+	case err = <-srv.errs:
 	case err = <-synced:
 	}
 	cancel()
-	// In-flight requests finish; long-lived ones get a few seconds.
-	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	for _, s := range servers {
-		_ = s.Shutdown(shutdownCtx)
-	}
+	srv.shutdown()
 	return err
+}
+
+// ports are the listeners, bound before anything else starts.
+type ports struct{ http, https, metrics *listener }
+
+func bind(c *config) (*ports, error) {
+	p := &ports{}
+	listen := func(flag, addr string) (*listener, error) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
+		}
+		return &listener{Listener: l}, nil
+	}
+	var err error
+	if p.http, err = listen("--http-address", c.HTTPAddress); err != nil {
+		return nil, err
+	}
+	if c.https {
+		if p.https, err = listen("--https-address", c.HTTPSAddress); err != nil {
+			return nil, err
+		}
+	}
+	if c.metrics {
+		if p.metrics, err = listen("--metrics-address", c.MetricsAddress); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *ports) Close() {
+	for _, l := range []*listener{p.http, p.https, p.metrics} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// httpsPort is where HTTPS is served, for redirects.
+func (p *ports) httpsPort() int {
+	if p.https == nil {
+		return 443
+	}
+	return p.https.port()
+}
+
+// openAccessLog opens --access-log: "-" is stdout, "off" nothing.
+func openAccessLog(where string) (io.Writer, func(), error) {
+	switch where {
+	case "off":
+		return nil, func() {}, nil
+	case "-":
+		return os.Stdout, func() {}, nil
+	}
+	f, err := os.OpenFile(where, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--access-log: %w", err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// factories are the informer factories: namespaced ones for what
+// --watch-namespace limits, cluster-wide ones for IngressClasses and Nodes.
+func factories(client kubernetes.Interface, namespace string) (namespaced, cluster informers.SharedInformerFactory) {
+	if namespace == "" {
+		f := informers.NewSharedInformerFactory(client, 0)
+		return f, f
+	}
+	return informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace)),
+		informers.NewSharedInformerFactory(client, 0)
+}
+
+// metricsMux serves /metrics, the probes, and /debug/pprof when asked.
+func metricsMux(reg *prometheus.Registry, profiling bool, ready func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "routes not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return mux
+}
+
+// servers are the HTTP servers of the listeners; errs receives the first
+// failure of any.
+type servers struct {
+	list []*http.Server
+	errs chan error
+}
+
+// serve serves h on l: over TLS when tlsConfig is set (with HTTP/2), else
+// plain HTTP/1.1, and HTTP/2 without TLS too when h2c.
+func (s *servers) serve(l *listener, h http.Handler, tlsConfig *tls.Config, h2c bool) {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       75 * time.Second, // nginx's keepalive_timeout
+		MaxHeaderBytes:    32 << 10,         // more gets 431
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnContext:       l.connContext,
+		TLSConfig:         tlsConfig,
+		Protocols:         new(http.Protocols),
+	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetHTTP2(tlsConfig != nil)
+	srv.Protocols.SetUnencryptedHTTP2(h2c)
+	s.list = append(s.list, srv)
+	go func() {
+		var err error
+		if tlsConfig != nil {
+			err = srv.ServeTLS(l, "", "")
+		} else {
+			err = srv.Serve(l)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.errs <- err
+		}
+	}()
+}
+
+// shutdown lets requests in flight finish; long-lived ones get a few
+// seconds.
+func (s *servers) shutdown() {
+	ctx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	for _, srv := range s.list {
+		_ = srv.Shutdown(ctx)
+	}
 }
