@@ -28,7 +28,7 @@ type Options struct {
 func New(kubeconfig string, o Options) (kubernetes.Interface, *rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		return nil, nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
 	}
 	cfg.UserAgent = o.UserAgent
 	if o.QPS > 0 {

@@ -126,16 +126,18 @@ spec:
 	e.kubectl.MustRun(ingress, "apply", "-f", "-")
 	e.expect("churn.example", "/", 200, "") // the pods answer plain text: no JSON pod name
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// 100 requests/s for 16 s: steady, and light enough not to starve the
+	// clusters of the tests that run beside it on two cores.
+	ctx, cancel := context.WithTimeout(context.Background(), 16*time.Second)
 	defer cancel()
 	results := make(chan loadgen.Result, 1)
 	go func() {
 		results <- loadgen.Run(ctx, loadgen.Target{Name: "ingress", URL: "http://" + ingressIP + "/", Host: "churn.example",
-			Rate: 200, Timeout: 2 * time.Second, Dial: e.ns.DialContext})[0]
+			Rate: 100, Timeout: 2 * time.Second, Dial: e.ns.DialContext})[0]
 	}()
 	time.Sleep(time.Second)
 	up := false
-	for round := 0; ctx.Err() == nil && round < 8; round++ {
+	for round := 0; ctx.Err() == nil && round < 6; round++ {
 		if up {
 			// 7 → 5: the last two turn terminating and exit at once, then
 			// leave the slice.
