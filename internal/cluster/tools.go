@@ -15,8 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
 // ExecOptions are what `svcnet exec` runs where.
@@ -200,11 +201,6 @@ func Status(ctx context.Context, name string, out io.Writer) error {
 
 // client is an admin client of the cluster, and its config.
 func (s State) client() (*rest.Config, kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, cfg, err := kubeclient.New(s.Kubeconfig(), kubeclient.Options{UserAgent: "svcnet"})
 	return cfg, client, err
 }

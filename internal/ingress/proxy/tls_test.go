@@ -1,57 +1,48 @@
 package proxy
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"net/http"
+	"strconv"
 	"testing"
-	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/pki"
 )
 
-// testCA signs leaf certificates for test hosts.
+// testCA is the cluster's CA code, signing leaf certificates for test
+// hosts.
 type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	*pki.CA
 	pool *x509.CertPool
 }
 
 func newTestCA(t *testing.T) *testCA {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "svcnet test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := pki.EnsureCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := x509.ParseCertificate(der)
 	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
+	pool.AddCert(ca.Cert)
+	return &testCA{CA: ca, pool: pool}
 }
 
 func (ca *testCA) leaf(t *testing.T, names ...string) *tls.Certificate {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: names[0]},
-		DNSNames: names, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	crt, key, err := ca.Issue(names[0], nil, names, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	cert, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cert
 }
 
 func TestTLS(t *testing.T) {
@@ -133,8 +124,8 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("HTTPS: %d over HTTP/%d from %q", resp.StatusCode, resp.ProtoMajor, resp.Header.Get("X-Pod"))
 	}
 	redirects := []struct{ host, want string }{
-		{"secure.example", "https://secure.example:" + itoa(httpsPort) + "/a/b?q=1"},
-		{"x.wild.example:8080", "https://x.wild.example:" + itoa(httpsPort) + "/a/b?q=1"},
+		{"secure.example", "https://secure.example:" + strconv.Itoa(httpsPort) + "/a/b?q=1"},
+		{"x.wild.example:8080", "https://x.wild.example:" + strconv.Itoa(httpsPort) + "/a/b?q=1"},
 		{"plain.example", ""},
 	}
 	for _, r := range redirects {
@@ -156,5 +147,3 @@ func TestTLS(t *testing.T) {
 		}
 	}
 }
-
-func itoa(n int) string { return big.NewInt(int64(n)).String() }

@@ -39,13 +39,17 @@ func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		if body != nil && body.err != nil {
-			// The client's body failed (over the limit, say): that is
-			// the answer, not whatever the pod made of half a body.
-			err = body.err
-			break
+		var sent bool
+		if body != nil {
+			var bodyErr error
+			if sent, bodyErr = body.state(); bodyErr != nil {
+				// The client's body failed (over the limit, say): that is
+				// the answer, not whatever the pod made of half a body.
+				err = bodyErr
+				break
+			}
 		}
-		if !dialFailed(err) || (body != nil && body.read()) || r.Context().Err() != nil {
+		if !dialFailed(err) || sent || r.Context().Err() != nil {
 			break
 		}
 		t.p.metrics.connectErrors.Inc()
@@ -99,10 +103,13 @@ func (b *onceBody) Read(p []byte) (int, error) {
 
 func (b *onceBody) Close() error { return nil }
 
-func (b *onceBody) read() bool {
+// state says whether any of the body was read, and how reading it failed.
+// The lock: an http.Transport (HTTPS and HTTP/2 backends) reads the body
+// on a goroutine of its own.
+func (b *onceBody) state() (sent bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.n > 0
+	return b.n > 0, b.err
 }
 
 // bufferPool lends the reverse proxy its copy buffers.

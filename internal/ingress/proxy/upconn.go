@@ -109,9 +109,7 @@ type dialError struct{ err error }
 func (e dialError) Error() string { return e.err.Error() }
 func (e dialError) Unwrap() error { return e.err }
 
-// RoundTrip sends r to r.URL.Host over HTTP/1.1.
-func (p *pods) RoundTrip(r *http.Request) (*http.Response, error) { return p.do(r, timeouts{}) }
-
+// do sends r to r.URL.Host over HTTP/1.1.
 func (p *pods) do(r *http.Request, t timeouts) (*http.Response, error) {
 	addr := r.URL.Host
 	for {

@@ -220,6 +220,19 @@ func (e *env) expect(host, path string, status int, pod string) {
 	})
 }
 
+// expectEvent waits for an event of reason on the named object whose
+// message mentions what, read with kubectl.
+func (e *env) expectEvent(object, reason, what string) {
+	e.t.Helper()
+	e.eventually("a "+reason+" event on "+object, func() error {
+		out, _, _ := e.kubectl.Run("", "get", "events", "--field-selector", "involvedObject.name="+object+",reason="+reason, "-o", "jsonpath={.items[*].message}")
+		if !strings.Contains(out, what) {
+			return fmt.Errorf("events: %q", out)
+		}
+		return nil
+	})
+}
+
 func TestIngress(t *testing.T) {
 	e := newEnv(t, "--publish-service", "ingress-svcnet/ingress")
 	e.service("default", "web", e.pod("web-1"))
@@ -325,13 +338,7 @@ spec:
 `, "apply", "-f", "-")
 		e.expect("site.example", "/late", 200, "web-2")
 		e.expect("site.example", "/api", 200, "api-1")
-		e.eventually("a RouteConflict event", func() error {
-			out, _, _ := e.kubectl.Run("", "get", "events", "--field-selector", "involvedObject.name=latecomer,reason=RouteConflict", "-o", "jsonpath={.items[*].message}")
-			if !strings.Contains(out, "default/site") {
-				return fmt.Errorf("events: %q", out)
-			}
-			return nil
-		})
+		e.expectEvent("latecomer", "RouteConflict", "default/site")
 	})
 
 	t.Run("other classes are not served, nor their status touched", func(t *testing.T) {
@@ -472,13 +479,7 @@ spec:
 			t.Errorf("certificate for a host whose Secret is missing: %q", cn)
 		}
 		tc.Close()
-		e.eventually("a MissingSecret event", func() error {
-			out, _, _ := e.kubectl.Run("", "get", "events", "--field-selector", "involvedObject.name=secure,reason=MissingSecret", "-o", "jsonpath={.items[*].message}")
-			if !strings.Contains(out, "missing-tls") {
-				return fmt.Errorf("events: %q", out)
-			}
-			return nil
-		})
+		e.expectEvent("secure", "MissingSecret", "missing-tls")
 		// The Secret appears: served without a restart.
 		crt2, key2, _ := ca.Issue("nocert.example", nil, []string{"nocert.example"}, false)
 		secret2 := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "missing-tls"}, Type: corev1.SecretTypeTLS,
