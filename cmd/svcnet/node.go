@@ -73,7 +73,7 @@ svcnet up starts one per node; it needs root.`,
 	f.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "key of the serving certificate")
 	f.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA that signs the API server's client certificate")
 	f.DurationVar(&cfg.EndpointDrainDelay, "endpoint-drain-delay", node.DefaultEndpointDrainDelay,
-		"how long a deleted pod that backs a Service and has no preStop hook keeps running before SIGTERM, so the proxies stop sending it connections first (0: SIGTERM at once, as kubelet)")
+		"how long a deleted pod that backs a Service and has no preStop hook keeps running, after its Services' EndpointSlices stop offering it, before SIGTERM, so every proxy stops sending it connections first (at most half the grace period in all; 0: SIGTERM at once, as kubelet)")
 	for _, req := range []string{"kubeconfig", "hostname-override", "node-ip", "pod-cidr", "netns-prefix", "root-dir"} {
 		_ = cmd.MarkFlagRequired(req)
 	}

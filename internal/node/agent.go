@@ -14,11 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -250,18 +252,50 @@ func (a *Agent) serviceEnv(pod *corev1.Pod) []corev1.EnvVar {
 
 // selectingServices counts the Services of the pod's namespace whose
 // selector chooses it.
-func (a *Agent) selectingServices(pod *corev1.Pod) int {
+func (a *Agent) selectingServices(pod *corev1.Pod) []string {
 	svcs, err := a.services.Services(pod.Namespace).List(labels.Everything())
 	if err != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	var names []string
 	for _, s := range svcs {
 		if len(s.Spec.Selector) > 0 && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(pod.Labels)) {
-			n++
+			names = append(names, s.Name)
 		}
 	}
-	return n
+	return names
+}
+
+// drainPoll is how often a draining pod's slices are read: only pods
+// being deleted are polled, each for the time its endpoint controller
+// takes, so this costs the API a few requests per deletion.
+const drainPoll = 100 * time.Millisecond
+
+// awaitUnrouted waits, at most limit, until no EndpointSlice of the
+// named Services offers addr to new connections. The agent watches no
+// slices (kubelet does not either: that would be every slice of the
+// cluster on every node), so it lists the few it needs by label. An
+// unreachable API server ends the wait at limit, never earlier.
+func (a *Agent) awaitUnrouted(ctx context.Context, namespace string, services []string, addr string, limit time.Duration) {
+	if limit <= 0 || addr == "" || len(services) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	selector := discovery.LabelServiceName + " in (" + strings.Join(services, ",") + ")"
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		l, err := a.client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err == nil && !stillRouted(l.Items, []string{addr}) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // ConfigMap implements EnvSource.

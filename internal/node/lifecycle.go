@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/svcnet/svcnet/internal/node/prober"
 )
@@ -66,4 +67,46 @@ func drainDelay(pod *corev1.Pod, services int, delay, grace time.Duration) time.
 		}
 	}
 	return min(delay, grace/2)
+}
+
+// drainPlan is how a deleted pod that backs Services waits before its
+// SIGTERM: first until no EndpointSlice routes new connections to it
+// (at most untilGone, which covers an endpoint controller slowed by
+// load), then delay more for every node's proxy to apply that.
+type drainPlan struct {
+	untilGone, delay time.Duration
+}
+
+// planDrain splits the drain of a pod: delay (from drainDelay) after the
+// slices show the endpoint gone, and the wait for that at most what is
+// left of half the grace period, so the container keeps half its grace
+// for its own shutdown however slow the control plane is.
+func planDrain(delay, grace time.Duration) drainPlan {
+	if delay <= 0 {
+		return drainPlan{}
+	}
+	return drainPlan{untilGone: max(grace/2-delay, 0), delay: delay}
+}
+
+// stillRouted reports whether a slice still offers one of addrs to new
+// connections: listed as ready (an unset ready means ready, as the API
+// defines it). Serving-and-terminating endpoints are not: proxies use
+// those only when a Service has no ready one, and then the pod is still
+// serving what it can until its grace ends.
+func stillRouted(slices []discovery.EndpointSlice, addrs []string) bool {
+	for i := range slices {
+		for _, ep := range slices[i].Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				for _, want := range addrs {
+					if a == want {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }

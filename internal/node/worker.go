@@ -148,12 +148,16 @@ func (w *podWorker) run(ctx context.Context) {
 				w.ensureSandbox(ctx)
 			}
 			grace := w.gracePeriod()
-			if d := drainDelay(w.pod, w.a.selectingServices(w.pod), w.endpointDrainDelay(), grace); d > 0 && w.anyRunning() {
+			svcs := w.a.selectingServices(w.pod)
+			if d := drainDelay(w.pod, len(svcs), w.endpointDrainDelay(), grace); d > 0 && w.anyRunning() {
+				start := time.Now()
+				plan := planDrain(d, grace)
+				w.a.awaitUnrouted(ctx, w.pod.Namespace, svcs, w.podAddr(), plan.untilGone)
 				select {
-				case <-time.After(d):
+				case <-time.After(plan.delay):
 				case <-ctx.Done():
 				}
-				grace -= d
+				grace -= time.Since(start)
 			}
 			w.terminate(grace)
 			w.finishDeletion(ctx)
@@ -187,6 +191,14 @@ func (w *podWorker) run(ctx context.Context) {
 		case <-timer.C:
 		}
 	}
+}
+
+// podAddr is the pod's address, or "" before its sandbox has one.
+func (w *podWorker) podAddr() string {
+	if !w.ip.IsValid() {
+		return ""
+	}
+	return w.ip.String()
 }
 
 func (w *podWorker) anyRunning() bool {
