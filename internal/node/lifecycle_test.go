@@ -118,7 +118,9 @@ func TestStillRouted(t *testing.T) {
 	ep := func(addr string, ready *bool) discovery.Endpoint {
 		return discovery.Endpoint{Addresses: []string{addr}, Conditions: discovery.EndpointConditions{Ready: ready}}
 	}
-	slice := func(eps ...discovery.Endpoint) discovery.EndpointSlice { return discovery.EndpointSlice{Endpoints: eps} }
+	slice := func(eps ...discovery.Endpoint) discovery.EndpointSlice {
+		return discovery.EndpointSlice{Endpoints: eps}
+	}
 	cases := []struct {
 		name   string
 		slices []discovery.EndpointSlice
@@ -172,7 +174,10 @@ func TestAwaitUnrouted(t *testing.T) {
 	t.Run("another Service's slice does not count", func(t *testing.T) {
 		a := &Agent{client: fake.NewClientset(ready.DeepCopy())}
 		done := make(chan struct{})
-		go func() { a.awaitUnrouted(context.Background(), "ns", []string{"other"}, "10.0.0.9", time.Minute); close(done) }()
+		go func() {
+			a.awaitUnrouted(context.Background(), "ns", []string{"other"}, "10.0.0.9", time.Minute)
+			close(done)
+		}()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):

@@ -91,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	httpErr, err := serveHTTP(ctx, c.MetricsBindAddress, c.HealthBindAddress, c.Profiling, reg, srv.Ready)
+	httpErr, err := ServeHTTP(ctx, c.MetricsBindAddress, c.HealthBindAddress, c.Profiling, reg, srv.Ready)
 	if err != nil {
 		return err
 	}
@@ -120,10 +120,10 @@ func Run(ctx context.Context, o Options) error {
 	return err
 }
 
-// serveHTTP serves /metrics (and pprof when profiling) on one address and
+// ServeHTTP serves /metrics (and pprof when profiling) on one address and
 // the probes on another, or everything on one listener when the
 // addresses are equal.
-func serveHTTP(ctx context.Context, metricsAddr, healthAddr string, profiling bool, reg *prometheus.Registry, ready func() bool) (<-chan error, error) {
+func ServeHTTP(ctx context.Context, metricsAddr, healthAddr string, profiling bool, reg *prometheus.Registry, ready func() bool) (<-chan error, error) {
 	errCh := make(chan error, 2)
 	off := func(a string) bool { return a == "" || a == "0" }
 	metrics := http.NewServeMux()

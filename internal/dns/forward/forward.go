@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,15 @@ type Options struct {
 	ProbeInterval time.Duration
 	// UDPSize is the EDNS buffer size advertised to upstreams.
 	UDPSize uint16
+	// TCP sends every question over TCP, on connections kept open for
+	// the next (RFC 7766), as the node-local cache talks to the cluster
+	// DNS: its clients' UDP never reaches conntrack, and a server that
+	// died refuses the connection at once instead of staying silent.
+	TCP bool
+	// Spread starts each question at the next healthy upstream in turn
+	// rather than the first, for upstreams that are replicas of one
+	// server; failover still tries the others.
+	Spread bool
 	// Registerer receives the metrics; nil keeps them unregistered.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -67,7 +77,8 @@ var ErrNoUpstream = errors.New("no upstream answered")
 // Forwarder resolves outside names. It is safe for concurrent use.
 type Forwarder struct {
 	opts      Options
-	upstreams []*upstream
+	upstreams atomic.Pointer[[]*upstream]
+	next      atomic.Uint32 // Spread's turn
 	cache     *cache
 	flight    flight
 	log       *slog.Logger
@@ -83,6 +94,57 @@ type upstream struct {
 	fails   atomic.Int32
 	down    atomic.Bool
 	probing atomic.Bool
+	// removed is set once SetUpstreams dropped it: its probe stops and
+	// its connections close.
+	removed atomic.Bool
+	// idle are kept-open TCP connections (Options.TCP).
+	idle chan *dns.Conn
+}
+
+// maxIdleConns bounds the kept-open TCP connections per upstream: more
+// questions at once dial more, and the extra ones close after use.
+const maxIdleConns = 16
+
+func newUpstream(addr string) (*upstream, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("forward: upstream %q: %w", addr, err)
+	}
+	return &upstream{addr: addr, idle: make(chan *dns.Conn, maxIdleConns)}, nil
+}
+
+// take returns a kept-open connection, if there is one.
+func (u *upstream) take() *dns.Conn {
+	select {
+	case c := <-u.idle:
+		return c
+	default:
+		return nil
+	}
+}
+
+// keep returns c to the pool, or closes it when the pool is full or the
+// upstream is gone.
+func (u *upstream) keep(c *dns.Conn) {
+	if !u.removed.Load() {
+		select {
+		case u.idle <- c:
+			return
+		default:
+		}
+	}
+	c.Close()
+}
+
+// closeIdle closes the kept-open connections.
+func (u *upstream) closeIdle() {
+	for {
+		select {
+		case c := <-u.idle:
+			c.Close()
+		default:
+			return
+		}
+	}
 }
 
 // New returns a forwarder; Close stops its health probes.
@@ -101,12 +163,15 @@ func New(opts Options) (*Forwarder, error) {
 		opts.Now = time.Now
 	}
 	f := &Forwarder{opts: opts, log: cmp.Or(opts.Logger, slog.Default())}
+	var ups []*upstream
 	for _, a := range opts.Upstreams {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, fmt.Errorf("forward: upstream %q: %w", a, err)
+		u, err := newUpstream(a)
+		if err != nil {
+			return nil, err
 		}
-		f.upstreams = append(f.upstreams, &upstream{addr: a})
+		ups = append(ups, u)
 	}
+	f.upstreams.Store(&ups)
 	if opts.CacheSize > 0 {
 		f.cache = newCache(opts.CacheSize)
 	}
@@ -115,23 +180,75 @@ func New(opts Options) (*Forwarder, error) {
 		return nil, err
 	}
 	f.m = m
-	for _, u := range f.upstreams {
+	for _, u := range ups {
 		f.m.healthy.WithLabelValues(u.addr).Set(1)
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f, nil
 }
 
-// Close stops the health probes and waits for them.
+// Close stops the health probes, waits for them and closes the kept-open
+// connections.
 func (f *Forwarder) Close() {
 	f.cancel()
 	f.wg.Wait()
+	for _, u := range *f.upstreams.Load() {
+		u.removed.Store(true)
+		u.closeIdle()
+	}
+}
+
+// SetUpstreams replaces the upstreams (the node-local cache follows the
+// cluster DNS's endpoints). Those that stay keep their health and
+// connections; questions already under way finish with the old list.
+func (f *Forwarder) SetUpstreams(addrs []string) error {
+	if len(addrs) == 0 {
+		return errors.New("forward: no upstream servers")
+	}
+	old := map[string]*upstream{}
+	for _, u := range *f.upstreams.Load() {
+		old[u.addr] = u
+	}
+	ups := make([]*upstream, 0, len(addrs))
+	for _, a := range addrs {
+		if u, ok := old[a]; ok {
+			ups = append(ups, u)
+			delete(old, a)
+			continue
+		}
+		u, err := newUpstream(a)
+		if err != nil {
+			return err
+		}
+		ups = append(ups, u)
+		f.m.healthy.WithLabelValues(a).Set(1)
+	}
+	f.upstreams.Store(&ups)
+	for _, u := range old {
+		u.removed.Store(true)
+		u.closeIdle()
+		// A replica's address leaves with it: its series would pile up.
+		f.m.healthy.DeleteLabelValues(u.addr)
+		f.m.requests.DeletePartialMatch(prometheus.Labels{"upstream": u.addr})
+		f.m.duration.DeleteLabelValues(u.addr)
+		f.m.probeFailures.DeleteLabelValues(u.addr)
+	}
+	return nil
+}
+
+// Upstreams returns the addresses in use, in order.
+func (f *Forwarder) Upstreams() []string {
+	var out []string
+	for _, u := range *f.upstreams.Load() {
+		out = append(out, u.addr)
+	}
+	return out
 }
 
 // Healthy reports how many upstreams are not marked down.
 func (f *Forwarder) Healthy() int {
 	n := 0
-	for _, u := range f.upstreams {
+	for _, u := range *f.upstreams.Load() {
 		if !u.down.Load() {
 			n++
 		}
@@ -208,14 +325,19 @@ func clampDenial(m *dns.Msg, ttl time.Duration) {
 // verdict on the name, and asking the next would double the wait for
 // names whose own servers are broken.
 func (f *Forwarder) query(ctx context.Context, q dns.Question, do bool) (*dns.Msg, error) {
-	order := make([]*upstream, 0, len(f.upstreams))
-	for _, u := range f.upstreams {
+	all := *f.upstreams.Load()
+	order := make([]*upstream, 0, len(all))
+	for _, u := range all {
 		if !u.down.Load() {
 			order = append(order, u)
 		}
 	}
 	if len(order) == 0 {
-		order = f.upstreams
+		order = all
+	}
+	if f.opts.Spread && len(order) > 1 {
+		first := int(f.next.Add(1) % uint32(len(order)))
+		order = slices.Concat(order[first:], order[:first])
 	}
 	var errs []error
 	for _, u := range order {
@@ -252,13 +374,19 @@ func (f *Forwarder) attempt(ctx context.Context, u *upstream, q dns.Question, do
 	req.Question = []dns.Question{q}
 	req.SetEdns0(f.opts.UDPSize, do)
 
-	c := &dns.Client{Net: "udp", Timeout: f.opts.Timeout, UDPSize: f.opts.UDPSize}
 	actx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
-	m, _, err := c.ExchangeContext(actx, req, u.addr)
-	if err == nil && m.Truncated {
-		c.Net = "tcp"
+	var m *dns.Msg
+	var err error
+	if f.opts.TCP {
+		m, err = f.exchangeTCP(actx, u, req)
+	} else {
+		c := &dns.Client{Net: "udp", Timeout: f.opts.Timeout, UDPSize: f.opts.UDPSize}
 		m, _, err = c.ExchangeContext(actx, req, u.addr)
+		if err == nil && m.Truncated {
+			c.Net = "tcp"
+			m, _, err = c.ExchangeContext(actx, req, u.addr)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -276,6 +404,44 @@ func (f *Forwarder) attempt(ctx context.Context, u *upstream, q dns.Question, do
 	}
 	m.Extra = extra
 	return m, nil
+}
+
+// exchangeTCP asks u over a kept-open connection, or a new one. A kept
+// connection may have been closed by the server while idle (servers
+// close idle ones after seconds, RFC 7766): that failure is retried once
+// on a new connection before it counts against the upstream.
+func (f *Forwarder) exchangeTCP(ctx context.Context, u *upstream, req *dns.Msg) (*dns.Msg, error) {
+	deadline, _ := ctx.Deadline()
+	for {
+		conn := u.take()
+		kept := conn != nil
+		if !kept {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", u.addr)
+			if err != nil {
+				return nil, err
+			}
+			conn = &dns.Conn{Conn: c}
+		}
+		_ = conn.SetDeadline(deadline)
+		err := conn.WriteMsg(req)
+		var m *dns.Msg
+		if err == nil {
+			m, err = conn.ReadMsg()
+		}
+		if err == nil && m.Id != req.Id {
+			err = errors.New("answer with another ID")
+		}
+		if err == nil {
+			_ = conn.SetDeadline(time.Time{})
+			u.keep(conn)
+			return m, nil
+		}
+		conn.Close()
+		if !kept || ctx.Err() != nil {
+			return nil, err
+		}
+	}
 }
 
 func (f *Forwarder) succeeded(u *upstream) {
@@ -315,12 +481,15 @@ func (f *Forwarder) probe(u *upstream) {
 			return
 		case <-t.C:
 		}
-		if !u.down.Load() {
-			return // a real query found it up first
+		if !u.down.Load() || u.removed.Load() {
+			return // a real query found it up first, or it is gone
 		}
 		req := new(dns.Msg)
 		req.SetQuestion(".", dns.TypeNS)
 		c := &dns.Client{Net: "udp", Timeout: f.opts.Timeout}
+		if f.opts.TCP {
+			c.Net = "tcp"
+		}
 		ctx, cancel := context.WithTimeout(f.ctx, f.opts.Timeout)
 		_, _, err := c.ExchangeContext(ctx, req, u.addr)
 		cancel()

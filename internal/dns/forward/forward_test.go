@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -317,5 +318,139 @@ func TestCached(t *testing.T) {
 	}
 	if _, _, ok := f.Cached(dns.Question{Name: "www.example.com.", Qtype: dns.TypeA, Qclass: dns.ClassINET}, true); ok {
 		t.Error("a DO question hit the answer to a question without DO")
+	}
+}
+
+// countingListener counts the connections a fake upstream accepts.
+type countingListener struct {
+	net.Listener
+	n atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+func startCounted(t *testing.T) (*dnstest.Upstream, *countingListener) {
+	t.Helper()
+	pc, ln, err := dnstest.ListenPair("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	return dnstest.StartUpstreamOn(t, pc, cl), cl
+}
+
+// refusedAddr is a TCP and UDP address with nothing listening: a DNS
+// replica whose process died.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestTCP(t *testing.T) {
+	t.Run("every question over one kept connection", func(t *testing.T) {
+		up, conns := startCounted(t)
+		up.Add(t, "www.example.com. 60 IN A 192.0.2.1")
+		f := newForwarder(t, Options{Upstreams: []string{up.Addr}, TCP: true, CacheSize: -1})
+		for range 5 {
+			if m := ask(t, f, "www.example.com.", dns.TypeA); len(m.Answer) != 1 {
+				t.Fatalf("answer %v", m.Answer)
+			}
+		}
+		if up.TCPQueries() != 5 || up.Queries() != 5 {
+			t.Errorf("%d queries, %d over TCP; want 5 over TCP", up.Queries(), up.TCPQueries())
+		}
+		if n := conns.n.Load(); n != 1 {
+			t.Errorf("%d connections for 5 questions, want 1", n)
+		}
+	})
+	t.Run("a kept connection the server closed is replaced, not a failure", func(t *testing.T) {
+		up, conns := startCounted(t)
+		up.Add(t, "www.example.com. 60 IN A 192.0.2.1")
+		f := newForwarder(t, Options{Upstreams: []string{up.Addr}, TCP: true, CacheSize: -1})
+		u := (*f.upstreams.Load())[0]
+		ours, theirs := net.Pipe()
+		theirs.Close()
+		u.keep(&dns.Conn{Conn: ours})
+		if m := ask(t, f, "www.example.com.", dns.TypeA); len(m.Answer) != 1 {
+			t.Fatalf("answer %v", m.Answer)
+		}
+		if u.fails.Load() != 0 || conns.n.Load() != 1 {
+			t.Errorf("fails %d, connections %d; want 0 and 1", u.fails.Load(), conns.n.Load())
+		}
+	})
+	t.Run("a dead replica refuses: the other answers, and questions spread", func(t *testing.T) {
+		a, b := dnstest.StartUpstream(t), dnstest.StartUpstream(t)
+		for _, u := range []*dnstest.Upstream{a, b} {
+			u.Add(t, "www.example.com. 60 IN A 192.0.2.1")
+		}
+		f := newForwarder(t, Options{Upstreams: []string{a.Addr, b.Addr}, TCP: true, Spread: true, CacheSize: -1})
+		for range 10 {
+			ask(t, f, "www.example.com.", dns.TypeA)
+		}
+		if a.Queries() != 5 || b.Queries() != 5 {
+			t.Errorf("replicas asked %d and %d times, want 5 each", a.Queries(), b.Queries())
+		}
+		dead := refusedAddr(t)
+		if err := f.SetUpstreams([]string{dead, b.Addr}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if m := ask(t, f, "www.example.com.", dns.TypeA); len(m.Answer) != 1 {
+				t.Fatalf("question %d: answer %v", i, m.Answer)
+			}
+		}
+		if b.Queries() != 15 {
+			t.Errorf("the live replica answered %d, want all 10 new questions", b.Queries()-5)
+		}
+	})
+}
+
+func TestSetUpstreams(t *testing.T) {
+	a, b := dnstest.StartUpstream(t), dnstest.StartUpstream(t)
+	for _, u := range []*dnstest.Upstream{a, b} {
+		u.Add(t, "www.example.com. 60 IN A 192.0.2.1")
+	}
+	reg := prometheus.NewRegistry()
+	f := newForwarder(t, Options{Upstreams: []string{a.Addr}, TCP: true, CacheSize: -1, Registerer: reg})
+	ask(t, f, "www.example.com.", dns.TypeA)
+	old := (*f.upstreams.Load())[0]
+
+	if err := f.SetUpstreams(nil); err == nil {
+		t.Error("SetUpstreams(nil) accepted: questions would have nowhere to go")
+	}
+	if err := f.SetUpstreams([]string{"no-port"}); err == nil {
+		t.Error("an address without a port accepted")
+	}
+	if err := f.SetUpstreams([]string{b.Addr}); err != nil {
+		t.Fatal(err)
+	}
+	ask(t, f, "www.example.com.", dns.TypeA)
+	if a.Queries() != 1 || b.Queries() != 1 {
+		t.Errorf("old upstream asked %d times, new %d; want 1 and 1", a.Queries(), b.Queries())
+	}
+	if !old.removed.Load() || len(old.idle) != 0 {
+		t.Errorf("the removed upstream keeps %d connections", len(old.idle))
+	}
+	if got := f.Upstreams(); len(got) != 1 || got[0] != b.Addr {
+		t.Errorf("Upstreams() = %v", got)
+	}
+	// The removed upstream's series go with it.
+	if n := testutil.CollectAndCount(reg, "svcnet_dns_forward_upstream_healthy"); n != 1 {
+		t.Errorf("health gauge series = %d, want 1", n)
+	}
+	if n := testutil.CollectAndCount(reg, "svcnet_dns_forward_requests_total"); n != 1 {
+		t.Errorf("request counter series = %d, want 1", n)
 	}
 }

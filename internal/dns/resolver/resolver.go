@@ -37,6 +37,9 @@ type Config struct {
 	// HostSearch is the search list kubelet appends after the cluster's
 	// three domains: the node's resolv.conf search line, in order.
 	HostSearch []string
+	// ForwardAll makes a caching forwarder of the server (the node-local
+	// cache): every well-formed question goes upstream, no zone is read.
+	ForwardAll bool
 }
 
 // Result is the resolver's answer.
@@ -56,11 +59,12 @@ type Result struct {
 type Resolver struct {
 	autopathOn bool
 	hostSearch []string
+	forwardAll bool
 }
 
 // New returns a resolver for cfg.
 func New(cfg Config) *Resolver {
-	r := &Resolver{autopathOn: cfg.Autopath}
+	r := &Resolver{autopathOn: cfg.Autopath, forwardAll: cfg.ForwardAll}
 	for _, d := range cfg.HostSearch {
 		if d = index.Canonical(d); d != "." {
 			if _, ok := dns.IsDomainName(d); ok {
@@ -121,7 +125,8 @@ func ErrorReply(req *dns.Msg, rcode int) *dns.Msg {
 //     index (no zone known at all) gives SERVFAIL for every name.
 //   - Names in the zone get authoritative answers: records, NODATA with
 //     the SOA, or NXDOMAIN with the SOA (and autopath on NXDOMAIN).
-//   - Other names are for the upstreams (Result.Forward).
+//   - Other names are for the upstreams (Result.Forward), and with
+//     Config.ForwardAll every name is.
 func (r *Resolver) Resolve(idx *index.Index, q Question) Result {
 	m := reply(q)
 	if _, ok := dns.IsDomainName(q.Name); !ok || !dns.IsFqdn(q.Name) {
@@ -137,6 +142,9 @@ func (r *Resolver) Resolve(idx *index.Index, q Question) Result {
 	}
 	if q.Class != dns.ClassINET && q.Class != dns.ClassANY {
 		return rcode(m, dns.RcodeRefused)
+	}
+	if r.forwardAll {
+		return Result{Forward: true}
 	}
 	if idx == nil {
 		return rcode(m, dns.RcodeServerFailure)

@@ -524,3 +524,32 @@ func TestRoute(t *testing.T) {
 		t.Error("outside name without upstream: want an error")
 	}
 }
+
+// TestResolveForwardAll: the node-local cache's resolver sends every name
+// upstream, the cluster's too, but still answers malformed questions
+// itself.
+func TestResolveForwardAll(t *testing.T) {
+	r := New(Config{ForwardAll: true})
+	idx := index.Build(index.Options{}, dnstest.Fixture().Services, nil, nil)
+	cases := []struct {
+		name    string
+		q       Question
+		forward bool
+		rcode   int
+	}{
+		{"cluster name", Question{Name: "kubernetes.default.svc.cluster.local.", Type: dns.TypeA, Class: dns.ClassINET}, true, 0},
+		{"outside name", Question{Name: "example.com.", Type: dns.TypeAAAA, Class: dns.ClassINET}, true, 0},
+		{"cluster PTR", Question{Name: "1.0.96.10.in-addr.arpa.", Type: dns.TypePTR, Class: dns.ClassINET}, true, 0},
+		{"zone transfer", Question{Name: "cluster.local.", Type: dns.TypeAXFR, Class: dns.ClassINET}, false, dns.RcodeRefused},
+		{"chaos class", Question{Name: "version.bind.", Type: dns.TypeTXT, Class: dns.ClassCHAOS}, false, dns.RcodeRefused},
+		{"OPT as a question", Question{Name: "example.com.", Type: dns.TypeOPT, Class: dns.ClassINET}, false, dns.RcodeFormatError},
+	}
+	for _, tc := range cases {
+		for _, i := range []*index.Index{idx, nil} {
+			res := r.Resolve(i, tc.q)
+			if res.Forward != tc.forward || (!tc.forward && (res.Msg == nil || res.Msg.Rcode != tc.rcode)) {
+				t.Errorf("%s (index %p): %+v, want forward=%v rcode %s", tc.name, i, res, tc.forward, dns.RcodeToString[tc.rcode])
+			}
+		}
+	}
+}

@@ -747,3 +747,28 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestForwardAll is the node-local cache: cluster names come from the
+// upstream (the cluster DNS) before any index exists, and from the cache
+// while the upstream is away.
+func TestForwardAll(t *testing.T) {
+	up := dnstest.StartUpstream(t)
+	up.Add(t, "kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1")
+	s := start(t, Options{Upstream: upstreamWith(t, up), Resolver: resolver.Config{ForwardAll: true}, ForwardTimeout: time.Second}, nil)
+	for _, network := range []string{"udp", "tcp"} {
+		r := exchange(t, s.Addr(), network, question("kubernetes.default.svc.cluster.local.", dns.TypeA))
+		if got := rrs(r.Answer); len(got) != 1 || !strings.HasSuffix(got[0], "A 10.96.0.1") {
+			t.Fatalf("%s: answer %v, want the upstream's", network, got)
+		}
+	}
+	if up.Queries() != 1 {
+		t.Errorf("upstream asked %d times for one name within its TTL, want 1", up.Queries())
+	}
+	up.SetDown(true)
+	if r := exchange(t, s.Addr(), "udp", question("kubernetes.default.svc.cluster.local.", dns.TypeA)); len(r.Answer) != 1 {
+		t.Errorf("cached name with the upstream down: %v", r)
+	}
+	if r := exchange(t, s.Addr(), "udp", question("other.default.svc.cluster.local.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
+		t.Errorf("uncached name with the upstream down: %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
+	}
+}
