@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svcnet/svcnet/internal/cluster"
+	"github.com/svcnet/svcnet/internal/dns/nodecache"
 	"github.com/svcnet/svcnet/internal/edge"
 )
 
@@ -39,6 +40,7 @@ network is not touched.`,
 	f.StringSliceVar(&o.APIServerArgs, "apiserver-arg", nil, "extra flag for the API server, e.g. --apiserver-arg=--etcd-compaction-interval=1m")
 	f.StringSliceVar(&o.ControllerManagerArgs, "controller-manager-arg", nil, "extra flag for the controller manager, e.g. --controller-manager-arg=--node-monitor-grace-period=20s")
 	f.StringVar(&o.DNSUpstream, "dns-upstream", "", "upstream servers for names outside the cluster (none by default: the cluster has no route out)")
+	f.BoolVar(&o.NodeLocalDNS, "node-local-dns", true, "run a node-local DNS cache (svcnet node-cache) on "+nodecache.DefaultAddress+" in every node and point pods' resolv.conf at it (false: pods ask the cluster DNS's ClusterIP, as without NodeLocal DNSCache)")
 	f.BoolVar(&o.NoIngress, "no-ingress", false, "leave out the ingress controller add-on (ingress-svcnet/ingress-controller and the default IngressClass svcnet)")
 	f.StringVar(&o.IPTablesBinary, "iptables-binary", "iptables", "iptables of every node and the edge: iptables, iptables-nft or iptables-legacy (one backend for the whole cluster)")
 	return cmd

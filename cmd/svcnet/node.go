@@ -17,6 +17,7 @@ func newNodeCommand() *cobra.Command {
 		clusterCIDR      string
 		labels           []string
 		proxyCommandLine string
+		cacheCommandLine string
 	)
 	cmd := &cobra.Command{
 		Use:   "node",
@@ -47,6 +48,9 @@ svcnet up starts one per node; it needs root.`,
 			if proxyCommandLine != "" {
 				cfg.Proxy = strings.Fields(proxyCommandLine)
 			}
+			if cacheCommandLine != "" {
+				cfg.NodeCache = strings.Fields(cacheCommandLine)
+			}
 			a, err := node.New(cfg)
 			if err != nil {
 				return err
@@ -68,6 +72,7 @@ svcnet up starts one per node; it needs root.`,
 	f.StringSliceVar(&labels, "node-labels", nil, "labels of the Node, key=value")
 	f.StringVar(&cfg.IPTablesBinary, "iptables-binary", "iptables", "iptables command of the node's own rules (pod egress); give the proxy the same")
 	f.StringVar(&proxyCommandLine, "proxy-command", "", "command line of the node's service proxy, started in the node's namespace")
+	f.StringVar(&cacheCommandLine, "node-cache-command", "", "command line of the node-local DNS cache (svcnet node-cache), started in the node's namespace; give its address as --cluster-dns")
 	f.StringVar(&cfg.ServerAddress, "address", "", "address of the logs and exec server for the API server (e.g. 172.18.0.11:10250)")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the logs and exec server")
 	f.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "key of the serving certificate")

@@ -31,6 +31,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newUpCommand(), newDownCommand(), newKubeconfigCommand(), newEdgeCommand(),
 		newStatusCommand(), newExecCommand())
 	root.AddCommand(newDNSCommand())
+	root.AddCommand(newNodeCacheCommand())
 	root.AddCommand(newIngressCommand())
 	return root
 }

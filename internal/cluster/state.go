@@ -35,6 +35,9 @@ type Options struct {
 	// NoIngress leaves out the ingress controller add-on (tests that do
 	// not use it save two pods' CPU; `make run` shows it).
 	NoIngress bool
+	// NodeLocalDNS runs a node-local DNS cache (svcnet node-cache) in
+	// every node's namespace and points pods' resolv.conf at it.
+	NodeLocalDNS bool
 }
 
 // Home is where clusters keep their state: $SVCNET_HOME or ~/.svcnet.

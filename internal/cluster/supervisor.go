@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/apiserver"
+	"github.com/svcnet/svcnet/internal/dns/nodecache"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/restart"
 )
@@ -126,14 +127,23 @@ func (s *supervisor) start(ctx context.Context) error {
 		dir := s.state.NodeDir(n.Name)
 		proxyCmd := fmt.Sprintf("%s proxy --kubeconfig %s --proxy-mode %s --hostname-override %s --cluster-cidr %s --service-cidr %s --metrics-bind-address %s:10249 --healthz-bind-address %s:10256 --iptables-binary %s",
 			s.self, s.state.InCluster("proxy"), s.opts.ProxyMode, n.Name, s.plan.ClusterCIDR, s.plan.ServiceCIDR, n.IP, n.IP, s.iptables())
-		s.run(n.Name, []string{"internal", "netns-exec", "--netns", n.Netns, "--",
+		clusterDNS := s.dnsIP().String()
+		var cache []string
+		if s.opts.NodeLocalDNS {
+			// The cache reads one Service and its slices: the proxy's
+			// identity is enough.
+			cache = []string{"--node-cache-command", fmt.Sprintf("%s node-cache --kubeconfig %s --cluster-dns %s --iptables-binary %s",
+				s.self, s.state.InCluster("proxy"), clusterDNS, s.iptables())}
+			clusterDNS = nodecache.DefaultAddress
+		}
+		s.run(n.Name, append([]string{"internal", "netns-exec", "--netns", n.Netns, "--",
 			s.self, "node", "--kubeconfig", s.state.InCluster(n.Name), "--hostname-override", n.Name,
 			"--node-ip", n.IP.String(), "--pod-cidr", n.PodCIDR.String(), "--pod-bridge", PodBridge,
 			"--cluster-cidr", s.plan.ClusterCIDR.String(),
-			"--netns-prefix", n.Netns + "-", "--root-dir", dir, "--cluster-dns", s.dnsIP().String(),
+			"--netns-prefix", n.Netns + "-", "--root-dir", dir, "--cluster-dns", clusterDNS,
 			"--proxy-command", proxyCmd, "--iptables-binary", s.iptables(), "--address", netip.AddrPortFrom(n.IP, 10250).String(),
 			"--tls-cert-file", filepath.Join(dir, "node.crt"), "--tls-private-key-file", filepath.Join(dir, "node.key"),
-			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)})
+			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)}, cache...))
 	}
 	s.run("edge", []string{"internal", "netns-exec", "--netns", s.plan.EdgeNetns(), "--",
 		s.self, "edge", "--kubeconfig", s.state.InCluster("proxy"), "--interface", "eth0", "--iptables-binary", s.iptables()})
@@ -152,6 +162,9 @@ func (s *supervisor) start(ctx context.Context) error {
 	ingress := fmt.Sprintf(", ingress controller (%s/%s, IngressClass %s)", IngressNamespace, IngressName, IngressClassName)
 	if s.opts.NoIngress {
 		ingress = ""
+	}
+	if s.opts.NodeLocalDNS {
+		ingress += fmt.Sprintf(", node-local DNS cache at %s on every node", nodecache.DefaultAddress)
 	}
 	s.state.step("add-ons: cluster DNS at %s (kube-system/kube-dns)%s ready (%.1fs)", s.dnsIP(), ingress, time.Since(t0).Seconds())
 	return nil

@@ -63,6 +63,9 @@ type Config struct {
 	// Proxy, when set, is the command line of the node's service proxy,
 	// started (and restarted) by the agent in its own namespace.
 	Proxy []string
+	// NodeCache, when set, is the command line of the node-local DNS
+	// cache, run like Proxy; ClusterDNS is then its address.
+	NodeCache []string
 	// IPTablesBinary is the node's iptables (iptables, iptables-legacy,
 	// iptables-nft): one choice for the agent's rules and the proxy's.
 	IPTablesBinary string
@@ -150,7 +153,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	podFactory.WaitForCacheSync(ctx.Done())
 	a.cleanupStale(podInf.GetStore())
 	if len(a.cfg.Proxy) > 0 {
-		go a.runProxy(ctx)
+		go a.runDaemon(ctx, "proxy", a.cfg.Proxy)
+	}
+	if len(a.cfg.NodeCache) > 0 {
+		go a.runDaemon(ctx, "node-cache", a.cfg.NodeCache)
 	}
 	if a.cfg.ServerAddress != "" {
 		go func() {

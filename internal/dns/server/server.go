@@ -281,7 +281,11 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go s.serveTCP(ctx)
-	s.log.Info("DNS server listening", "addr", s.Addr(), "zone", s.idx.Load().Zone())
+	if s.opts.Resolver.ForwardAll {
+		s.log.Info("DNS server listening, forwarding every question", "addr", s.Addr())
+	} else {
+		s.log.Info("DNS server listening", "addr", s.Addr(), "zone", s.idx.Load().Zone())
+	}
 	<-ctx.Done()
 	closeAll(s.udp)
 	s.tcp.Close()

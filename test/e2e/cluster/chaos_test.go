@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -98,11 +99,11 @@ func TestFaultsUnderLoad(t *testing.T) {
 	defer stop()
 	var wg sync.WaitGroup
 	var httpResults []loadgen.Result
-	var dnsOutcomes, writeOutcomes, allocOutcomes []loadgen.Outcome
+	var dnsOutcomes, cacheOutcomes, writeOutcomes, allocOutcomes []loadgen.Outcome
 	var ledgerMu sync.Mutex
 	acked := map[string]bool{}
 	var seq, allocSeq int
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); httpResults = loadgen.Run(ctx, targets...) }()
 	go func() {
 		defer wg.Done()
@@ -111,11 +112,22 @@ func TestFaultsUnderLoad(t *testing.T) {
 		dnsOutcomes = loadgen.Every(ctx, 20, 20, func() string {
 			kind := ""
 			for range 2 {
-				if kind = lookup(node2, "hostnames.default.svc.cluster.local."); kind == "" {
+				if kind = lookup(node2, "10.96.0.10:53", "hostnames.default.svc.cluster.local.", dns.RcodeSuccess); kind == "" {
 					return ""
 				}
 			}
 			return kind
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		// Through node-2's node-local cache, one try each: a new name every
+		// time (search-path expansions that do not exist, the bulk of real
+		// DNS traffic), so each one misses the cache and goes to a replica.
+		var n atomic.Int64
+		cacheOutcomes = loadgen.Every(ctx, 20, 20, func() string {
+			name := fmt.Sprintf("nx-%06d.default.svc.cluster.local.", n.Add(1))
+			return lookup(node2, "169.254.20.10:53", name, dns.RcodeNameError)
 		})
 	}()
 	go func() {
@@ -212,10 +224,12 @@ func TestFaultsUnderLoad(t *testing.T) {
 				return restarted(old, proxyOf("node-1")...)() && c.healthz("svcnet-"+c.name+"-node-1", "http://172.18.0.11:10256/healthz")
 			}
 		}},
-		// A lookup sent to the replica between its death and every proxy
-		// dropping it is refused; its retry picks a replica at random
-		// again. The window is the agent's exit notice, the endpoint
-		// update and a proxy sync: well under 1 % of lookups at 20/s.
+		// Through the ClusterIP, a lookup sent to the replica between its
+		// death and every proxy dropping it is refused; its retry picks a
+		// replica at random again. The window is the agent's exit notice,
+		// the endpoint update and a proxy sync: well under 1 % of lookups
+		// at 20/s. Through the node-local cache, none may fail: the dead
+		// replica refuses its TCP connection and the cache asks the other.
 		{name: "one DNS replica", dataPath: true, dns: true, dnsBudget: 0.01, do: func(t *testing.T) func() bool {
 			killOne(t, "a DNS replica", " dns ", state+"/in-cluster/dns.kubeconfig")
 			time.Sleep(time.Second) // its pod to be seen not ready before waiting for both
@@ -320,7 +334,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 			t.Errorf("acknowledged write %s is not stored", name)
 		}
 	}
-	report := []string{fmt.Sprintf("%-46s %-26s %-26s %-16s %-16s %s", "fault", "HTTP NodePort", "HTTP LoadBalancer", "DNS lookups", "API writes", "recovered in")}
+	report := []string{fmt.Sprintf("%-46s %-26s %-26s %-26s %-26s %-16s %s", "fault", "HTTP NodePort", "HTTP LoadBalancer", "DNS via ClusterIP", "DNS via node cache", "API writes", "recovered in")}
 	cell := func(sent, failed int, kinds map[string]int) string {
 		s := fmt.Sprintf("%d/%d failed", failed, sent)
 		if failed > 0 {
@@ -347,13 +361,18 @@ func TestFaultsUnderLoad(t *testing.T) {
 		if w.f.dns && float64(failed) > w.f.dnsBudget*float64(sent) {
 			t.Errorf("%s: %d of %d DNS lookups failed: %v", w.f.name, failed, sent, kinds)
 		}
+		sent, failed, kinds = loadgen.Count(cacheOutcomes, w.from, w.to)
+		cells = append(cells, cell(sent, failed, kinds))
+		if w.f.dns && failed > 0 {
+			t.Errorf("%s: %d of %d DNS lookups through the node-local cache failed: %v", w.f.name, failed, sent, kinds)
+		}
 		ws, wf, _ := loadgen.Count(append(slices.Clone(writeOutcomes), allocOutcomes...), w.from, w.to)
 		cells = append(cells, fmt.Sprintf("%d/%d failed", wf, ws))
-		report = append(report, fmt.Sprintf("%-46s %-26s %-26s %-16s %-16s %.1fs", w.f.name, cells[0], cells[1], cells[2], cells[3], w.recovered.Seconds()))
+		report = append(report, fmt.Sprintf("%-46s %-26s %-26s %-26s %-26s %-16s %.1fs", w.f.name, cells[0], cells[1], cells[2], cells[3], cells[4], w.recovered.Seconds()))
 	}
 	report = append(report, fmt.Sprintf("acknowledged writes %d, lost %d; Services created %d, ClusterIPs or NodePorts given twice: %d",
 		len(acked), lost, len(svcs.Items), dups))
-	t.Logf("faults under load (20 HTTP req/s per path, 20 DNS lookups/s, 7 API writes/s):\n%s", strings.Join(report, "\n"))
+	t.Logf("faults under load (20 HTTP req/s per path, 20 DNS lookups/s through the ClusterIP and 20 through node-2's cache, 7 API writes/s):\n%s", strings.Join(report, "\n"))
 	if path := os.Getenv("SVCNET_CHAOS_REPORT"); path != "" {
 		_ = os.WriteFile(path, []byte(strings.Join(report, "\n")+"\n"), 0o644)
 	}
@@ -375,12 +394,13 @@ func containerStarts(t *testing.T, client kubernetes.Interface, node string) map
 	return out
 }
 
-// lookup asks the cluster DNS for name's A record from inside ns, once,
-// and returns "" or the kind of failure.
-func lookup(ns, name string) string {
+// lookup asks server for name's A record from inside ns, once, and
+// returns "" when the answer has rcode (and records, for NOERROR), else
+// the kind of failure.
+func lookup(ns, server, name string, rcode int) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	conn, err := netns.DialContext(ctx, ns, "udp", "10.96.0.10:53")
+	conn, err := netns.DialContext(ctx, ns, "udp", server)
 	if err != nil {
 		return loadgen.Classify(err)
 	}
@@ -396,7 +416,7 @@ func lookup(ns, name string) string {
 	if err != nil {
 		return loadgen.Classify(err)
 	}
-	if r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0 {
+	if r.Rcode != rcode || (rcode == dns.RcodeSuccess && len(r.Answer) == 0) {
 		return "rcode " + dns.RcodeToString[r.Rcode]
 	}
 	return ""

@@ -13,7 +13,10 @@ import (
 // answers the reference Service under its three names, a Service created
 // a moment ago, and an outside name, which it forwards to a fake upstream
 // running in the cluster's outside-client namespace (the cluster has no
-// other way out). A headless Service returns its ready pods only.
+// other way out). A headless Service returns its ready pods only. Pods
+// ask their node's node-local cache, which asks the cluster DNS; a pod
+// that names the cluster DNS's ClusterIP itself (dnsPolicy None, as
+// without the cache) gets the same answers.
 func TestClusterDNS(t *testing.T) {
 	t.Parallel()
 	c := up(t, 2, "--dns-upstream", "172.18.0.2:53")
@@ -36,8 +39,22 @@ kind: Pod
 metadata: {name: asker}
 spec:
   containers: [{name: c, image: host, command: [sleep, "3600"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: direct}
+spec:
+  dnsPolicy: None
+  dnsConfig:
+    nameservers: [10.96.0.10]
+    searches: [default.svc.cluster.local, svc.cluster.local, cluster.local]
+    options: [{name: ndots, value: "5"}]
+  containers: [{name: c, image: host, command: [sleep, "3600"]}]
 `, "apply", "-f", "-")
-	c.until("asker running", time.Minute, func() bool { return len(podNames(c, "")) >= 1 })
+	c.until("asker and direct running", time.Minute, func() bool { return len(podNames(c, "")) >= 2 })
+	if conf, err := c.exec("default/asker", "cat", "/etc/resolv.conf"); err != nil || !strings.Contains(conf, "nameserver 169.254.20.10\n") {
+		t.Fatalf("pod's resolv.conf does not name the node-local cache (%v):\n%s", err, conf)
+	}
 	resolve := func(name string) string {
 		out, err := c.exec("default/asker", "getent", "hosts", name)
 		if err != nil {
@@ -48,6 +65,10 @@ spec:
 	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
 	for _, name := range []string{"hostnames", "hostnames.default", "hostnames.default.svc.cluster.local"} {
 		c.until(name+" to resolve to the cluster IP", 30*time.Second, func() bool { return resolve(name) == clusterIP })
+		c.until(name+" to resolve to the cluster IP through the ClusterIP of kube-dns", 30*time.Second, func() bool {
+			out, err := c.exec("default/direct", "getent", "hosts", name)
+			return err == nil && strings.Fields(out + " ")[0] == clusterIP
+		})
 	}
 	c.until("an outside name through the upstream", 30*time.Second, func() bool { return resolve("external.example.com") == "192.0.2.44" })
 	if upstream.QueriesFor("external.example.com.") == 0 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,6 +198,9 @@ func (c *localCluster) listenersAccountedFor(t *testing.T, apiPort, etcdClient, 
 		{"node", "tcp", 10250, classAuthn},
 		{"node", "tcp", 10249, classMetrics},
 		{"node", "tcp", 10256, classHealth},
+		{"node", "udp", 53, classDNS},
+		{"node", "tcp", 53, classDNS},
+		{"node", "tcp", 9253, classMetrics},
 		{"pod", "udp", 53, classDNS},
 		{"pod", "tcp", 53, classDNS},
 		{"pod", "tcp", 8080, classHealth},
@@ -436,6 +440,11 @@ func (c *localCluster) vantage(s socket) (from, addr string) {
 		node := s.netns[:strings.LastIndex(s.netns, "-")]
 		return node, net.JoinHostPort(ip, strconv.Itoa(s.port))
 	default:
+		if a, err := netip.ParseAddr(ip); err == nil && (a.IsLoopback() || a.IsLinkLocalUnicast()) {
+			// The node-local DNS cache: its node's own processes and
+			// pods reach it, nothing outside the node.
+			return s.netns, net.JoinHostPort(ip, strconv.Itoa(s.port))
+		}
 		return NetnsPrefixOf(c.name) + "client", net.JoinHostPort(ip, strconv.Itoa(s.port))
 	}
 }
