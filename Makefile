@@ -6,18 +6,23 @@ GO    ?= go
 BIN   := bin/svcnet
 # Debian packages that svcnet and its tests use.
 DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputils-ping procps
+# What only the tests use: QEMU and busybox for the virtual machine that
+# has IPVS and the dummy link (this kernel has neither), and the IPVS tools.
+TEST_PACKAGES := qemu-system-x86 busybox-static ipvsadm ipset xz-utils
+# The VM's kernel: Debian's linux-image package, unpacked (not installed).
+VM_KERNEL_DIR := /var/cache/svcnet/vm
 # kubectl versions the end-to-end tests drive (google-cloud-cli's kubectl package).
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
 
-.PHONY: run test deps build check-kubectl lint bench bench-deps clean
+.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean
 
 ## run: install what is missing, build, and start svcnet with the reference scenario
 run: deps build
 	./hack/run.sh
 
 ## test: install what is missing, build, and run every test
-test: deps build check-kubectl
+test: deps test-deps build check-kubectl
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
@@ -38,6 +43,16 @@ deps:
 	@# make run drives the cluster with kubectl: Debian's when there is none.
 	@command -v kubectl >/dev/null 2>&1 || { echo "installing kubernetes-client (kubectl)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
+
+## test-deps: the Debian packages only the tests use, and the VM's kernel
+test-deps:
+	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" != 0 ]; then echo "run as root (sudo make ...): apt-get must install$$missing"; exit 1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	./hack/vm-kernel.sh $(VM_KERNEL_DIR)
 
 ## check-kubectl: the tests drive the real kubectl, several versions of it
 check-kubectl:

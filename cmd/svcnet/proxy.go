@@ -39,11 +39,17 @@ externalTrafficPolicy Local. Flags have kube-proxy's names.`,
 	f.BoolVar(&o.MasqueradeAll, "masquerade-all", o.MasqueradeAll, "masquerade all traffic to cluster IPs")
 	f.IntVar(&o.MasqueradeBit, "iptables-masquerade-bit", o.MasqueradeBit, "bit of the packet mark that asks for masquerading")
 	// kube-proxy's per-mode spellings of the same settings.
-	for _, mode := range []string{"iptables", "nftables"} {
+	for _, mode := range []string{"iptables", "nftables", "ipvs"} {
 		f.DurationVar(&o.SyncPeriod, mode+"-sync-period", o.SyncPeriod, "same as --sync-period")
 		f.DurationVar(&o.MinSyncPeriod, mode+"-min-sync-period", o.MinSyncPeriod, "same as --min-sync-period")
 	}
 	f.IntVar(&o.MasqueradeBit, "nftables-masquerade-bit", o.MasqueradeBit, "same as --iptables-masquerade-bit")
+	f.StringVar(&o.IPVSScheduler, "ipvs-scheduler", o.IPVSScheduler, "ipvs mode: the virtual servers' scheduler (rr, wrr, lc, wlc, sh, dh, mh … as the kernel has them)")
+	f.StringSliceVar(&o.IPVSExcludeCIDRs, "ipvs-exclude-cidrs", o.IPVSExcludeCIDRs, "ipvs mode: CIDRs whose virtual servers, when not ours, are left alone")
+	f.BoolVar(&o.IPVSStrictARP, "ipvs-strict-arp", o.IPVSStrictARP, "ipvs mode: arp_ignore=1 and arp_announce=2 so the node does not answer ARP for kube-ipvs0's addresses")
+	f.DurationVar(&o.IPVSTCPTimeout, "ipvs-tcp-timeout", o.IPVSTCPTimeout, "ipvs mode: idle timeout of TCP sessions (0: the kernel's)")
+	f.DurationVar(&o.IPVSTCPFinTimeout, "ipvs-tcpfin-timeout", o.IPVSTCPFinTimeout, "ipvs mode: timeout of TCP sessions after FIN (0: the kernel's)")
+	f.DurationVar(&o.IPVSUDPTimeout, "ipvs-udp-timeout", o.IPVSUDPTimeout, "ipvs mode: timeout of UDP sessions (0: the kernel's)")
 	f.StringVar(&o.ServiceCIDRs, "service-cidr", o.ServiceCIDRs,
 		"service ranges (comma-separated): the nftables mode drops traffic to their unallocated addresses")
 	f.StringVar(&o.IPTablesBinary, "iptables-binary", o.IPTablesBinary, "iptables command: iptables, iptables-nft or iptables-legacy")
@@ -80,7 +86,7 @@ it may reach with their probabilities, and whether it is masqueraded.
 	f.BoolVar(&t.Local, "local", false, "the packet is sent by the node itself, not by a pod or another host")
 	f.StringVar(&t.File, "file", "", "trace through an iptables-save dump (- for stdin) instead of this namespace's tables")
 	f.StringVar(&t.IPTablesBinary, "iptables-binary", "iptables", "iptables command whose -save to read")
-	f.StringVar(&t.Mode, "proxy-mode", "", "rules to read: iptables or nftables (default: nftables if its table is there)")
+	f.StringVar(&t.Mode, "proxy-mode", "", "rules to read: iptables, nftables or ipvs (default: ipvs if kube-ipvs0 is there, else nftables if its table is there)")
 	f.StringSliceVar(&t.NodeIPs, "node-ip", nil, "more addresses that count as the node's own (addrtype LOCAL)")
 	_ = cmd.MarkFlagRequired("src")
 	_ = cmd.MarkFlagRequired("dst")

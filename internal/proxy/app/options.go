@@ -7,6 +7,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
 )
@@ -61,6 +63,11 @@ type Options struct {
 	// kube-proxy learns them from ServiceCIDR objects, which svcnet's API
 	// server does not serve.
 	ServiceCIDRs string
+	// The ipvs mode's settings, as kube-proxy's --ipvs-* flags.
+	IPVSScheduler                                     string
+	IPVSExcludeCIDRs                                  []string
+	IPVSStrictARP                                     bool
+	IPVSTCPTimeout, IPVSTCPFinTimeout, IPVSUDPTimeout time.Duration
 }
 
 // Defaults are kube-proxy's defaults, except the minimum sync period: a
@@ -77,6 +84,7 @@ func Defaults() Options {
 		IPTablesBinary:     "iptables",
 		UDPIdleTimeout:     250 * time.Millisecond,
 		EditTopLevelChains: true,
+		IPVSScheduler:      "rr",
 	}
 }
 
@@ -88,7 +96,9 @@ type modeInfo struct {
 	// cleanup removes the mode's rules: at --cleanup, and when another
 	// mode starts in the same namespace.
 	cleanup func(context.Context, OS) error
-	why     string // why a mode is not built
+	// kernel, when set, says whether this kernel can run the mode.
+	kernel func() error
+	why    string // why a mode is not built
 }
 
 // modes is the registry of proxy modes: adding one means a folder under
@@ -102,7 +112,7 @@ var modes = []modeInfo{
 		}
 		return o.NFTablesCleanup()
 	}},
-	{name: "ipvs", why: "not built into svcnet yet (and this kernel has no ip_vs)"},
+	{name: "ipvs", start: startIPVS, cleanup: cleanupIPVS, kernel: kipvs.Supported},
 }
 
 // ModeNames lists the modes that can run.
@@ -110,6 +120,17 @@ func ModeNames() []string {
 	var out []string
 	for _, m := range modes {
 		if m.start != nil {
+			out = append(out, m.name)
+		}
+	}
+	return out
+}
+
+// workingModes are the built modes this kernel can run.
+func workingModes() []string {
+	var out []string
+	for _, m := range modes {
+		if m.start != nil && (m.kernel == nil || m.kernel() == nil) {
 			out = append(out, m.name)
 		}
 	}
@@ -137,10 +158,18 @@ func lookupMode(name string) (modeInfo, error) {
 		if m.start == nil {
 			return modeInfo{}, fmt.Errorf("--proxy-mode %s: %s; available modes: %s", name, m.why, strings.Join(ModeNames(), ", "))
 		}
+		if m.kernel != nil {
+			if err := m.kernel(); err != nil {
+				return modeInfo{}, fmt.Errorf("--proxy-mode %s: %v; modes that work on this kernel: %s", name, err, strings.Join(workingModes(), ", "))
+			}
+		}
 		return m, nil
 	}
-	return modeInfo{}, fmt.Errorf("--proxy-mode %s: unknown proxy mode; available modes: %s (not built yet: %s)",
-		name, strings.Join(ModeNames(), ", "), strings.Join(unbuilt, ", "))
+	msg := fmt.Sprintf("--proxy-mode %s: unknown proxy mode; available modes: %s", name, strings.Join(ModeNames(), ", "))
+	if len(unbuilt) > 0 {
+		msg += " (not built yet: " + strings.Join(unbuilt, ", ") + ")"
+	}
+	return modeInfo{}, errors.New(msg)
 }
 
 // Validate checks everything that can be checked before connecting.
@@ -157,6 +186,12 @@ func (o *Options) Validate() error {
 	if _, _, err := o.nodePortFilter(); err != nil {
 		return err
 	}
+	if _, err := o.ipvsExcludeCIDRs(); err != nil {
+		return err
+	}
+	if o.IPVSTCPTimeout < 0 || o.IPVSTCPFinTimeout < 0 || o.IPVSUDPTimeout < 0 {
+		return fmt.Errorf("--ipvs-tcp-timeout, --ipvs-tcpfin-timeout, --ipvs-udp-timeout: must not be negative")
+	}
 	if o.MasqueradeBit < 0 || o.MasqueradeBit > 31 {
 		return fmt.Errorf("--iptables-masquerade-bit %d: must be within 0..31", o.MasqueradeBit)
 	}
@@ -169,6 +204,19 @@ func (o *Options) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ipvsExcludeCIDRs parses --ipvs-exclude-cidrs.
+func (o *Options) ipvsExcludeCIDRs() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range o.IPVSExcludeCIDRs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--ipvs-exclude-cidrs %q: %w", s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // clusterCIDR returns the IPv4 pod network, if any.

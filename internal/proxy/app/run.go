@@ -51,6 +51,9 @@ type OS struct {
 	Sockets userspace.Sockets
 	// HealthCheckListener opens health-check node ports.
 	HealthCheckListener healthcheck.Listener
+	// IPVS is the ipvs mode's access to the kernel; nil in tests that
+	// run without one.
+	IPVS *IPVSAccess
 }
 
 // RealOS programs the namespace the process runs in.
@@ -63,6 +66,7 @@ func RealOS(o Options) OS {
 		Interfaces:          Netlink{},
 		Sockets:             userspace.Real{},
 		HealthCheckListener: healthcheck.AllAddresses,
+		IPVS:                realIPVS(),
 	}
 }
 
@@ -78,6 +82,9 @@ type deps struct {
 	nodeIPs   []netip.Addr
 	family    v1.IPFamily
 	afterSync func(proxy.SyncResult)
+	// whileDraining, set by a mode, says it has work left that no event
+	// will trigger (the ipvs mode's drained real servers to delete).
+	whileDraining func() bool
 }
 
 func startIPTables(d *deps) (syncer, error) {
@@ -289,6 +296,22 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	runner = proxy.NewRunner(proxy.RunnerConfig{Name: mode.name, MinInterval: o.MinSyncPeriod, MaxInterval: o.SyncPeriod, Logger: logger},
 		proxier.Sync)
 
+	if d.whileDraining != nil {
+		go func() {
+			t := time.NewTicker(2 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if d.whileDraining() {
+						runner.Run()
+					}
+				}
+			}
+		}()
+	}
 	errCh := make(chan error, 2)
 	metricsAddr, _ := bindAddress(o.MetricsBindAddress, 10249)
 	if err := serveMetrics(ctx, metricsAddr, reg, &health, mode.name, errCh); err != nil {

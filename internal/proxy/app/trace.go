@@ -11,8 +11,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/ipset"
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
+	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	nft "github.com/svcnet/svcnet/internal/nftables"
+	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
 )
@@ -60,6 +63,12 @@ func (t TraceOptions) ParsePacket() (trace.Packet, error) {
 	return trace.Packet{Src: src, SrcPort: 40000, Dst: ap, Proto: proto, Local: t.Local}, nil
 }
 
+// ipvsHere reports whether this namespace has the ipvs mode's dummy link.
+func ipvsHere(family v1.IPFamily) bool {
+	_, err := ipvsproxy.Netlink{}.Addresses(ipvsproxy.DummyLink, family)
+	return err == nil
+}
+
 // Trace walks a packet through the rules of the namespace it runs in
 // (or of a saved dump) and writes the paths it may take.
 func Trace(ctx context.Context, t TraceOptions, ex utiliptables.Executor, ifaces Interfaces, w io.Writer) error {
@@ -90,10 +99,26 @@ func Trace(ctx context.Context, t TraceOptions, ex utiliptables.Executor, ifaces
 
 	mode := strings.ToLower(t.Mode)
 	switch {
-	case mode != "" && mode != "iptables" && mode != "nftables":
-		return fmt.Errorf("--proxy-mode %q: trace reads iptables or nftables rules", t.Mode)
-	case mode == "nftables" && t.File != "":
-		return fmt.Errorf("--file reads iptables-save dumps; the nftables mode's table is traced live")
+	case mode != "" && mode != "iptables" && mode != "nftables" && mode != "ipvs":
+		return fmt.Errorf("--proxy-mode %q: trace reads iptables, nftables or ipvs rules", t.Mode)
+	case (mode == "nftables" || mode == "ipvs") && t.File != "":
+		return fmt.Errorf("--file reads iptables-save dumps; the %s mode's state is traced live", mode)
+	}
+	// The ipvs mode, when asked for or when its dummy link is here.
+	if t.File == "" && (mode == "ipvs" || (mode == "" && ipvsHere(family))) {
+		if err := kipvs.Supported(); err != nil {
+			return err
+		}
+		h, err := kipvs.Open("")
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		src, err := ipvsproxy.LiveSource(ctx, h, &ipset.Runner{}, ex, ipvsproxy.Netlink{}, family)
+		if err != nil {
+			return err
+		}
+		return ipvsproxy.Trace(src, pkt).Write(w)
 	}
 	if mode != "iptables" && t.File == "" {
 		k, err := nftables.OpenKernel(family)

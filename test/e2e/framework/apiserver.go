@@ -36,9 +36,17 @@ var (
 // report their data races in their logs.
 const RaceEnv = "SVCNET_E2E_RACE"
 
+// BinaryEnv names a svcnet binary to use instead of building one: the
+// tests that run inside the test VM get the one their host process built
+// (a build there would take minutes).
+const BinaryEnv = "SVCNET_E2E_BINARY"
+
 // Binary builds cmd/svcnet once per test process and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
+	if p := os.Getenv(BinaryEnv); p != "" {
+		return p
+	}
 	buildOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..", "..")

@@ -13,11 +13,29 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
+	"github.com/svcnet/svcnet/test/vm"
 )
 
 func TestProxyIPTables(t *testing.T)  { testProxy(t, "iptables") }
 func TestProxyUserspace(t *testing.T) { testProxy(t, "userspace") }
 func TestProxyNFTables(t *testing.T)  { testProxy(t, "nftables") }
+
+// TestProxyIPVS runs the same scenarios in the ipvs mode, inside the test
+// VM: this machine's kernel has no IPVS.
+func TestProxyIPVS(t *testing.T) {
+	framework.RequireRoot(t)
+	if !vm.Inside(t, vm.Config{
+		Timeout: 15 * time.Minute, MemoryMiB: 3072,
+		Env: []string{framework.BinaryEnv + "=" + framework.Binary(t)},
+		// Bridged traffic through the rules needs br_netfilter, which
+		// nothing loads on demand; the rest loads itself.
+		Modules: []string{"br_netfilter", "ip_vs"},
+	}) {
+		return
+	}
+	testProxy(t, "ipvs")
+	t.Run("source hashing keeps a client on one endpoint", testIPVSSourceHashing)
+}
 
 // testProxy runs every scenario against one node running `svcnet proxy`
 // in mode, one after the other (each cleans up its services).
@@ -41,7 +59,11 @@ func testProxy(t *testing.T, mode string) {
 		{"health-check node port for Local policy", testHealthCheckNodePort},
 		{"svcnet proxy trace explains a cluster IP", testTraceCommand},
 		{"metrics and healthz", testMetrics},
+		{"ipvs: a removed endpoint drains its open connection, then goes", testIPVSGracefulTermination},
 	} {
+		if strings.HasPrefix(sc.name, "ipvs:") && mode != "ipvs" {
+			continue
+		}
 		t.Run(sc.name, func(t *testing.T) {
 			sub := *c
 			sub.t = t
@@ -195,9 +217,10 @@ func testDeadEndpoint(t *testing.T, c *cluster) {
 		if v, err := c.metric("svcnet_proxy_userspace_endpoint_dial_failures_total"); err != nil || v < connections/3-1 {
 			t.Errorf("dial failures counted: %v %v", v, err)
 		}
-	case "iptables", "nftables":
-		// The kernel picks at random and cannot retry: about a third of
-		// the connections are refused. That is the documented trade-off.
+	case "iptables", "nftables", "ipvs":
+		// The kernel picks at random (ipvs: in turn) and cannot retry:
+		// about a third of the connections are refused. That is the
+		// documented trade-off.
 		if h.failed < connections/6 || h.failed > connections/2 {
 			t.Errorf("%d of %d connections failed, expected about a third", h.failed, connections)
 		}
@@ -233,6 +256,20 @@ func testNoEndpoints(t *testing.T, c *cluster) {
 	c.node.IP("route", "replace", svc.Spec.ClusterIP+"/32", "via", clientIP)
 	t.Cleanup(func() { c.node.IP("route", "del", svc.Spec.ClusterIP+"/32") })
 	addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	// waitEndpoints(0) held before the service existed: wait until the
+	// node has it (a refusal), in modes whose syncs are slow (the ipvs
+	// mode in the VM takes seconds).
+	c.until("the service to be programmed", 30*time.Second, func() error {
+		conn, err := c.pods[3].ns.DialContext(framework.Context(t, time.Second), "tcp", addr)
+		if err == nil {
+			conn.Close()
+			return nil // the assertion below reports it
+		}
+		if !strings.Contains(err.Error(), "connection refused") {
+			return err
+		}
+		return nil
+	})
 	start := time.Now()
 	conn, err := c.pods[3].ns.DialContext(framework.Context(t, 10*time.Second), "tcp", addr)
 	took := time.Since(start)
@@ -354,6 +391,17 @@ func testTraceCommand(t *testing.T, c *cluster) {
 			}
 		}
 		for _, want := range []string{"ip kube-proxy services", "vmap @service-ips", "[matched goto service-", "numgen random mod 3 0 goto endpoint-", "random 0.3333333333: taken"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("trace lacks %q", want)
+			}
+		}
+	case "ipvs":
+		for _, p := range c.pods[:3] {
+			if !strings.Contains(out, fmt.Sprintf("33.33%%  delivered to %s:%d (DNAT), source kept", p.ip, httpPort)) {
+				t.Errorf("trace does not send a third to %s", p.ip)
+			}
+		}
+		for _, want := range []string{"matched KUBE-CLUSTER-IP, source inside the cluster CIDR", "virtual server, scheduler rr", "weight 1 of 3, masquerade forwarding"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("trace lacks %q", want)
 			}

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -20,8 +21,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/ipset"
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
+	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	"github.com/svcnet/svcnet/internal/netns"
 	nft "github.com/svcnet/svcnet/internal/nftables"
+	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
 	"github.com/svcnet/svcnet/test/e2e/framework"
@@ -62,7 +67,7 @@ type cluster struct {
 	proxy  *framework.Process
 }
 
-func newCluster(t *testing.T, mode string, pods int) *cluster {
+func newCluster(t *testing.T, mode string, pods int, proxyArgs ...string) *cluster {
 	t.Helper()
 	framework.RequireRoot(t)
 	c := &cluster{t: t, mode: mode}
@@ -91,6 +96,7 @@ func newCluster(t *testing.T, mode string, pods int) *cluster {
 	args := []string{"proxy", "--kubeconfig", c.api.KubeconfigOf("proxy"), "--proxy-mode", mode,
 		"--hostname-override", nodeName, "--cluster-cidr", clusterNet,
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0.0.0.0:10256"}
+	args = append(args, proxyArgs...)
 	c.proxy = framework.StartProcessIn(t, c.node, args...)
 	c.until("the proxy to report healthy", 60*time.Second, func() error {
 		if c.proxy.Exited() {
@@ -320,10 +326,25 @@ func (c *cluster) traceFrom(src, dst, proto string) *trace.Result {
 	c.t.Helper()
 	pkt := trace.Packet{Src: netip.MustParseAddr(src), SrcPort: 40000, Dst: netip.MustParseAddrPort(dst), Proto: proto}
 	env := trace.Env{LocalAddrs: []netip.Addr{netip.MustParseAddr(nodeIP), netip.MustParseAddr(bridgeIP)}}
+	var res *trace.Result
+	if c.mode == "ipvs" {
+		if err := netns.Do(c.node.Name, func() error {
+			h, err := kipvs.Open("")
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			src, err := ipvsproxy.LiveSource(context.Background(), h, &ipset.Runner{}, &utiliptables.Exec{Binary: "iptables"}, ipvsproxy.Netlink{}, v1.IPv4Protocol)
+			res = ipvsproxy.Trace(src, pkt)
+			return err
+		}); err != nil {
+			c.t.Fatalf("read the node's IPVS state: %v", err)
+		}
+		return res
+	}
 	if c.mode != "nftables" {
 		return trace.Trace(c.rules(), pkt, env)
 	}
-	var res *trace.Result
 	if err := netns.Do(c.node.Name, func() error {
 		k, err := nftables.OpenKernel(v1.IPv4Protocol)
 		if err != nil {

@@ -1,0 +1,142 @@
+package proxy_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	kipvs "github.com/svcnet/svcnet/internal/ipvs"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+// ipvsDestinations reads the real servers of the virtual server addr:port
+// in the node's IPVS.
+func (c *cluster) ipvsDestinations(addr string, port uint16) []kipvs.Destination {
+	c.t.Helper()
+	var out []kipvs.Destination
+	if err := netns.Do(c.node.Name, func() error {
+		h, err := kipvs.Open("")
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		svcs, err := h.Services()
+		if err != nil {
+			return err
+		}
+		for _, s := range svcs {
+			if s.Addr.String() == addr && s.Port == port && s.Protocol == kipvs.TCP {
+				out, err = h.Destinations(s)
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		c.t.Fatalf("read the node's IPVS: %v", err)
+	}
+	return out
+}
+
+// testIPVSGracefulTermination: an endpoint leaves its Service while a
+// client holds a connection to it. Its real server stays at weight 0
+// (no new connections) and the open connection keeps working; once it
+// closes, the real server goes.
+func testIPVSGracefulTermination(t *testing.T, c *cluster) {
+	svc := c.service("graceful", nil)
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]))
+	c.waitEndpoints(2)
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	conn, err := c.pods[3].ns.DialContext(framework.Context(t, 10*time.Second), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	ask := func() (string, error) {
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: graceful\r\n\r\n"); err != nil {
+			return "", err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	first, err := ask()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _, _ := strings.Cut(first, " ")
+	kept, gone := c.pods[0], c.pods[1]
+	if held == "pod-0" {
+		kept, gone = c.pods[1], c.pods[0]
+	}
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(kept))
+	c.waitEndpoints(1)
+	c.until("the removed real server at weight 0", 30*time.Second, func() error {
+		for _, d := range c.ipvsDestinations(svc.Spec.ClusterIP, 80) {
+			if d.Addr.String() == gone.ip && d.Weight == 0 && d.ActiveConns == 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("real servers %+v", c.ipvsDestinations(svc.Spec.ClusterIP, 80))
+	})
+	if again, err := ask(); err != nil || !strings.HasPrefix(again, gone.name+" ") {
+		t.Errorf("the open connection to %s after its endpoint left: %q %v", gone.name, again, err)
+	}
+	if h := c.hit(c.pods[3].ns, "http://"+addr+"/", 20); h.byPod[gone.name] != 0 || h.failed != 0 {
+		t.Errorf("new connections while %s drains: %v, %d failed", gone.name, h.byPod, h.failed)
+	}
+	// Closed with a reset: IPVS keeps the entry of a reset connection 10 s
+	// (CLOSE), where an orderly close would keep it 2 min (TIME_WAIT).
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	conn.Close()
+	c.until("the drained real server deleted", time.Minute, func() error {
+		for _, d := range c.ipvsDestinations(svc.Spec.ClusterIP, 80) {
+			if d.Addr.String() == gone.ip {
+				return fmt.Errorf("still there: %+v", d)
+			}
+		}
+		return nil
+	})
+}
+
+// testIPVSSourceHashing (--ipvs-scheduler sh): every connection of one
+// client reaches the same endpoint; clients spread.
+func testIPVSSourceHashing(t *testing.T) {
+	c := newCluster(t, "ipvs", 4, "--ipvs-scheduler", "sh")
+	c.waitEndpoints(0)
+	svc := c.service("hashed", nil)
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]), ready(c.pods[2]))
+	c.waitEndpoints(3)
+	url := fmt.Sprintf("http://%s:80/", svc.Spec.ClusterIP)
+	seen := map[string]bool{}
+	// Two clients of different addresses: a pod, and the node itself
+	// (the outside client has no route to cluster IPs).
+	for _, client := range []*framework.Netns{c.pods[3].ns, c.node} {
+		h := c.hit(client, url, 30)
+		if h.failed > 0 || len(h.byPod) != 1 {
+			t.Errorf("one client, source hashing: %v, %d failed (%v)", h.byPod, h.failed, h.lastErr)
+		}
+		for p := range h.byPod {
+			seen[p] = true
+		}
+	}
+	if d := c.ipvsDestinations(svc.Spec.ClusterIP, 80); len(d) != 3 {
+		t.Errorf("real servers %+v, want 3", d)
+	}
+	t.Logf("sh scheduler: clients reached %v", seen)
+}
