@@ -47,7 +47,8 @@ func (r *Runner) command(ctx context.Context, args ...string) *exec.Cmd {
 
 // Restore writes the sets in one ipset restore: each set is created if
 // missing and its content replaced at once (a swap), so a packet never
-// meets a half-written set.
+// meets a half-written set. On an error, the sets before the failing one
+// have their new contents and the others their old.
 func (r *Runner) Restore(ctx context.Context, sets []Set) error {
 	if len(sets) == 0 {
 		return nil
@@ -80,6 +81,14 @@ func (r *Runner) Restore(ctx context.Context, sets []Set) error {
 	cmd := r.command(ctx, "restore")
 	cmd.Stdin = &b
 	if out, err := cmd.CombinedOutput(); err != nil {
+		// ipset applies a restore line by line: the sets before the bad
+		// line were swapped in (whole), the failing one was not, and its
+		// temporary set is left over.
+		var tmps []string
+		for _, s := range sets {
+			tmps = append(tmps, tempName(s.Name))
+		}
+		_ = r.Destroy(ctx, tmps...)
 		return fmt.Errorf("ipset restore: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil

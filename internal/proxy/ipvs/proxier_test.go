@@ -1,0 +1,219 @@
+package ipvs_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/ipset"
+	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
+	kipvs "github.com/svcnet/svcnet/internal/ipvs"
+	"github.com/svcnet/svcnet/internal/proxy/ipvs"
+	"github.com/svcnet/svcnet/internal/proxy/proxytest"
+	st "github.com/svcnet/svcnet/internal/svcstate/svctest"
+)
+
+// fakeIPVS is IPVS in memory; connections are set by the test.
+type fakeIPVS struct {
+	svcs  map[kipvs.Key]kipvs.Service
+	dests map[kipvs.Key]map[netip.AddrPort]kipvs.Destination
+}
+
+func newFakeIPVS() *fakeIPVS {
+	return &fakeIPVS{svcs: map[kipvs.Key]kipvs.Service{}, dests: map[kipvs.Key]map[netip.AddrPort]kipvs.Destination{}}
+}
+
+func (f *fakeIPVS) Services() ([]kipvs.Service, error) {
+	var out []kipvs.Service
+	for _, s := range f.svcs {
+		out = append(out, s)
+	}
+	return out, nil
+}
+func (f *fakeIPVS) AddService(s kipvs.Service) error {
+	if _, ok := f.svcs[s.Key()]; ok {
+		return errors.New("exists")
+	}
+	f.svcs[s.Key()], f.dests[s.Key()] = s, map[netip.AddrPort]kipvs.Destination{}
+	return nil
+}
+func (f *fakeIPVS) UpdateService(s kipvs.Service) error { f.svcs[s.Key()] = s; return nil }
+func (f *fakeIPVS) DeleteService(s kipvs.Service) error {
+	delete(f.svcs, s.Key())
+	delete(f.dests, s.Key())
+	return nil
+}
+func (f *fakeIPVS) Destinations(s kipvs.Service) ([]kipvs.Destination, error) {
+	var out []kipvs.Destination
+	for _, d := range f.dests[s.Key()] {
+		out = append(out, d)
+	}
+	return out, nil
+}
+func (f *fakeIPVS) AddDestination(s kipvs.Service, d kipvs.Destination) error {
+	f.dests[s.Key()][d.AddrPort()] = d
+	return nil
+}
+func (f *fakeIPVS) UpdateDestination(s kipvs.Service, d kipvs.Destination) error {
+	cur := f.dests[s.Key()][d.AddrPort()]
+	cur.Weight = d.Weight
+	f.dests[s.Key()][d.AddrPort()] = cur
+	return nil
+}
+func (f *fakeIPVS) DeleteDestination(s kipvs.Service, d kipvs.Destination) error {
+	delete(f.dests[s.Key()], d.AddrPort())
+	return nil
+}
+
+type fakeLinks struct{ bound []netip.Addr }
+
+func (f *fakeLinks) EnsureDummy(string) error { return nil }
+func (f *fakeLinks) Addresses(string, v1.IPFamily) ([]netip.Addr, error) {
+	return slices.Clone(f.bound), nil
+}
+func (f *fakeLinks) AddAddress(_ string, a netip.Addr) error { f.bound = append(f.bound, a); return nil }
+func (f *fakeLinks) DeleteAddress(_ string, a netip.Addr) error {
+	f.bound = slices.DeleteFunc(f.bound, func(b netip.Addr) bool { return b == a })
+	return nil
+}
+func (f *fakeLinks) OtherAddresses(string, v1.IPFamily) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1"), proxytest.NodeIP}, nil
+}
+
+type fakeSets struct{ restores [][]ipset.Set }
+
+func (f *fakeSets) Restore(_ context.Context, sets []ipset.Set) error {
+	f.restores = append(f.restores, sets)
+	return nil
+}
+
+// TestProxier drives the proxier against fakes: a first sync writes it
+// all, a change writes only what differs, a removed real server with a
+// connection drains at weight 0 until it has none (or the deadline),
+// a foreign virtual server in an excluded CIDR stays, and a removed
+// Service takes its virtual servers and address with it.
+func TestProxier(t *testing.T) {
+	tr := proxytest.QuietTracker()
+	fi, links, sets, ipt := newFakeIPVS(), &fakeLinks{}, &fakeSets{}, iptablestest.NewFake()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	foreign := kipvs.Service{Addr: netip.MustParseAddr("192.0.2.80"), Protocol: kipvs.TCP, Port: 80, Scheduler: "wrr"}
+	stray := kipvs.Service{Addr: netip.MustParseAddr("198.18.0.1"), Protocol: kipvs.TCP, Port: 80, Scheduler: "rr"}
+	_ = fi.AddService(foreign)
+	_ = fi.AddService(stray)
+	p, err := ipvs.NewProxier(ipvs.ProxierConfig{
+		Rules:   ipvs.Config{Node: proxytest.Node.Node, NodeIPs: proxytest.Node.NodeIPs, ClusterCIDR: proxytest.Node.ClusterCIDR, AllNodePortAddresses: true},
+		Tracker: tr, IPVS: fi, Links: links, Sets: sets, IPTables: ipt,
+		ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, GracefulDeadline: time.Minute,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sync := func(step string) {
+		t.Helper()
+		if err := p.Sync(ctx); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	svc := st.Service("ns", "web", "10.96.0.10", st.Port("http", v1.ProtocolTCP, 80, 30080), st.Type(v1.ServiceTypeNodePort))
+	slice := func(ips ...string) {
+		opts := []st.SliceOption{st.SlicePort("http", v1.ProtocolTCP, 8080)}
+		for _, ip := range ips {
+			opts = append(opts, st.Endpoint(ip, "node-b"))
+		}
+		tr.OnEndpointSliceUpdate(nil, st.Slice("ns", "web", "web-1", opts...))
+	}
+	tr.OnServiceAdd(svc)
+	slice("10.244.2.1", "10.244.2.2")
+	sync("first")
+
+	cip := kipvs.Key{Addr: netip.MustParseAddr("10.96.0.10"), Protocol: kipvs.TCP, Port: 80}
+	np := kipvs.Key{Addr: proxytest.NodeIP, Protocol: kipvs.TCP, Port: 30080}
+	dests := func(k kipvs.Key) string {
+		var out []string
+		for a, d := range fi.dests[k] {
+			out = append(out, a.String()+"/"+string(rune('0'+d.Weight)))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	if got := dests(cip); got != "10.244.2.1:8080/1 10.244.2.2:8080/1" {
+		t.Errorf("cluster IP real servers %q", got)
+	}
+	if _, ok := fi.svcs[np]; !ok {
+		t.Error("no node-port virtual server on the node address")
+	}
+	if _, ok := fi.svcs[kipvs.Key{Addr: netip.MustParseAddr("127.0.0.1"), Protocol: kipvs.TCP, Port: 30080}]; ok {
+		t.Error("a node-port virtual server on loopback")
+	}
+	if _, ok := fi.svcs[foreign.Key()]; !ok {
+		t.Error("a virtual server in --ipvs-exclude-cidrs was deleted")
+	}
+	if _, ok := fi.svcs[stray.Key()]; ok {
+		t.Error("a stray virtual server outside the excluded CIDRs was kept")
+	}
+	if !slices.Equal(links.bound, []netip.Addr{netip.MustParseAddr("10.96.0.10")}) {
+		t.Errorf("bound %v", links.bound)
+	}
+	if n := len(sets.restores[0]); n != len(ipvs.SetNames(v1.IPv4Protocol)) {
+		t.Errorf("first sync wrote %d sets, want all", n)
+	}
+	restores := len(ipt.Restores)
+
+	// A change of endpoints: the connection to .2 drains.
+	fi.dests[cip][netip.MustParseAddrPort("10.244.2.2:8080")] = kipvs.Destination{Addr: netip.MustParseAddr("10.244.2.2"), Port: 8080, Weight: 1, ActiveConns: 1}
+	slice("10.244.2.1", "10.244.2.3")
+	now = now.Add(time.Second)
+	sync("endpoint change")
+	if got := dests(cip); got != "10.244.2.1:8080/1 10.244.2.2:8080/0 10.244.2.3:8080/1" {
+		t.Errorf("after the change: %q, want .2 draining at weight 0", got)
+	}
+	if got := dests(np); got != "10.244.2.1:8080/1 10.244.2.3:8080/1" {
+		t.Errorf("node port (no connections): %q, want .2 deleted at once", got)
+	}
+	if !p.Draining() {
+		t.Error("Draining() false while a real server drains")
+	}
+	if len(ipt.Restores) != restores {
+		t.Error("an endpoint change rewrote the iptables rules, which did not change")
+	}
+	if last := sets.restores[len(sets.restores)-1]; len(last) > 1 {
+		t.Errorf("an endpoint change rewrote %d sets", len(last))
+	}
+	// Still connected: stays. Past the deadline: goes.
+	now = now.Add(30 * time.Second)
+	sync("still draining")
+	if !strings.Contains(dests(cip), "10.244.2.2:8080/0") {
+		t.Error("deleted before its connection ended or the deadline")
+	}
+	now = now.Add(time.Minute)
+	sync("past the deadline")
+	if strings.Contains(dests(cip), "10.244.2.2") || p.Draining() {
+		t.Errorf("past the deadline: %q, draining %v", dests(cip), p.Draining())
+	}
+
+	// Back at weight 1 if it returns while draining.
+	fi.dests[cip][netip.MustParseAddrPort("10.244.2.3:8080")] = kipvs.Destination{Addr: netip.MustParseAddr("10.244.2.3"), Port: 8080, Weight: 1, ActiveConns: 2}
+	slice("10.244.2.1")
+	sync("remove .3 with connections")
+	slice("10.244.2.1", "10.244.2.3")
+	sync(".3 back")
+	if got := dests(cip); got != "10.244.2.1:8080/1 10.244.2.3:8080/1" {
+		t.Errorf("returning endpoint: %q", got)
+	}
+
+	// The Service goes: its virtual servers and address go.
+	tr.OnServiceDelete(svc)
+	sync("service deleted")
+	if _, ok := fi.svcs[cip]; ok || len(links.bound) != 0 {
+		t.Errorf("after deletion: virtual server kept %v, bound %v", ok, links.bound)
+	}
+}
