@@ -78,7 +78,10 @@ func (f *fakeLinks) EnsureDummy(string) error { return nil }
 func (f *fakeLinks) Addresses(string, v1.IPFamily) ([]netip.Addr, error) {
 	return slices.Clone(f.bound), nil
 }
-func (f *fakeLinks) AddAddress(_ string, a netip.Addr) error { f.bound = append(f.bound, a); return nil }
+func (f *fakeLinks) AddAddress(_ string, a netip.Addr) error {
+	f.bound = append(f.bound, a)
+	return nil
+}
 func (f *fakeLinks) DeleteAddress(_ string, a netip.Addr) error {
 	f.bound = slices.DeleteFunc(f.bound, func(b netip.Addr) bool { return b == a })
 	return nil
