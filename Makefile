@@ -26,11 +26,14 @@ test: deps test-deps build check-kubectl
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	$(GO) test -count=1 -timeout 20m ./...
+	SVCNET_VM_LATER=1 $(GO) test -count=1 -timeout 20m ./...
+	@# The tests that run in the QEMU VM, alone: its emulated CPUs take both
+	@# cores and would starve the clusters of the tests above.
+	$(GO) test -p 1 -count=1 -timeout 30m -run '^(TestBoot|TestProxyIPVS|TestReferenceScenarioIPVS)$$' ./test/vm ./test/e2e/proxy ./test/e2e/cluster
 	@# The race detector: every package that runs without a cluster, then
 	@# the cluster tests with a race-built svcnet (supervisor, agents, pods).
 	$(GO) test -race -count=1 -timeout 10m ./internal/...
-	SVCNET_E2E_RACE=1 $(GO) test -count=1 -timeout 15m -run 'TestReferenceScenario|TestDownAfterCrash' ./test/e2e/cluster/
+	SVCNET_E2E_RACE=1 $(GO) test -count=1 -timeout 15m -run '^(TestReferenceScenario|TestDownAfterCrash)$$' ./test/e2e/cluster/
 
 ## deps: install the Debian packages svcnet uses (needs root)
 deps:

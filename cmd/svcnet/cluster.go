@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,6 +42,7 @@ network is not touched.`,
 	f.StringSliceVar(&o.ControllerManagerArgs, "controller-manager-arg", nil, "extra flag for the controller manager, e.g. --controller-manager-arg=--node-monitor-grace-period=20s")
 	f.StringVar(&o.DNSUpstream, "dns-upstream", "", "upstream servers for names outside the cluster (none by default: the cluster has no route out)")
 	f.BoolVar(&o.NodeLocalDNS, "node-local-dns", true, "run a node-local DNS cache (svcnet node-cache) on "+nodecache.DefaultAddress+" in every node and point pods' resolv.conf at it (false: pods ask the cluster DNS's ClusterIP, as without NodeLocal DNSCache)")
+	f.DurationVar(&o.Wait, "wait", 90*time.Second, "how long each step of the start may take (API server, nodes, each add-on); more on slow machines")
 	f.BoolVar(&o.NoIngress, "no-ingress", false, "leave out the ingress controller add-on (ingress-svcnet/ingress-controller and the default IngressClass svcnet)")
 	f.StringVar(&o.IPTablesBinary, "iptables-binary", "iptables", "iptables of every node and the edge: iptables, iptables-nft or iptables-legacy (one backend for the whole cluster)")
 	return cmd

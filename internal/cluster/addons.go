@@ -35,7 +35,7 @@ func (s *supervisor) waitAPI(ctx context.Context, ca *pki.CA, port int) error {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, s.opts.stepWait(), true, func(context.Context) (bool, error) {
 		resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
 		if err != nil {
 			return false, nil
@@ -44,7 +44,7 @@ func (s *supervisor) waitAPI(ctx context.Context, ca *pki.CA, port int) error {
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("API server not ready in 90s; see %s", s.state.Log("apiserver"))
+		return fmt.Errorf("API server not ready in %s; see %s", s.opts.stepWait(), s.state.Log("apiserver"))
 	}
 	return nil
 }
@@ -54,8 +54,8 @@ func (s *supervisor) client() (kubernetes.Interface, error) {
 	return client, err
 }
 
-func waitNodes(ctx context.Context, c kubernetes.Interface, n int) error {
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+func waitNodes(ctx context.Context, c kubernetes.Interface, n int, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -71,7 +71,7 @@ func waitNodes(ctx context.Context, c kubernetes.Interface, n int) error {
 		return ready >= n, nil
 	})
 	if err != nil {
-		return fmt.Errorf("nodes not ready in 90s; see the node logs in %s", StateOf("").Dir)
+		return fmt.Errorf("nodes not ready in %s; see the node logs in %s", timeout, StateOf("").Dir)
 	}
 	return nil
 }
@@ -122,20 +122,20 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 		}
 	}
 	// Both start together; the DNS first in the message when both fail.
-	if err := waitDeployment(ctx, c, "kube-system", DNSName); err != nil {
-		return fmt.Errorf("cluster DNS not ready in 90s: kubectl -n kube-system describe pods -l k8s-app=%s", DNSName)
+	if err := waitDeployment(ctx, c, "kube-system", DNSName, s.opts.stepWait()); err != nil {
+		return fmt.Errorf("cluster DNS not ready in %s: kubectl -n kube-system describe pods -l k8s-app=%s", s.opts.stepWait(), DNSName)
 	}
 	if s.opts.NoIngress {
 		return nil
 	}
-	if err := waitDeployment(ctx, c, IngressNamespace, IngressName); err != nil {
-		return fmt.Errorf("ingress controller not ready in 90s: kubectl -n %s describe pods -l %s=%s", IngressNamespace, ingressLabel, IngressName)
+	if err := waitDeployment(ctx, c, IngressNamespace, IngressName, s.opts.stepWait()); err != nil {
+		return fmt.Errorf("ingress controller not ready in %s: kubectl -n %s describe pods -l %s=%s", s.opts.stepWait(), IngressNamespace, ingressLabel, IngressName)
 	}
 	return nil
 }
 
-func waitDeployment(ctx context.Context, c kubernetes.Interface, ns, name string) error {
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+func waitDeployment(ctx context.Context, c kubernetes.Interface, ns, name string, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && d.Status.ReadyReplicas >= 1, nil
 	})

@@ -3,7 +3,18 @@ package cluster
 import (
 	"strings"
 	"testing"
+
+	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 )
+
+// ipvsRefusal is what up says of the ipvs mode on this kernel (no IPVS
+// here; nothing where the kernel has it, as in the test VM).
+func ipvsRefusal() string {
+	if kipvs.Supported() == nil {
+		return ""
+	}
+	return "modes that work on this kernel: iptables, userspace, nftables"
+}
 
 func TestValidate(t *testing.T) {
 	good := Options{Name: "svcnet", Nodes: 3, ProxyMode: "iptables", NodePortRange: "30000-32767",
@@ -17,7 +28,7 @@ func TestValidate(t *testing.T) {
 		{"userspace", func(o *Options) { o.ProxyMode = "userspace" }, ""},
 		{"upstreams", func(o *Options) { o.DNSUpstream = "10.0.0.53,10.0.0.54:5353" }, ""},
 		{"one port", func(o *Options) { o.NodePortRange = "8477" }, ""},
-		{"a mode not built", func(o *Options) { o.ProxyMode = "ipvs" }, "available modes: iptables, userspace, nftables"},
+		{"a mode this kernel cannot run", func(o *Options) { o.ProxyMode = "ipvs" }, ipvsRefusal()},
 		{"an unknown mode", func(o *Options) { o.ProxyMode = "ebpf" }, "unknown proxy mode"},
 		{"reversed range", func(o *Options) { o.NodePortRange = "32767-30000" }, "--service-node-port-range"},
 		{"range beyond ports", func(o *Options) { o.NodePortRange = "30000-70000" }, "--service-node-port-range"},

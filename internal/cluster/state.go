@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Options are what `svcnet up` was asked for.
@@ -38,6 +39,18 @@ type Options struct {
 	// NodeLocalDNS runs a node-local DNS cache (svcnet node-cache) in
 	// every node's namespace and points pods' resolv.conf at it.
 	NodeLocalDNS bool
+	// Wait bounds each step of the start (API server ready, nodes
+	// ready, each add-on ready); 90 s when zero. Slow machines (the test
+	// VM's emulated CPU) need more.
+	Wait time.Duration
+}
+
+// stepWait is o.Wait or its default.
+func (o Options) stepWait() time.Duration {
+	if o.Wait > 0 {
+		return o.Wait
+	}
+	return 90 * time.Second
 }
 
 // Home is where clusters keep their state: $SVCNET_HOME or ~/.svcnet.

@@ -152,7 +152,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitNodes(ctx, client, len(s.plan.Nodes)); err != nil {
+	if err := waitNodes(ctx, client, len(s.plan.Nodes), s.opts.stepWait()); err != nil {
 		return err
 	}
 	s.state.step("nodes: %d ready, proxy mode %s (%.1fs)", len(s.plan.Nodes), s.opts.ProxyMode, time.Since(t0).Seconds())

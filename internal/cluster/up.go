@@ -71,7 +71,7 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 	go func() { _ = cmd.Wait() }()
 	fmt.Fprintf(out, "Creating cluster %q (%d nodes, proxy mode %s) ...\n", opts.Name, opts.Nodes, opts.ProxyMode)
 	start := time.Now()
-	err = follow(ctx, st, cmd.Process.Pid, out)
+	err = follow(ctx, st, cmd.Process.Pid, out, max(5*time.Minute, 4*opts.stepWait()))
 	if err != nil {
 		fmt.Fprintf(out, "Cluster %q failed: %v\n", opts.Name, err)
 		// The logs go with the cluster: their ends are what is left.
@@ -114,8 +114,8 @@ func invokedAs() string {
 }
 
 // follow prints the supervisor's progress until it is ready or fails.
-func follow(ctx context.Context, st State, pid int, out io.Writer) error {
-	deadline := time.Now().Add(5 * time.Minute)
+func follow(ctx context.Context, st State, pid int, out io.Writer, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
 	printed := 0
 	for time.Now().Before(deadline) {
 		f, err := os.Open(st.progress())

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
 )
 
 // Protocol numbers as IPVS names them.
@@ -114,11 +115,9 @@ func Supported() error {
 		return nil
 	}
 	// Asking for the IPVS generic netlink family makes the kernel load
-	// ip_vs if it has it as a module.
-	if h, err := mobyipvs.New(""); err == nil {
-		_, _ = h.GetServices()
-		h.Close()
-	}
+	// ip_vs if it has it as a module (moby/ipvs would run a modprobe
+	// and log to stderr).
+	_, _ = netlink.GenlFamilyGet("IPVS")
 	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
 		return nil
 	}

@@ -92,6 +92,7 @@ type Proxier struct {
 	lastSets    map[string][]string // set contents last written
 	lastRules   string
 	lastRewrite time.Time
+	full        bool // the last sync rewrote everything
 	// draining are removed TCP real servers at weight 0, and since when.
 	draining map[drainKey]time.Time
 }
@@ -142,6 +143,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 	start := p.cfg.Now()
 	p.mu.Lock()
 	res, st, err := p.sync(ctx)
+	full := p.full
 	done := p.cfg.Now()
 	var changes svcstate.Changes
 	if err == nil {
@@ -156,7 +158,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		return err
 	}
 	p.observe(st, changes, start, done)
-	p.logSync(st, changes, done.Sub(start))
+	p.logSync(st, changes, full, done.Sub(start))
 	if p.cfg.AfterSync != nil {
 		p.cfg.AfterSync(res)
 	}
@@ -167,7 +169,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 // services change at once.
 const maxLoggedChanges = 10
 
-func (p *Proxier) logSync(st *State, ch svcstate.Changes, took time.Duration) {
+func (p *Proxier) logSync(st *State, ch svcstate.Changes, full bool, took time.Duration) {
 	ports := slices.SortedFunc(maps.Keys(ch.Ports), svcstate.ServicePortName.Compare)
 	more := 0
 	if len(ports) > maxLoggedChanges {
@@ -181,7 +183,7 @@ func (p *Proxier) logSync(st *State, ch svcstate.Changes, took time.Duration) {
 			reach[i] = strconv.Itoa(r)
 		}
 	}
-	p.cfg.Logger.Info("synced ipvs rules", "took", took, "changed", names, "endpoints", reach, "moreChanged", more,
+	p.cfg.Logger.Info("synced ipvs rules", "full", full, "took", took, "changed", names, "endpoints", reach, "moreChanged", more,
 		"servicePorts", st.Stats.ServicePorts, "virtualServers", len(st.Servers), "addresses", len(st.Addresses))
 }
 
@@ -227,7 +229,9 @@ func (p *Proxier) sync(ctx context.Context) (proxy.SyncResult, *State, error) {
 	}
 	st := Build(cfg, snap)
 
+	p.full = false
 	if now := p.cfg.Now(); now.Sub(p.lastRewrite) >= p.cfg.RewritePeriod {
+		p.full = true
 		// Everything once in a while: the jumps (one iptables process
 		// each, so not at every sync), and every set and rule.
 		p.lastRules, p.lastSets = "", nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/test/e2e/framework"
+	"github.com/svcnet/svcnet/test/vm"
 )
 
 // localCluster is a cluster made by `svcnet up` for one test.
@@ -66,7 +67,11 @@ func upCluster(t *testing.T, nodes int, extra ...string) *localCluster {
 }
 
 func (c *localCluster) svcnet(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	limit := 3 * time.Minute
+	if vm.InVM() {
+		limit = 15 * time.Minute // everything runs about 7× slower there
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Env = append(os.Environ(), "SVCNET_HOME="+c.home)

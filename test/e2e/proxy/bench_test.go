@@ -21,11 +21,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
+	"github.com/svcnet/svcnet/test/vm"
 )
 
 // syncLine is the proxier's log line for one sync.
 // (slog quotes the list of changes when it has more than one.)
-var syncLine = regexp.MustCompile(`msg="synced (?:iptables|nftables) rules".* full=(true|false) took=(\S+) changed="?\[([^\]]*)\]`)
+var syncLine = regexp.MustCompile(`msg="synced (?:iptables|nftables|ipvs) rules".* full=(true|false) took=(\S+) changed="?\[([^\]]*)\]`)
 
 type syncEvent struct {
 	at      time.Time
@@ -203,6 +204,25 @@ func BenchmarkIPTablesProxy(b *testing.B) { benchmarkProxy(b, "iptables") }
 //
 //	go test ./test/e2e/proxy -run '^$' -bench NFTablesProxy -benchtime 200x -timeout 60m
 func BenchmarkNFTablesProxy(b *testing.B) { benchmarkProxy(b, "nftables") }
+
+// BenchmarkProxyModesVM is the same benchmark for the ipvs, iptables and
+// nftables modes, side by side in one boot of the test VM (this kernel
+// has no IPVS): its absolute figures are the emulator's (Go runs about 7×
+// slower there); the ratios between modes are what it measures.
+//
+//	go test ./test/e2e/proxy -run '^$' -bench ProxyModesVM -benchtime 50x -timeout 4h
+func BenchmarkProxyModesVM(b *testing.B) {
+	if !vm.InsideB(b, vm.Config{
+		Timeout: 4 * time.Hour, MemoryMiB: 6144,
+		Env:     []string{framework.BinaryEnv + "=" + framework.Binary(b)},
+		Modules: []string{"ip_vs"},
+	}) {
+		return
+	}
+	for _, mode := range []string{"ipvs", "iptables", "nftables"} {
+		b.Run(mode, func(b *testing.B) { benchmarkProxy(b, mode) })
+	}
+}
 
 func benchmarkProxy(b *testing.B, mode string) {
 	for _, n := range []int{1000, 10000} {

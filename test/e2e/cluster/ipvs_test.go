@@ -1,0 +1,70 @@
+package cluster_test
+
+import (
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/test/e2e/framework"
+	"github.com/svcnet/svcnet/test/vm"
+)
+
+// TestReferenceScenarioIPVS is the reference scenario with `svcnet up
+// --proxy-mode ipvs`, inside the test VM (this kernel has no IPVS): the
+// three names of the Service and its cluster IP from a pod, every node's
+// NodePort from the outside client, and ipvsadm showing the virtual
+// servers on a node.
+func TestReferenceScenarioIPVS(t *testing.T) {
+	framework.RequireRoot(t)
+	if !vm.Inside(t, vm.Config{
+		Timeout: 20 * time.Minute, MemoryMiB: 4096,
+		Env:     []string{framework.BinaryEnv + "=" + framework.Binary(t)},
+		Modules: []string{"br_netfilter", "ip_vs"},
+	}) {
+		return
+	}
+	c := upCluster(t, 2, "--proxy-mode", "ipvs", "--no-ingress", "--wait", "10m")
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	c.until("3 ready hostnames pods", 5*time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
+		return out == "3"
+	})
+	pods := podNames(c, "app=hostnames")
+	sort.Strings(pods)
+	want := strings.Join(pods, ",")
+	spread := func(seen map[string]int) string {
+		var got []string
+		for n := range seen {
+			got = append(got, n)
+		}
+		sort.Strings(got)
+		return strings.Join(got, ",")
+	}
+	for _, node := range []string{"172.18.0.11", "172.18.0.12"} {
+		c.until("NodePort on "+node+" to reach all pods", 2*time.Minute, func() bool {
+			return spread(c.names("client", 9, "curl", "-s", "--max-time", "5", node+":8477")) == want
+		})
+	}
+	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
+	from := "default/" + pods[0]
+	c.until("cluster IP to reach all pods", 2*time.Minute, func() bool {
+		return spread(c.names(from, 9, "curl", "-s", "--max-time", "5", clusterIP+":80")) == want
+	})
+	for _, name := range []string{"hostnames", "hostnames.default", "hostnames.default.svc.cluster.local"} {
+		c.until("DNS name "+name+" to reach the pods", 2*time.Minute, func() bool {
+			out, err := c.exec(from, "curl", "-s", "--max-time", "5", name+":80")
+			return err == nil && strings.TrimSpace(out) != "" && strings.Contains(want, strings.TrimSpace(out))
+		})
+	}
+	out, err := c.exec("node/node-1", "ipvsadm", "-Ln")
+	t.Logf("ipvsadm -Ln on node-1:\n%s", out)
+	if err != nil || !strings.Contains(out, "TCP  "+clusterIP+":80 rr") || strings.Count(out, "Masq") < 3*3 {
+		t.Errorf("ipvsadm -Ln on node-1 lacks the cluster IP's virtual server with its three real servers (and the node ports'): %v", err)
+	}
+	links, err := c.exec("node/node-1", "ip", "-brief", "addr", "show", "kube-ipvs0")
+	if err != nil || !strings.Contains(links, clusterIP+"/32") {
+		t.Errorf("kube-ipvs0 on node-1 lacks %s: %s %v", clusterIP, links, err)
+	}
+}
