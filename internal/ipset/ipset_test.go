@@ -2,16 +2,13 @@ package ipset
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
 func TestTempName(t *testing.T) {
@@ -27,17 +24,10 @@ func TestTempName(t *testing.T) {
 // read back, and destroyed; a bad entry fails the restore with ipset's
 // words and leaves the old contents.
 func TestRunner(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("ipset in a network namespace needs root; CI runs as root")
-	}
+	ns := netnstest.New(t, "ipset")
 	if _, err := exec.LookPath("ipset"); err != nil {
 		t.Fatal("the ipset tool is missing (Debian package ipset; make test installs it)")
 	}
-	ns := fmt.Sprintf("svcnet-test-ipset-%d", rand.IntN(1e9))
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Delete(ns) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := &Runner{Netns: ns}

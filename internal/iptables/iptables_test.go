@@ -3,15 +3,12 @@ package iptables
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
 func TestTokenizeJoin(t *testing.T) {
@@ -39,14 +36,7 @@ func TestTokenizeJoin(t *testing.T) {
 // however often present, restores atomic with the failing line shown,
 // the backend named, and save listing what was made.
 func TestExec(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("iptables needs root; CI runs as root")
-	}
-	ns := fmt.Sprintf("svcnet-test-ipt-%d", rand.IntN(1e9))
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Delete(ns) })
+	ns := netnstest.New(t, "ipt")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := &Exec{Binary: "iptables", Netns: ns}

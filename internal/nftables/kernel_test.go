@@ -3,9 +3,7 @@ package nftables
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
 // sample is a table with every statement svcnet writes.
@@ -81,15 +80,7 @@ func sample(f Family) *Table {
 
 func testNamespace(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("nf_tables in a network namespace needs root; CI runs as root")
-	}
-	ns := fmt.Sprintf("svcnet-test-nftlib-%d", rand.IntN(1e9))
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Delete(ns) })
-	return ns
+	return netnstest.New(t, "nftlib")
 }
 
 func open(t *testing.T, ns string, f Family, table string) (*Conn, *Reader) {

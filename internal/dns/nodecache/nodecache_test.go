@@ -2,11 +2,8 @@ package nodecache
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -24,6 +21,7 @@ import (
 	"github.com/svcnet/svcnet/internal/dns/server"
 	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/svcstate"
 	st "github.com/svcnet/svcnet/internal/svcstate/svctest"
 )
@@ -104,14 +102,7 @@ func TestUpstreams(t *testing.T) {
 // listening there answers from a replica, the answers carrying no
 // conntrack entry.
 func TestSetup(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root; CI runs as root")
-	}
-	ns := fmt.Sprintf("svcnet-test-nodecache-%d", rand.IntN(1e9))
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Delete(ns) })
+	ns := netnstest.New(t, "nodecache")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	addr := netip.MustParseAddr(DefaultAddress)

@@ -11,19 +11,11 @@ import (
 
 	"github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/proxytest"
-	"github.com/svcnet/svcnet/internal/svcstate"
 	st "github.com/svcnet/svcnet/internal/svcstate/svctest"
 )
 
 func configOf(n proxytest.NodeConfig) ipvs.Config {
 	return ipvs.Config{Family: n.Family, Node: n.Node, NodeIPs: n.NodeIPs, NodePortAddresses: n.NodeIPs, ClusterCIDR: n.ClusterCIDR}
-}
-
-func snapshotOf(objects []any) *svcstate.Snapshot {
-	tr := proxytest.QuietTracker()
-	proxytest.Feed(tr, objects)
-	snap, _ := tr.Snapshot()
-	return snap
 }
 
 // TestGolden builds the state of each kube-proxy case and compares it
@@ -32,7 +24,7 @@ func TestGolden(t *testing.T) {
 	for _, fx := range proxytest.Fixtures {
 		t.Run(fx.Name, func(t *testing.T) {
 			node, _ := fx.Node()
-			s := ipvs.Build(configOf(node), snapshotOf(fx.Objects))
+			s := ipvs.Build(configOf(node), proxytest.Snapshot(fx.Objects))
 			proxytest.CompareGolden(t, filepath.Join("testdata", fx.Name+".golden"), []byte(s.Format()))
 		})
 	}
@@ -80,7 +72,7 @@ func TestBuild(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ipvs.Build(configOf(node), snapshotOf(tc.objects)).Format()
+			got := ipvs.Build(configOf(node), proxytest.Snapshot(tc.objects)).Format()
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("missing %q in:\n%s", w, got)

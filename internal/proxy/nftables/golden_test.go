@@ -7,18 +7,10 @@ import (
 	nft "github.com/svcnet/svcnet/internal/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/proxytest"
-	"github.com/svcnet/svcnet/internal/svcstate"
 )
 
 func configOf(n proxytest.NodeConfig) nftables.Config {
 	return nftables.Config{Family: n.Family, Node: n.Node, NodeIPs: n.NodeIPs, ClusterCIDR: n.ClusterCIDR}
-}
-
-func snapshotOf(objects []any) *svcstate.Snapshot {
-	tr := proxytest.QuietTracker()
-	proxytest.Feed(tr, objects)
-	snap, _ := tr.Snapshot()
-	return snap
 }
 
 // TestGolden builds the table for each kube-proxy case, compares it with
@@ -28,7 +20,7 @@ func TestGolden(t *testing.T) {
 		t.Run(fx.Name, func(t *testing.T) {
 			node, env := fx.Node()
 			cfg := configOf(node)
-			plan := nftables.Build(cfg, nftables.Input{Snapshot: snapshotOf(fx.Objects), Full: true})
+			plan := nftables.Build(cfg, nftables.Input{Snapshot: proxytest.Snapshot(fx.Objects), Full: true})
 			proxytest.CompareGolden(t, filepath.Join("testdata", fx.Name+".golden"), []byte(plan.Format(plan.Table.Family)))
 			for _, c := range fx.Checks {
 				t.Run(c.Name, func(t *testing.T) {

@@ -451,3 +451,11 @@ func LineDiff(want, got string) string {
 	}
 	return b.String()
 }
+
+// Snapshot is the snapshot of a quiet tracker fed objects.
+func Snapshot(objects []any) *svcstate.Snapshot {
+	tr := QuietTracker()
+	Feed(tr, objects)
+	snap, _ := tr.Snapshot()
+	return snap
+}

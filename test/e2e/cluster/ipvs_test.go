@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -27,21 +26,7 @@ func TestReferenceScenarioIPVS(t *testing.T) {
 	c := upCluster(t, 2, "--proxy-mode", "ipvs", "--no-ingress", "--wait", "10m")
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
-	c.until("3 ready hostnames pods", 5*time.Minute, func() bool {
-		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
-		return out == "3"
-	})
-	pods := podNames(c, "app=hostnames")
-	sort.Strings(pods)
-	want := strings.Join(pods, ",")
-	spread := func(seen map[string]int) string {
-		var got []string
-		for n := range seen {
-			got = append(got, n)
-		}
-		sort.Strings(got)
-		return strings.Join(got, ",")
-	}
+	pods, want := c.waitHostnames(5 * time.Minute)
 	for _, node := range []string{"172.18.0.11", "172.18.0.12"} {
 		c.until("NodePort on "+node+" to reach all pods", 2*time.Minute, func() bool {
 			return spread(c.names("client", 9, "curl", "-s", "--max-time", "5", node+":8477")) == want

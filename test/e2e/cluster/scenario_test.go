@@ -23,26 +23,35 @@ func example(t *testing.T, name string) string {
 }
 
 // TestReferenceScenario is the reference documents' acceptance scenario on a 3-node cluster.
+// waitHostnames waits until the reference Deployment's 3 pods are ready
+// and returns their names, sorted, and joined as spread joins them.
+func (c *localCluster) waitHostnames(timeout time.Duration) ([]string, string) {
+	c.t.Helper()
+	c.until("3 ready hostnames pods", timeout, func() bool {
+		out, _, _ := c.kubectl.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
+		return out == "3"
+	})
+	pods := podNames(c, "app=hostnames")
+	sort.Strings(pods)
+	return pods, strings.Join(pods, ",")
+}
+
+// spread is the pods that answered, sorted and comma-joined.
+func spread(seen map[string]int) string {
+	var got []string
+	for n := range seen {
+		got = append(got, n)
+	}
+	sort.Strings(got)
+	return strings.Join(got, ",")
+}
+
 func TestReferenceScenario(t *testing.T) {
 	t.Parallel()
 	c := up(t, 3)
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
-	c.until("3 ready hostnames pods", time.Minute, func() bool {
-		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
-		return out == "3"
-	})
-	pods := podNames(c, "app=hostnames")
-	sort.Strings(pods)
-	want := strings.Join(pods, ",")
-	spread := func(seen map[string]int) string {
-		var got []string
-		for n := range seen {
-			got = append(got, n)
-		}
-		sort.Strings(got)
-		return strings.Join(got, ",")
-	}
+	pods, want := c.waitHostnames(time.Minute)
 
 	// From outside: every node's NodePort reaches all three pods.
 	for _, node := range []string{"172.18.0.11", "172.18.0.12", "172.18.0.13"} {
