@@ -333,11 +333,15 @@ func (f *Forwarder) query(ctx context.Context, q dns.Question, do bool) (*dns.Ms
 		}
 	}
 	if len(order) == 0 {
-		order = all
+		order = append(order, all...)
 	}
 	if f.opts.Spread && len(order) > 1 {
+		// Rotate in place (order is this query's own slice): no
+		// allocation on the path every cache miss takes.
 		first := int(f.next.Add(1) % uint32(len(order)))
-		order = slices.Concat(order[first:], order[:first])
+		slices.Reverse(order[:first])
+		slices.Reverse(order[first:])
+		slices.Reverse(order)
 	}
 	var errs []error
 	for _, u := range order {

@@ -27,22 +27,8 @@ func TestReferenceScenarioIPVS(t *testing.T) {
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
 	pods, want := c.waitHostnames(5 * time.Minute)
-	for _, node := range []string{"172.18.0.11", "172.18.0.12"} {
-		c.until("NodePort on "+node+" to reach all pods", 2*time.Minute, func() bool {
-			return spread(c.names("client", 9, "curl", "-s", "--max-time", "5", node+":8477")) == want
-		})
-	}
+	c.reachReference(pods, want, []string{"172.18.0.11", "172.18.0.12"}, 9, "5", 2*time.Minute)
 	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
-	from := "default/" + pods[0]
-	c.until("cluster IP to reach all pods", 2*time.Minute, func() bool {
-		return spread(c.names(from, 9, "curl", "-s", "--max-time", "5", clusterIP+":80")) == want
-	})
-	for _, name := range []string{"hostnames", "hostnames.default", "hostnames.default.svc.cluster.local"} {
-		c.until("DNS name "+name+" to reach the pods", 2*time.Minute, func() bool {
-			out, err := c.exec(from, "curl", "-s", "--max-time", "5", name+":80")
-			return err == nil && strings.TrimSpace(out) != "" && strings.Contains(want, strings.TrimSpace(out))
-		})
-	}
 	out, err := c.exec("node/node-1", "ipvsadm", "-Ln")
 	t.Logf("ipvsadm -Ln on node-1:\n%s", out)
 	if err != nil || !strings.Contains(out, "TCP  "+clusterIP+":80 rr") || strings.Count(out, "Masq") < 3*3 {

@@ -46,6 +46,30 @@ func spread(seen map[string]int) string {
 	return strings.Join(got, ",")
 }
 
+// reachReference checks the reference scenario's paths: from outside,
+// every node's NodePort reaches all the pods; from a pod, the cluster IP
+// does, and the Service's three names answer. Each check gets tries
+// requests with curl's --max-time maxTime, retried until timeout.
+func (c *localCluster) reachReference(pods []string, want string, nodes []string, tries int, maxTime string, timeout time.Duration) {
+	c.t.Helper()
+	for _, node := range nodes {
+		c.until("NodePort on "+node+" to reach all pods", timeout, func() bool {
+			return spread(c.names("client", tries, "curl", "-s", "--max-time", maxTime, node+":8477")) == want
+		})
+	}
+	clusterIP := c.kubectl.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
+	from := "default/" + pods[0]
+	c.until("cluster IP to reach all pods", timeout, func() bool {
+		return spread(c.names(from, tries, "curl", "-s", "--max-time", maxTime, clusterIP+":80")) == want
+	})
+	for _, name := range []string{"hostnames", "hostnames.default", "hostnames.default.svc.cluster.local"} {
+		c.until("DNS name "+name+" to reach the pods", timeout, func() bool {
+			out, err := c.exec(from, "curl", "-s", "--max-time", maxTime, name+":80")
+			return err == nil && strings.TrimSpace(out) != "" && strings.Contains(want, strings.TrimSpace(out))
+		})
+	}
+}
+
 func TestReferenceScenario(t *testing.T) {
 	t.Parallel()
 	c := up(t, 3)
@@ -53,24 +77,7 @@ func TestReferenceScenario(t *testing.T) {
 	k.MustRun(examples(t), "apply", "-f", "-")
 	pods, want := c.waitHostnames(time.Minute)
 
-	// From outside: every node's NodePort reaches all three pods.
-	for _, node := range []string{"172.18.0.11", "172.18.0.12", "172.18.0.13"} {
-		c.until("NodePort on "+node+" to reach all pods", 30*time.Second, func() bool {
-			return spread(c.names("client", 12, "curl", "-s", "--max-time", "2", node+":8477")) == want
-		})
-	}
-	// From a pod: the cluster IP and the service's name.
-	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
-	from := "default/" + pods[0]
-	c.until("cluster IP to reach all pods", 30*time.Second, func() bool {
-		return spread(c.names(from, 12, "curl", "-s", "--max-time", "2", clusterIP+":80")) == want
-	})
-	for _, name := range []string{"hostnames", "hostnames.default", "hostnames.default.svc.cluster.local"} {
-		c.until("DNS name "+name+" to reach the pods", 30*time.Second, func() bool {
-			out, err := c.exec(from, "curl", "-s", "--max-time", "2", name+":80")
-			return err == nil && strings.Contains(want, strings.TrimSpace(out)) && strings.TrimSpace(out) != ""
-		})
-	}
+	c.reachReference(pods, want, []string{"172.18.0.11", "172.18.0.12", "172.18.0.13"}, 12, "2", 30*time.Second)
 	// In iptables mode, the node's rules are kube-proxy's: a KUBE-SVC
 	// chain spreading over three KUBE-SEP chains with 1/3 and 1/2.
 	rules, err := c.exec("node/node-1", "iptables-save", "-t", "nat")
