@@ -94,6 +94,43 @@ func (r *Runner) Restore(ctx context.Context, sets []Set) error {
 	return nil
 }
 
+// Delta is what changes in one existing set.
+type Delta struct {
+	Name    string
+	Comment string
+	Add     []string
+	Del     []string
+}
+
+// Update adds and deletes entries of existing sets in one ipset restore,
+// leaving the rest of each set alone: a change of one Service costs the
+// same in a set of ten entries as in one of ten thousand. A missing set
+// is an error (Restore creates sets).
+func (r *Runner) Update(ctx context.Context, ds []Delta) error {
+	var b bytes.Buffer
+	for _, d := range ds {
+		for _, e := range d.Del {
+			fmt.Fprintf(&b, "del %s %s -exist\n", d.Name, e)
+		}
+		for _, e := range d.Add {
+			fmt.Fprintf(&b, "add %s %s", d.Name, e)
+			if d.Comment != "" {
+				fmt.Fprintf(&b, " comment %q", d.Comment)
+			}
+			b.WriteString(" -exist\n")
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	cmd := r.command(ctx, "restore")
+	cmd.Stdin = &b
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ipset restore: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // tempName is the name a set is filled under before the swap (at most
 // 31 characters, ipset's limit).
 func tempName(name string) string {

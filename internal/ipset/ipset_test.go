@@ -50,6 +50,27 @@ func TestRunner(t *testing.T) {
 	if got, _ := r.Entries(ctx, "KUBE-NODE-PORT-TCP"); !slices.Equal(got, []string{"30080"}) {
 		t.Errorf("bitmap set: %v", got)
 	}
+	// Update touches only the entries named; deleting a missing one or
+	// adding a present one is no error.
+	err = r.Update(ctx, []Delta{
+		{Name: "KUBE-CLUSTER-IP", Comment: "cluster ips", Add: []string{"10.96.0.13,udp:53", "10.96.0.12,tcp:443"}, Del: []string{"10.96.0.99,tcp:1"}},
+		{Name: "KUBE-NODE-PORT-TCP", Add: []string{"30081"}, Del: []string{"30080"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Entries(ctx, "KUBE-CLUSTER-IP"); !slices.Equal(got, []string{"10.96.0.12,tcp:443", "10.96.0.13,udp:53"}) {
+		t.Errorf("after an update: %v", got)
+	}
+	if got, _ := r.Entries(ctx, "KUBE-NODE-PORT-TCP"); !slices.Equal(got, []string{"30081"}) {
+		t.Errorf("bitmap set after an update: %v", got)
+	}
+	if err := r.Update(ctx, []Delta{{Name: "KUBE-MISSING", Add: []string{"1"}}}); err == nil {
+		t.Error("an update of a missing set succeeded")
+	}
+	if err := r.Restore(ctx, sets[:1]); err != nil {
+		t.Fatal(err)
+	}
 	bad := Set{Name: "KUBE-CLUSTER-IP", Type: "hash:ip,port", Family: "inet", Entries: []string{"not-an-ip,tcp:80"}}
 	if err := r.Restore(ctx, []Set{bad}); err == nil || !strings.Contains(err.Error(), "ipset restore") {
 		t.Errorf("a bad entry: %v", err)

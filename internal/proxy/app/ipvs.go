@@ -89,6 +89,9 @@ func startIPVS(d *deps) (syncer, error) {
 		},
 		Tracker: d.tracker, IPVS: h, Links: acc.Links, Sets: acc.Sets, IPTables: d.os.IPTables,
 		ExcludeCIDRs: exclude, Metrics: d.metrics, Logger: d.logger, AfterSync: d.afterSync,
+		// --ipvs-sync-period, as kube-proxy: the longest time between two
+		// full syncs; the syncs between are partial.
+		FullSyncPeriod: d.opts.SyncPeriod,
 	})
 	if err != nil {
 		return nil, err

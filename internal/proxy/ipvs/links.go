@@ -22,22 +22,22 @@ func family(f v1.IPFamily) int {
 
 // EnsureDummy implements Links. The link stays down, as kube-proxy leaves
 // it: it only makes its addresses local.
-func (Netlink) EnsureDummy(name string) error {
+func (Netlink) EnsureDummy(name string) (bool, error) {
 	l, err := netlink.LinkByName(name)
 	if err == nil {
 		if l.Type() != "dummy" {
-			return fmt.Errorf("%s exists and is a %s link, not dummy", name, l.Type())
+			return false, fmt.Errorf("%s exists and is a %s link, not dummy", name, l.Type())
 		}
-		return nil
+		return false, nil
 	}
 	var nf netlink.LinkNotFoundError
 	if !errors.As(err, &nf) {
-		return err
+		return false, err
 	}
 	if err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
-		return fmt.Errorf("create dummy link %s (does this kernel have the dummy driver?): %w", name, err)
+		return false, fmt.Errorf("create dummy link %s (does this kernel have the dummy driver?): %w", name, err)
 	}
-	return nil
+	return true, nil
 }
 
 func addrsOf(l netlink.Link, f v1.IPFamily) ([]netip.Addr, error) {

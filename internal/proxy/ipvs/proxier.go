@@ -38,8 +38,9 @@ type IPVS interface {
 // Links is the dummy link and the node's addresses; Netlink is the real
 // one.
 type Links interface {
-	// EnsureDummy creates the dummy link (down) if it is missing.
-	EnsureDummy(name string) error
+	// EnsureDummy creates the dummy link (down) if it is missing, and
+	// says whether it had to.
+	EnsureDummy(name string) (created bool, err error)
 	// Addresses lists the addresses of family f on link name.
 	Addresses(name string, f v1.IPFamily) ([]netip.Addr, error)
 	AddAddress(name string, a netip.Addr) error
@@ -51,7 +52,10 @@ type Links interface {
 
 // Sets writes ipsets; *ipset.Runner is one.
 type Sets interface {
+	// Restore creates sets and replaces their contents whole.
 	Restore(ctx context.Context, sets []ipset.Set) error
+	// Update adds and deletes entries of existing sets.
+	Update(ctx context.Context, ds []ipset.Delta) error
 }
 
 // ProxierConfig assembles an ipvs-mode proxier.
@@ -65,10 +69,16 @@ type ProxierConfig struct {
 	// ExcludeCIDRs (--ipvs-exclude-cidrs): virtual servers in them that
 	// are not ours are left alone.
 	ExcludeCIDRs []netip.Prefix
-	// RewritePeriod is how often a sync rewrites everything (jumps, every
-	// set, the rules) even when nothing changed, which repairs state
-	// changed behind the proxy's back. Default 30 s.
-	RewritePeriod time.Duration
+	// FullSyncPeriod is the longest time between two full syncs, which
+	// compare everything with the kernel and rewrite what differs (jumps,
+	// every set, the rules, every virtual server): state changed behind
+	// the proxy's back is repaired by the next one. kube-proxy's
+	// --ipvs-sync-period; default 30 s.
+	FullSyncPeriod time.Duration
+	// CanaryPeriod is how often a partial sync first checks that the
+	// kernel still holds what the proxy last wrote (the number of virtual
+	// servers and addresses) and, if not, turns full. Default 5 s.
+	CanaryPeriod time.Duration
 	// GracefulDeadline is how long a removed TCP real server may keep
 	// connections at weight 0 before it is deleted anyway. Default 15 min.
 	GracefulDeadline time.Duration
@@ -79,9 +89,14 @@ type ProxierConfig struct {
 }
 
 // Proxier keeps IPVS, kube-ipvs0, the ipsets and the iptables rules in
-// line with the tracker's snapshots. Every sync is full, as kube-proxy's
-// ipvs mode: the state is built whole, but only what differs from the
-// kernel is written.
+// line with the tracker's snapshots. The state is built whole at every
+// sync (Build is pure and cheap next to the kernel), but a partial sync
+// writes only what differs from the state it last wrote, without reading
+// the kernel back: one changed Service is a handful of netlink messages
+// whatever the number of Services. A full sync, the first, one every
+// FullSyncPeriod, one after a failure and one when the canary finds the
+// kernel changed, compares everything with the kernel instead. (kube-proxy's
+// ipvs mode makes every sync full.)
 type Proxier struct {
 	cfg ProxierConfig
 
@@ -89,10 +104,14 @@ type Proxier struct {
 	pending     svcstate.Changes // not yet applied (a failed sync keeps them)
 	applied     *svcstate.Snapshot
 	lastSuccess time.Time
-	lastSets    map[string][]string // set contents last written
-	lastRules   string
-	lastRewrite time.Time
-	full        bool // the last sync rewrote everything
+	// written is the state the kernel last matched; nil until a full sync
+	// succeeds and after any failure, so that the next sync is full.
+	written    *State
+	lastSets   map[string][]string // set contents last written
+	lastRules  string
+	lastFull   time.Time
+	lastCanary time.Time
+	full       bool // the last sync was full
 	// draining are removed TCP real servers at weight 0, and since when.
 	draining map[drainKey]time.Time
 }
@@ -117,8 +136,11 @@ func NewProxier(cfg ProxierConfig) (*Proxier, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.RewritePeriod <= 0 {
-		cfg.RewritePeriod = 30 * time.Second
+	if cfg.FullSyncPeriod <= 0 {
+		cfg.FullSyncPeriod = 30 * time.Second
+	}
+	if cfg.CanaryPeriod <= 0 {
+		cfg.CanaryPeriod = 5 * time.Second
 	}
 	cfg.Logger = cfg.Logger.With("proxyMode", "ipvs", "ipFamily", string(cfg.Rules.Family))
 	return &Proxier{cfg: cfg, draining: map[drainKey]time.Time{}}, nil
@@ -157,7 +179,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		}
 		return err
 	}
-	p.observe(st, changes, start, done)
+	p.observe(st, changes, full, start, done)
 	p.logSync(st, changes, full, done.Sub(start))
 	if p.cfg.AfterSync != nil {
 		p.cfg.AfterSync(res)
@@ -187,13 +209,17 @@ func (p *Proxier) logSync(st *State, ch svcstate.Changes, full bool, took time.D
 		"servicePorts", st.Stats.ServicePorts, "virtualServers", len(st.Servers), "addresses", len(st.Addresses))
 }
 
-func (p *Proxier) observe(st *State, ch svcstate.Changes, start, done time.Time) {
+func (p *Proxier) observe(st *State, ch svcstate.Changes, full bool, start, done time.Time) {
 	m := p.cfg.Metrics
 	if m == nil {
 		return
 	}
 	m.SyncDuration.Observe(done.Sub(start).Seconds())
-	m.SyncFullDuration.Observe(done.Sub(start).Seconds())
+	if full {
+		m.SyncFullDuration.Observe(done.Sub(start).Seconds())
+	} else {
+		m.SyncPartialDuration.Observe(done.Sub(start).Seconds())
+	}
 	for _, t := range ch.TriggerTimes {
 		if !t.IsZero() {
 			m.NetworkProgramming.Observe(done.Sub(t).Seconds())
@@ -211,6 +237,15 @@ func (p *Proxier) observe(st *State, ch svcstate.Changes, start, done time.Time)
 }
 
 func (p *Proxier) sync(ctx context.Context) (proxy.SyncResult, *State, error) {
+	res, st, err := p.syncOnce(ctx)
+	if err != nil {
+		// What the kernel holds is unknown now: compare it all next time.
+		p.written, p.lastSets, p.lastRules = nil, nil, ""
+	}
+	return res, st, err
+}
+
+func (p *Proxier) syncOnce(ctx context.Context) (proxy.SyncResult, *State, error) {
 	cfg := p.cfg.Rules
 	snap, ch := p.cfg.Tracker.Snapshot()
 	p.pending.Merge(ch)
@@ -229,52 +264,80 @@ func (p *Proxier) sync(ctx context.Context) (proxy.SyncResult, *State, error) {
 	}
 	st := Build(cfg, snap)
 
-	p.full = false
-	if now := p.cfg.Now(); now.Sub(p.lastRewrite) >= p.cfg.RewritePeriod {
-		p.full = true
-		// Everything once in a while: the jumps (one iptables process
-		// each, so not at every sync), and every set and rule.
+	now := p.cfg.Now()
+	created, err := p.cfg.Links.EnsureDummy(DummyLink)
+	if err != nil {
+		return proxy.SyncResult{}, nil, fmt.Errorf("ipvs: %s: %w", DummyLink, err)
+	}
+	p.full = p.written == nil || created || now.Sub(p.lastFull) >= p.cfg.FullSyncPeriod
+	if !p.full && now.Sub(p.lastCanary) >= p.cfg.CanaryPeriod {
+		intact, err := p.canary()
+		if err != nil {
+			return proxy.SyncResult{}, nil, err
+		}
+		p.lastCanary = now
+		if !intact {
+			p.cfg.Logger.Warn("IPVS or kube-ipvs0 was changed by someone else; comparing everything with the kernel")
+			p.full = true
+		}
+	}
+	if p.full {
+		// The jumps (one iptables process each, so not at every sync),
+		// every set and the rules.
 		p.lastRules, p.lastSets = "", nil
 		if err := p.ensureJumps(ctx); err != nil {
 			return proxy.SyncResult{}, nil, err
 		}
-		p.lastRewrite = now
-	}
-	if err := p.cfg.Links.EnsureDummy(DummyLink); err != nil {
-		return proxy.SyncResult{}, nil, fmt.Errorf("ipvs: %s: %w", DummyLink, err)
 	}
 	if err := p.writeSets(ctx, st.Sets); err != nil {
 		return proxy.SyncResult{}, nil, err
 	}
-	bound, err := p.cfg.Links.Addresses(DummyLink, cfg.Family)
-	if err != nil {
-		return proxy.SyncResult{}, nil, err
+	var bound []netip.Addr
+	if p.full {
+		if bound, err = p.cfg.Links.Addresses(DummyLink, cfg.Family); err != nil {
+			return proxy.SyncResult{}, nil, err
+		}
+	} else {
+		bound = p.written.Addresses
+	}
+	isBound := make(map[netip.Addr]bool, len(bound))
+	for _, a := range bound {
+		isBound[a] = true
 	}
 	for _, a := range st.Addresses {
-		if !slices.Contains(bound, a) {
+		if !isBound[a] {
 			if err := p.cfg.Links.AddAddress(DummyLink, a); err != nil {
 				return proxy.SyncResult{}, nil, err
 			}
 		}
 	}
-	if err := p.syncServers(st); err != nil {
+	if p.full {
+		err = p.syncServers(st)
+	} else {
+		err = p.syncChangedServers(st)
+	}
+	if err != nil {
 		return proxy.SyncResult{}, nil, err
 	}
 	if st.Rules != p.lastRules {
 		if err := p.cfg.IPTables.Restore(ctx, []byte(st.Rules)); err != nil {
-			p.lastRewrite = time.Time{} // a jump may be missing: check them all next time
 			return proxy.SyncResult{}, nil, err
 		}
 		p.lastRules = st.Rules
 	}
-	// Addresses leave only once the rules no longer name them.
+	// Addresses leave only once the rules no longer name them (st's are
+	// sorted).
 	for _, a := range bound {
-		if !slices.Contains(st.Addresses, a) {
+		if _, found := slices.BinarySearchFunc(st.Addresses, a, netip.Addr.Compare); !found {
 			if err := p.cfg.Links.DeleteAddress(DummyLink, a); err != nil {
 				return proxy.SyncResult{}, nil, err
 			}
 		}
 	}
+	if p.full {
+		p.lastFull, p.lastCanary = now, now
+	}
+	p.written = st
 	changed := maps.Clone(p.pending.Ports)
 	if p.applied == nil {
 		changed = map[svcstate.ServicePortName]struct{}{}
@@ -287,6 +350,31 @@ func (p *Proxier) sync(ctx context.Context) (proxy.SyncResult, *State, error) {
 	res := proxy.SyncResult{Previous: p.applied, Current: snap, Changed: changed}
 	p.applied = snap
 	return res, st, nil
+}
+
+// canary reports whether the kernel still holds as many of our virtual
+// servers and addresses as the proxy last wrote: two netlink dumps, the
+// cheap way to notice a flush (ipvsadm -C, a deleted link) between full
+// syncs.
+func (p *Proxier) canary() (bool, error) {
+	have, err := p.cfg.IPVS.Services()
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	for _, s := range have {
+		if _, ok := p.written.Servers[s.Key()]; ok {
+			n++
+		}
+	}
+	if n != len(p.written.Servers) {
+		return false, nil
+	}
+	bound, err := p.cfg.Links.Addresses(DummyLink, p.cfg.Rules.Family)
+	if err != nil {
+		return false, err
+	}
+	return len(bound) == len(p.written.Addresses), nil
 }
 
 // ensureJumps makes the built-in chains jump to the mode's chains; the
@@ -310,33 +398,58 @@ func (p *Proxier) ensureJumps(ctx context.Context) error {
 	return nil
 }
 
-// writeSets restores the sets whose contents changed since the last write
-// (all of them the first time).
+// writeSets writes the sets whose contents changed since the last write:
+// new ones (all of them after a full sync) created and filled whole,
+// known ones by adding and deleting only the entries that changed.
 func (p *Proxier) writeSets(ctx context.Context, sets []ipset.Set) error {
-	var changed []ipset.Set
+	var whole []ipset.Set
+	var deltas []ipset.Delta
 	for _, s := range sets {
-		if last, ok := p.lastSets[s.Name]; ok && slices.Equal(last, s.Entries) {
-			continue
+		last, ok := p.lastSets[s.Name]
+		switch {
+		case !ok:
+			whole = append(whole, s)
+		case !slices.Equal(last, s.Entries):
+			d := ipset.Delta{Name: s.Name, Comment: s.Comment}
+			d.Add, d.Del = difference(s.Entries, last), difference(last, s.Entries)
+			deltas = append(deltas, d)
 		}
-		changed = append(changed, s)
 	}
-	if err := p.cfg.Sets.Restore(ctx, changed); err != nil {
-		p.lastSets = nil // unknown now: write all next time
+	if err := p.cfg.Sets.Restore(ctx, whole); err != nil {
+		return err
+	}
+	if err := p.cfg.Sets.Update(ctx, deltas); err != nil {
 		return err
 	}
 	if p.lastSets == nil {
 		p.lastSets = map[string][]string{}
 	}
-	for _, s := range changed {
+	for _, s := range sets {
 		p.lastSets[s.Name] = s.Entries
 	}
 	return nil
 }
 
-// syncServers makes IPVS hold st's virtual servers: new ones added,
-// changed ones updated, real servers added and removed (TCP ones with
-// connections drained at weight 0 first), and virtual servers that are
-// no longer wanted deleted unless an excluded CIDR holds them.
+// difference is the entries of a that b lacks.
+func difference(a, b []string) []string {
+	in := make(map[string]struct{}, len(b))
+	for _, e := range b {
+		in[e] = struct{}{}
+	}
+	var out []string
+	for _, e := range a {
+		if _, ok := in[e]; !ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// syncServers makes IPVS hold st's virtual servers, comparing with what
+// the kernel holds: new ones added, changed ones updated, real servers
+// added and removed (TCP ones with connections drained at weight 0
+// first), and virtual servers that are no longer wanted deleted unless an
+// excluded CIDR holds them.
 func (p *Proxier) syncServers(st *State) error {
 	have, err := p.cfg.IPVS.Services()
 	if err != nil {
@@ -369,16 +482,55 @@ func (p *Proxier) syncServers(st *State) error {
 		if _, ok := st.Servers[s.Key()]; ok || (s.Addr.Is6() != (family == v1.IPv6Protocol)) || p.excluded(s.Addr) {
 			continue
 		}
-		if err := p.cfg.IPVS.DeleteService(s); err != nil {
-			errs = append(errs, err)
-		}
-		for k := range p.draining {
-			if k.svc == s.Key() {
-				delete(p.draining, k)
+		errs = append(errs, p.deleteServer(s))
+	}
+	return errors.Join(errs...)
+}
+
+// syncChangedServers brings IPVS from the state last written to st,
+// touching only the virtual servers that differ between the two and
+// those with real servers still draining.
+func (p *Proxier) syncChangedServers(st *State) error {
+	drainingSvc := map[kipvs.Key]bool{}
+	for k := range p.draining {
+		drainingSvc[k.svc] = true
+	}
+	var errs []error
+	for _, k := range slices.SortedFunc(maps.Keys(st.Servers), compareKeys) {
+		v, w := st.Servers[k], p.written.Servers[k]
+		switch {
+		case w == nil:
+			if err := p.cfg.IPVS.AddService(v.Service); err != nil {
+				errs = append(errs, err)
+				continue
 			}
+			errs = append(errs, p.syncDestinations(v, false))
+			continue
+		case w.Service != v.Service:
+			if err := p.cfg.IPVS.UpdateService(v.Service); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if drainingSvc[k] || !slices.Equal(w.Destinations, v.Destinations) {
+			errs = append(errs, p.syncDestinations(v, true))
+		}
+	}
+	for k, w := range p.written.Servers {
+		if _, ok := st.Servers[k]; !ok {
+			errs = append(errs, p.deleteServer(w.Service))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (p *Proxier) deleteServer(s kipvs.Service) error {
+	for k := range p.draining {
+		if k.svc == s.Key() {
+			delete(p.draining, k)
+		}
+	}
+	return p.cfg.IPVS.DeleteService(s)
 }
 
 func (p *Proxier) excluded(a netip.Addr) bool {

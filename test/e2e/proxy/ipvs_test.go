@@ -14,6 +14,8 @@ import (
 
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	"github.com/svcnet/svcnet/internal/netns"
+	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
+	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -139,4 +141,83 @@ func testIPVSSourceHashing(t *testing.T) {
 		t.Errorf("real servers %+v, want 3", d)
 	}
 	t.Logf("sh scheduler: clients reached %v", seen)
+}
+
+// testIPVSModeSwitch restarts the node's proxy in one mode after another
+// (ipvs, iptables, ipvs, nftables), as an operator changing
+// --proxy-mode does: each start removes what the previous mode left in
+// the kernel, and the Service works through the cluster IP and the node
+// port in every mode.
+func testIPVSModeSwitch(t *testing.T) {
+	c := newCluster(t, "ipvs", 2)
+	svc := c.service("switch", nodePort(nil))
+	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]))
+	for i, mode := range []string{"ipvs", "iptables", "ipvs", "nftables"} {
+		if i > 0 {
+			c.proxy.Stop()
+			c.startProxy(mode)
+		}
+		c.waitEndpoints(2)
+		for _, u := range []struct {
+			from *framework.Netns
+			url  string
+		}{
+			{c.pods[1].ns, fmt.Sprintf("http://%s:80/", svc.Spec.ClusterIP)},
+			{c.out, fmt.Sprintf("http://%s:%d/", nodeIP, svc.Spec.Ports[0].NodePort)},
+		} {
+			if h := c.hit(u.from, u.url, 20); h.failed > 0 || h.byPod["pod-0"] == 0 || h.byPod["pod-1"] == 0 {
+				t.Errorf("step %d, %s mode: %s: %v, %d failed (%v)", i, mode, u.url, h.byPod, h.failed, h.lastErr)
+			}
+		}
+		left := c.modeState()
+		for m, state := range left {
+			if m != mode && state != "" {
+				t.Errorf("step %d, %s mode: the %s mode's state is left: %s", i, mode, m, state)
+			}
+		}
+		if left[mode] == "" {
+			t.Errorf("step %d, %s mode: none of its own state found", i, mode)
+		}
+	}
+}
+
+// modeState describes what each kernel mode has written in the node: for
+// ipvs its virtual servers, kube-ipvs0 and KUBE- sets; for iptables its
+// per-service chains; for nftables its table. Empty when none.
+func (c *cluster) modeState() map[string]string {
+	c.t.Helper()
+	var ipvs []string
+	if err := netns.Do(c.node.Name, func() error {
+		h, err := kipvs.Open("")
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		svcs, err := h.Services()
+		if len(svcs) > 0 {
+			ipvs = append(ipvs, fmt.Sprintf("%d virtual servers", len(svcs)))
+		}
+		return err
+	}); err != nil {
+		c.t.Fatalf("read the node's IPVS: %v", err)
+	}
+	if _, err := c.node.Try("ip", "link", "show", ipvsproxy.DummyLink); err == nil {
+		ipvs = append(ipvs, ipvsproxy.DummyLink)
+	}
+	for _, s := range strings.Fields(c.node.Run("ipset", "list", "-n")) {
+		if strings.HasPrefix(s, "KUBE-") {
+			ipvs = append(ipvs, "set "+s)
+		}
+	}
+	var chains []string
+	for _, l := range strings.Split(c.node.Run("iptables-save", "-t", "nat"), "\n") {
+		if strings.HasPrefix(l, ":KUBE-SVC-") || strings.HasPrefix(l, ":KUBE-SEP-") {
+			chains = append(chains, strings.Fields(l)[0][1:])
+		}
+	}
+	var table string
+	if strings.Contains(c.node.Run("nft", "list", "tables"), nftables.TableName) {
+		table = "table " + nftables.TableName
+	}
+	return map[string]string{"ipvs": strings.Join(ipvs, ", "), "iptables": strings.Join(chains, ", "), "nftables": table}
 }

@@ -35,6 +35,7 @@ func TestProxyIPVS(t *testing.T) {
 	}
 	testProxy(t, "ipvs")
 	t.Run("source hashing keeps a client on one endpoint", testIPVSSourceHashing)
+	t.Run("switching modes to and from ipvs cleans up the other's state", testIPVSModeSwitch)
 }
 
 // testProxy runs every scenario against one node running `svcnet proxy`

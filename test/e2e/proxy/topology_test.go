@@ -93,14 +93,25 @@ func newCluster(t *testing.T, mode string, pods int, proxyArgs ...string) *clust
 	}
 	c.node.ForwardAPIServer(c.api)
 
+	c.startProxy(mode, proxyArgs...)
+	return c
+}
+
+// startProxy starts `svcnet proxy` in mode on the node and waits until
+// it reports healthy.
+func (c *cluster) startProxy(mode string, proxyArgs ...string) {
+	t := c.t
+	t.Helper()
+	c.mode = mode
 	args := []string{"proxy", "--kubeconfig", c.api.KubeconfigOf("proxy"), "--proxy-mode", mode,
 		"--hostname-override", nodeName, "--cluster-cidr", clusterNet,
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0.0.0.0:10256"}
 	args = append(args, proxyArgs...)
-	c.proxy = framework.StartProcessIn(t, c.node, args...)
+	proxy := framework.StartProcessIn(t, c.node, args...)
+	c.proxy = proxy
 	c.until("the proxy to report healthy", 60*time.Second, func() error {
-		if c.proxy.Exited() {
-			t.Fatalf("svcnet proxy exited:\n%s", c.proxy.Logs())
+		if proxy.Exited() {
+			t.Fatalf("svcnet proxy exited:\n%s", proxy.Logs())
 		}
 		code, _, err := c.get(c.node, "http://127.0.0.1:10256/healthz")
 		if err == nil && code != 200 {
@@ -110,10 +121,9 @@ func newCluster(t *testing.T, mode string, pods int, proxyArgs ...string) *clust
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("svcnet proxy logs:\n%s", c.proxy.Logs())
+			t.Logf("svcnet proxy (%s) logs:\n%s", mode, proxy.Logs())
 		}
 	})
-	return c
 }
 
 func (c *cluster) addPod(i int) *pod {
