@@ -15,7 +15,8 @@ func newDNSCommand() *cobra.Command {
 (schema 1.1.0) for the cluster zone, from Services, EndpointSlices and Pods watched
 through the Kubernetes API, as CoreDNS's kubernetes plugin does; every other name
 goes to the upstream servers (--upstream, else the nameservers of --resolv-conf)
-through a cache with health-checked failover. The zone has no cache: each change
+through a cache with health-checked failover, or, for names of a stub domain
+(--forward, or kube-dns's ConfigMap), to that domain's own servers. The zone has no cache: each change
 swaps in a new snapshot, and cluster names keep resolving when every upstream is
 down. The nameserver record names the ClusterIPs of kube-system/kube-dns.`,
 		Args: cobra.NoArgs,
@@ -37,6 +38,8 @@ down. The nameserver record names the ClusterIPs of kube-system/kube-dns.`,
 	f.BoolVar(&o.QueryLog, "query-log", o.QueryLog, "log every query (one line each)")
 	f.StringSliceVar(&o.ServiceCIDRs, "service-cidr", o.ServiceCIDRs, "service CIDRs, comma separated: PTR questions in them are answered here, never forwarded")
 	f.StringSliceVar(&o.PodCIDRs, "pod-cidr", o.PodCIDRs, "pod CIDRs, comma separated: PTR questions in them are answered here, never forwarded")
+	f.StringArrayVar(&o.Forward, "forward", o.Forward, "stub domain ZONE=SERVER[,SERVER]: names in ZONE go to its servers (IP or IP:PORT, tried in order), with a cache and failover of their own; repeat for more zones")
+	f.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "NAMESPACE/NAME of a ConfigMap read as kube-dns reads its own: stubDomains (JSON zone to servers) beside --forward, upstreamNameservers (JSON list) in place of the upstreams; followed without a restart (empty: none)")
 	f.BoolVar(&o.Autopath, "autopath", o.Autopath, "answer the search-path expansions of outside names on the server for pods whose namespace is known from their IP (watches Pods)")
 	return cmd
 }

@@ -64,7 +64,9 @@ var userRules = map[string][]rule{
 	ProxyUser: {serviceReader, writeEvents},
 	DNSUser: {
 		serviceReader,
-		{[]string{""}, []string{"pods", "namespaces"}, readVerbs},
+		// configmaps: kube-system/kube-dns's stubDomains and
+		// upstreamNameservers, as kube-dns reads them.
+		{[]string{""}, []string{"pods", "namespaces", "configmaps"}, readVerbs},
 	},
 	IngressUser: {
 		serviceReader, writeEvents, leaderLeases,

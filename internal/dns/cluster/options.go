@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcnet/svcnet/internal/dns/forward"
 	"github.com/svcnet/svcnet/internal/dns/index"
 )
 
@@ -45,6 +46,14 @@ type Options struct {
 	ServiceCIDRs []string
 	PodCIDRs     []string
 	Autopath     bool
+	// Forward are stub domains, ZONE=SERVER[,SERVER]: names in ZONE go to
+	// its servers instead of the upstreams (CoreDNS's forward plugin in a
+	// server block of its own; kube-dns's stubDomains).
+	Forward []string
+	// ConfigMap, NAMESPACE/NAME, is read for kube-dns's keys stubDomains
+	// and upstreamNameservers, followed without a restart; empty turns it
+	// off.
+	ConfigMap string
 }
 
 // Defaults are what `svcnet dns` runs with when a flag is not given. The
@@ -59,6 +68,7 @@ func Defaults() Options {
 		TTL:                index.DefaultTTL,
 		MetricsBindAddress: "127.0.0.1:9153",
 		HealthBindAddress:  "127.0.0.1:8080",
+		ConfigMap:          "kube-system/kube-dns",
 	}
 }
 
@@ -73,6 +83,8 @@ type config struct {
 	noUpstream bool // --upstream none
 	hostSearch []string
 	reverse    []netip.Prefix
+	stubs      map[string][]string // --forward, zones canonical
+	configMap  [2]string           // namespace, name; empty when off
 }
 
 // maxTTL is CoreDNS's cap: longer would keep clients on a removed
@@ -177,12 +189,31 @@ func (o Options) parse() (*config, error) {
 	} else if len(o.Upstreams) == 0 {
 		bad("no upstream DNS server: give --upstream or --resolv-conf")
 	}
+	stubs, err := parseStubs(o.Forward, zone)
+	if err != nil {
+		bad("--forward %v", err)
+	}
+	c.stubs = stubs
 	// Forwarding to ourselves would turn every outside question into a
 	// loop that ends only at the timeout.
 	for _, u := range c.upstreams {
 		if sameAddr(u, o.Listen) {
 			bad("upstream %s is this server's own --listen address", u)
 		}
+	}
+	for z, servers := range c.stubs {
+		for _, u := range servers {
+			if sameAddr(u, o.Listen) {
+				bad("--forward %s: %s is this server's own --listen address", z, u)
+			}
+		}
+	}
+	if o.ConfigMap != "" {
+		ns, name, ok := strings.Cut(o.ConfigMap, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			bad("--configmap %q: want NAMESPACE/NAME, or empty to read none", o.ConfigMap)
+		}
+		c.configMap = [2]string{ns, name}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -231,6 +262,50 @@ func upstreamAddr(s string) (string, error) {
 		return net.JoinHostPort(ip.String(), port), nil
 	}
 	return net.JoinHostPort(ip.Unmap().String(), port), nil
+}
+
+// parseStubs reads ZONE=SERVER[,SERVER] stub domains. A zone inside the
+// cluster's never reaches the forwarder and is refused, as is one given
+// twice.
+func parseStubs(flags []string, clusterZone string) (map[string][]string, error) {
+	stubs := map[string][]string{}
+	for _, f := range flags {
+		z, list, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want ZONE=SERVER[,SERVER]", f)
+		}
+		var servers []string
+		for _, s := range strings.Split(list, ",") {
+			hp, err := upstreamAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("%q: server %q: %v", f, s, err)
+			}
+			servers = append(servers, hp)
+		}
+		if err := addStub(stubs, z, servers, clusterZone); err != nil {
+			return nil, fmt.Errorf("%q: %v", f, err)
+		}
+	}
+	return stubs, nil
+}
+
+// addStub adds zone's servers to stubs, refusing what cannot work.
+func addStub(stubs map[string][]string, zone string, servers []string, clusterZone string) error {
+	z, err := forward.CanonicalZone(zone)
+	if err != nil {
+		return err
+	}
+	if dns.IsSubDomain(clusterZone, z) {
+		return fmt.Errorf("zone %s is inside the cluster zone %s, which is answered here", z, clusterZone)
+	}
+	if _, dup := stubs[z]; dup {
+		return fmt.Errorf("zone %s given twice", z)
+	}
+	if len(servers) == 0 {
+		return fmt.Errorf("zone %s has no server", z)
+	}
+	stubs[z] = servers
+	return nil
 }
 
 func sameAddr(upstream, listen string) bool {

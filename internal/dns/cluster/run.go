@@ -58,13 +58,14 @@ func Run(ctx context.Context, o Options) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var upstream server.Upstream
-	if !c.noUpstream {
-		fwd, err := forward.New(forward.Options{Upstreams: c.upstreams, Registerer: reg})
-		if err != nil {
+	var router *forward.Router
+	if !c.noUpstream || len(c.stubs) > 0 || c.ConfigMap != "" {
+		routes, _ := c.routes(nil)
+		if router, err = forward.NewRouter(forward.Options{Registerer: reg}, routes); err != nil {
 			return err
 		}
-		defer fwd.Close()
-		upstream = fwd
+		defer router.Close()
+		upstream = router
 	}
 	srv, err := server.New(server.Options{
 		Zone:       c.zone,
@@ -98,8 +99,16 @@ func Run(ctx context.Context, o Options) error {
 	if err := srv.Listen(c.Listen); err != nil {
 		return err
 	}
-	slog.Info("DNS starting", "listen", srv.Addr(), "zone", c.zone, "upstreams", c.upstreams, "pods", c.pods,
+	slog.Info("DNS starting", "listen", srv.Addr(), "zone", c.zone, "upstreams", c.upstreams, "stubDomains", c.stubs, "configMap", c.ConfigMap, "pods", c.pods,
 		"ttl", c.ttl, "autopath", c.Autopath, "hostSearch", c.hostSearch)
+
+	if c.ConfigMap != "" {
+		shutdown, err := c.followConfigMap(client, router, ctx.Done())
+		if err != nil {
+			return err
+		}
+		defer shutdown()
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()

@@ -149,6 +149,29 @@ func (u *upstream) closeIdle() {
 
 // New returns a forwarder; Close stops its health probes.
 func New(opts Options) (*Forwarder, error) {
+	f, err := newForwarder(opts)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(opts.Registerer, f.cacheLen)
+	if err != nil {
+		return nil, err
+	}
+	f.start(m)
+	return f, nil
+}
+
+// cacheLen is the number of answers cached.
+func (f *Forwarder) cacheLen() int {
+	if f == nil || f.cache == nil {
+		return 0
+	}
+	return f.cache.len()
+}
+
+// newForwarder returns a forwarder to start with the metrics it counts
+// into, which several forwarders may share (a Router's).
+func newForwarder(opts Options) (*Forwarder, error) {
 	if len(opts.Upstreams) == 0 {
 		return nil, errors.New("forward: no upstream servers")
 	}
@@ -175,16 +198,15 @@ func New(opts Options) (*Forwarder, error) {
 	if opts.CacheSize > 0 {
 		f.cache = newCache(opts.CacheSize)
 	}
-	m, err := newMetrics(opts.Registerer, f)
-	if err != nil {
-		return nil, err
-	}
-	f.m = m
-	for _, u := range ups {
-		f.m.healthy.WithLabelValues(u.addr).Set(1)
-	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f, nil
+}
+
+func (f *Forwarder) start(m *metrics) {
+	f.m = m
+	for _, u := range *f.upstreams.Load() {
+		f.m.healthy.WithLabelValues(u.addr).Set(1)
+	}
 }
 
 // Close stops the health probes, waits for them and closes the kept-open

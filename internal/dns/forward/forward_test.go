@@ -27,7 +27,7 @@ func newClock() *clock {
 func (c *clock) now() time.Time          { return time.Unix(0, c.t.Load()) }
 func (c *clock) advance(d time.Duration) { c.t.Add(int64(d)) }
 
-func newForwarder(t *testing.T, o Options) *Forwarder {
+func startForwarder(t *testing.T, o Options) *Forwarder {
 	t.Helper()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -58,7 +58,7 @@ func TestCache(t *testing.T) {
 	up := dnstest.StartUpstream(t)
 	up.Add(t, "www.example.com. 60 IN A 192.0.2.1", "zero.example.com. 0 IN A 192.0.2.2", "mx.example.com. 60 IN MX 10 mail.example.com.")
 	clk := newClock()
-	f := newForwarder(t, Options{Upstreams: []string{up.Addr}, Now: clk.now})
+	f := startForwarder(t, Options{Upstreams: []string{up.Addr}, Now: clk.now})
 
 	cases := []struct {
 		name    string
@@ -152,7 +152,7 @@ func TestTruncatedRetriesOverTCP(t *testing.T) {
 	up := dnstest.StartUpstream(t)
 	up.Add(t, "big.example.com. 60 IN TXT \"x\"")
 	up.Truncate("big.example.com.")
-	f := newForwarder(t, Options{Upstreams: []string{up.Addr}})
+	f := startForwarder(t, Options{Upstreams: []string{up.Addr}})
 	m := ask(t, f, "big.example.com.", dns.TypeTXT)
 	if len(m.Answer) != 1 || m.Truncated {
 		t.Fatalf("answer %v truncated=%v, want the TCP answer", m.Answer, m.Truncated)
@@ -170,7 +170,7 @@ func TestFailover(t *testing.T) {
 	}
 	bad.SetDown(true)
 	reg := prometheus.NewRegistry()
-	f := newForwarder(t, Options{
+	f := startForwarder(t, Options{
 		Upstreams: []string{bad.Addr, good.Addr}, CacheSize: -1, FailThreshold: 2,
 		Timeout: 100 * time.Millisecond, ProbeInterval: 20 * time.Millisecond, Registerer: reg,
 	})
@@ -221,7 +221,7 @@ func TestFailover(t *testing.T) {
 func TestAllUpstreamsDown(t *testing.T) {
 	up := dnstest.StartUpstream(t)
 	up.SetDown(true)
-	f := newForwarder(t, Options{Upstreams: []string{up.Addr}, Timeout: 50 * time.Millisecond})
+	f := startForwarder(t, Options{Upstreams: []string{up.Addr}, Timeout: 50 * time.Millisecond})
 	for range 3 { // also once marked down: it is still tried, being the only one
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err := f.Exchange(ctx, dns.Question{Name: "www.example.com.", Qtype: dns.TypeA, Qclass: dns.ClassINET}, false)
@@ -235,7 +235,7 @@ func TestAllUpstreamsDown(t *testing.T) {
 func TestConcurrentMissesShareOneQuery(t *testing.T) {
 	up := dnstest.StartUpstream(t)
 	up.Add(t, "www.example.com. 60 IN A 192.0.2.1")
-	f := newForwarder(t, Options{Upstreams: []string{up.Addr}})
+	f := startForwarder(t, Options{Upstreams: []string{up.Addr}})
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Add(1)
@@ -282,7 +282,7 @@ func TestCached(t *testing.T) {
 	up := dnstest.StartUpstream(t)
 	up.Add(t, "www.example.com. 3 IN A 192.0.2.1")
 	clk := newClock()
-	f := newForwarder(t, Options{Upstreams: []string{up.Addr}, Now: clk.now})
+	f := startForwarder(t, Options{Upstreams: []string{up.Addr}, Now: clk.now})
 	q := dns.Question{Name: "WWW.example.com.", Qtype: dns.TypeA, Qclass: dns.ClassINET}
 	if _, _, ok := f.Cached(q, false); ok {
 		t.Fatal("hit before anything was asked")
@@ -362,7 +362,7 @@ func TestTCP(t *testing.T) {
 	t.Run("every question over one kept connection", func(t *testing.T) {
 		up, conns := startCounted(t)
 		up.Add(t, "www.example.com. 60 IN A 192.0.2.1")
-		f := newForwarder(t, Options{Upstreams: []string{up.Addr}, TCP: true, CacheSize: -1})
+		f := startForwarder(t, Options{Upstreams: []string{up.Addr}, TCP: true, CacheSize: -1})
 		for range 5 {
 			if m := ask(t, f, "www.example.com.", dns.TypeA); len(m.Answer) != 1 {
 				t.Fatalf("answer %v", m.Answer)
@@ -378,7 +378,7 @@ func TestTCP(t *testing.T) {
 	t.Run("a kept connection the server closed is replaced, not a failure", func(t *testing.T) {
 		up, conns := startCounted(t)
 		up.Add(t, "www.example.com. 60 IN A 192.0.2.1")
-		f := newForwarder(t, Options{Upstreams: []string{up.Addr}, TCP: true, CacheSize: -1})
+		f := startForwarder(t, Options{Upstreams: []string{up.Addr}, TCP: true, CacheSize: -1})
 		u := (*f.upstreams.Load())[0]
 		ours, theirs := net.Pipe()
 		theirs.Close()
@@ -395,7 +395,7 @@ func TestTCP(t *testing.T) {
 		for _, u := range []*dnstest.Upstream{a, b} {
 			u.Add(t, "www.example.com. 60 IN A 192.0.2.1")
 		}
-		f := newForwarder(t, Options{Upstreams: []string{a.Addr, b.Addr}, TCP: true, Spread: true, CacheSize: -1})
+		f := startForwarder(t, Options{Upstreams: []string{a.Addr, b.Addr}, TCP: true, Spread: true, CacheSize: -1})
 		for range 10 {
 			ask(t, f, "www.example.com.", dns.TypeA)
 		}
@@ -423,7 +423,7 @@ func TestSetUpstreams(t *testing.T) {
 		u.Add(t, "www.example.com. 60 IN A 192.0.2.1")
 	}
 	reg := prometheus.NewRegistry()
-	f := newForwarder(t, Options{Upstreams: []string{a.Addr}, TCP: true, CacheSize: -1, Registerer: reg})
+	f := startForwarder(t, Options{Upstreams: []string{a.Addr}, TCP: true, CacheSize: -1, Registerer: reg})
 	ask(t, f, "www.example.com.", dns.TypeA)
 	old := (*f.upstreams.Load())[0]
 

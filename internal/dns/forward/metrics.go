@@ -17,7 +17,7 @@ type metrics struct {
 
 // newMetrics mirrors the names of CoreDNS's forward and cache plugins
 // under svcnet_dns_, so existing dashboards translate directly.
-func newMetrics(reg prometheus.Registerer, f *Forwarder) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, entries func() int) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svcnet_dns_forward_requests_total",
@@ -48,17 +48,12 @@ func newMetrics(reg prometheus.Registerer, f *Forwarder) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	gauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "svcnet_dns_cache_entries",
-		Help: "Answers in the cache.",
-	}, func() float64 {
-		if f.cache == nil {
-			return 0
-		}
-		return float64(f.cache.len())
-	})
+		Help: "Answers in the caches.",
+	}, func() float64 { return float64(entries()) })
 	var errs []error
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.healthy, m.probeFailures, m.cacheHits, m.cacheMisses, entries} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.healthy, m.probeFailures, m.cacheHits, m.cacheMisses, gauge} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/svcnet/svcnet/internal/dns/forward"
 	"github.com/svcnet/svcnet/internal/dns/index"
 	"github.com/svcnet/svcnet/internal/dns/resolver"
 )
@@ -168,6 +170,13 @@ func (s *Server) answer(idx *index.Index, req *dns.Msg, client netip.Addr, opt *
 			fctx, cancel := context.WithTimeout(ctx, s.opts.ForwardTimeout)
 			defer cancel()
 			ans, err := up.Exchange(fctx, q, do)
+			if errors.Is(err, forward.ErrNoRoute) {
+				// As with no upstream at all: this server does not recurse
+				// for the name.
+				m := resolver.ErrorReply(req, dns.RcodeRefused)
+				m.RecursionAvailable = false
+				return m, sourceForward
+			}
 			if err != nil {
 				s.log.Debug("dns forward", "name", q.Name, "err", err)
 				return resolver.ErrorReply(req, dns.RcodeServerFailure), sourceForward

@@ -4,6 +4,7 @@
 package dns_test
 
 import (
+	"fmt"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -465,4 +466,70 @@ func TestBadFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStubDomains: names of a --forward zone go to its server; kube-dns's
+// ConfigMap adds stub domains and replaces the upstreams without a
+// restart; a bad ConfigMap changes nothing and its deletion brings back
+// the flags' routes.
+func TestStubDomains(t *testing.T) {
+	api := framework.StartAPIServer(t)
+	def, flagged, acme, other := dnstest.StartUpstream(t), dnstest.StartUpstream(t), dnstest.StartUpstream(t), dnstest.StartUpstream(t)
+	for _, u := range []*dnstest.Upstream{def, flagged, acme, other} {
+		// Every server answers every name with its own address: the
+		// answer says which one was asked.
+		ip := map[*dnstest.Upstream]string{def: "192.0.2.1", flagged: "192.0.2.2", acme: "192.0.2.3", other: "192.0.2.4"}[u]
+		for _, n := range []string{"www.example.org", "db.flag.example", "www.acme.local", "ns.acme.local", "www.example.net", "late.acme.local", "end.example.org", "back.acme.local"} {
+			u.Add(t, n+". 30 IN A "+ip)
+		}
+	}
+	d := startDNS(t, api, def.Addr, "--forward", "flag.example="+flagged.Addr)
+	from := func(name string) string {
+		t.Helper()
+		m, err := d.exchange("udp", name, dns.TypeA, 5*time.Second)
+		if err != nil {
+			return err.Error()
+		}
+		if a := addrs(m); len(a) == 1 {
+			return a[0]
+		}
+		return summary(m)
+	}
+	expect := func(step, name, want string) {
+		t.Helper()
+		until(t, fmt.Sprintf("%s: %s from %s", step, name, want), 10*time.Second, func() bool { return from(name) == want })
+	}
+	expect("flags", "www.example.org.", "192.0.2.1")
+	expect("flags", "db.flag.example.", "192.0.2.2")
+
+	ctx := framework.Context(t, time.Minute)
+	cms := api.Client().CoreV1().ConfigMaps("kube-system")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"}, Data: map[string]string{
+		"stubDomains":         fmt.Sprintf(`{"acme.local": [%q]}`, acme.Addr),
+		"upstreamNameservers": fmt.Sprintf(`[%q]`, other.Addr),
+	}}
+	cm, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("ConfigMap", "www.acme.local.", "192.0.2.3")
+	expect("ConfigMap", "www.example.net.", "192.0.2.4") // upstreamNameservers replace --upstream
+	expect("ConfigMap", "db.flag.example.", "192.0.2.2") // --forward stays
+
+	// A bad ConfigMap: logged, nothing changes.
+	cm.Data["upstreamNameservers"] = `["not-an-ip"]`
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the bad ConfigMap to be logged", 10*time.Second, func() bool {
+		return strings.Contains(d.proc.Logs(), "not-an-ip")
+	})
+	expect("bad ConfigMap", "late.acme.local.", "192.0.2.3")
+	expect("bad ConfigMap", "end.example.org.", "192.0.2.4")
+
+	// Deleted: back to the flags.
+	if err := cms.Delete(ctx, "kube-dns", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("deleted", "back.acme.local.", "192.0.2.1")
 }
