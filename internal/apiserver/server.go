@@ -20,6 +20,7 @@ import (
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
 	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -316,7 +317,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.close()
 		return nil, err
 	}
-	config.AdmissionControl = nsLifecycle
+	config.AdmissionControl = admission.NewChainHandler(nsLifecycle, newDefaultIngressClass(informerFactory))
 
 	res, err := buildResources(config.RESTOptionsGetter, alloc, opts.Nodes, ca)
 	if err != nil {
