@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,10 +35,11 @@ const (
 )
 
 // DefaultWindow is how long the syncer waits after a change for more
-// before it rebuilds: long enough that a Deployment rollout's burst of
-// slice updates costs one rebuild, short against the one-second promise
-// for a new Service.
-const DefaultWindow = 10 * time.Millisecond
+// before it publishes a snapshot: an update costs tens of microseconds,
+// so the window is there only to let a burst of events that arrive
+// together (a rollout's slice updates) share one snapshot, and so one
+// emptied memo of answers.
+const DefaultWindow = time.Millisecond
 
 // SyncOptions configure a Syncer.
 type SyncOptions struct {
@@ -54,15 +57,17 @@ type SyncOptions struct {
 }
 
 // Syncer keeps a zone equal to the Services, EndpointSlices and Pods of
-// the API. Every change rebuilds the whole index and hands it to Set: the
-// index is immutable, so readers never see half of a change, and a full
-// build at 10,000 Services takes tens of milliseconds, which the window
-// and the pacing in run amortize over bursts of changes.
+// the API. After the first build from the informers' caches, a change
+// updates only the Services and Pods it names (index.Updater) and hands a
+// new snapshot to set: the snapshot is immutable, so readers never see
+// half of a change, and its cost is the size of the change, not of the
+// zone. The window coalesces bursts of changes into one snapshot.
 type Syncer struct {
 	opts     SyncOptions
 	set      func(*index.Index, time.Time)
 	services corelisters.ServiceLister
 	slices   discoverylisters.EndpointSliceLister
+	byOwner  cache.Indexer // EndpointSlices by their Service's key
 	pods     corelisters.PodLister
 	synced   []cache.InformerSynced
 	log      *slog.Logger
@@ -70,9 +75,26 @@ type Syncer struct {
 
 	kick     chan struct{}
 	mu       sync.Mutex
-	pending  time.Time // earliest change not yet in an index; zero when none
+	pending  time.Time           // earliest change not yet in an index; zero when none
+	dirtySvc map[string]struct{} // namespace/name of Services to update
+	dirtyPod map[string]struct{} // namespace/name of Pods to update
 	syncedAt atomic.Pointer[time.Time]
 	serial   uint32
+	upd      *index.Updater // nil until the first build; only build uses it
+}
+
+// sliceOwnerIndex indexes EndpointSlices by namespace/service-name.
+const sliceOwnerIndex = "service"
+
+func sliceOwner(obj any) ([]string, error) {
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	if name := sl.Labels[discoveryv1.LabelServiceName]; name != "" {
+		return []string{sl.Namespace + "/" + name}, nil
+	}
+	return nil, nil
 }
 
 // NewSyncer registers informers on factory (start it afterwards) and
@@ -81,13 +103,15 @@ type Syncer struct {
 func NewSyncer(factory informers.SharedInformerFactory, o SyncOptions, set func(*index.Index, time.Time)) (*Syncer, error) {
 	o.Window = cmp.Or(o.Window, DefaultWindow)
 	s := &Syncer{
-		opts: o,
-		set:  set,
-		log:  cmp.Or(o.Logger, slog.Default()),
-		kick: make(chan struct{}, 1),
+		opts:     o,
+		set:      set,
+		log:      cmp.Or(o.Logger, slog.Default()),
+		kick:     make(chan struct{}, 1),
+		dirtySvc: map[string]struct{}{},
+		dirtyPod: map[string]struct{}{},
 		buildDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "svcnet_dns_zone_build_duration_seconds",
-			Help:    "Time to build one zone snapshot from the informers' caches.",
+			Help:    "Time to make one zone snapshot: the first from the informers' caches, the others by updating the changed Services and Pods.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms .. 4s
 		}),
 	}
@@ -100,6 +124,10 @@ func NewSyncer(factory informers.SharedInformerFactory, o SyncOptions, set func(
 	svcInf := factory.Core().V1().Services()
 	sliceInf := factory.Discovery().V1().EndpointSlices()
 	s.services, s.slices = svcInf.Lister(), sliceInf.Lister()
+	if err := sliceInf.Informer().AddIndexers(cache.Indexers{sliceOwnerIndex: sliceOwner}); err != nil {
+		return nil, err
+	}
+	s.byOwner = sliceInf.Informer().GetIndexer()
 	type registration struct {
 		inf       cache.SharedIndexInformer
 		transform cache.TransformFunc
@@ -112,7 +140,7 @@ func NewSyncer(factory informers.SharedInformerFactory, o SyncOptions, set func(
 	if o.WatchPods {
 		podInf := factory.Core().V1().Pods()
 		s.pods = podInf.Lister()
-		regs = append(regs, registration{podInf.Informer(), trimPod, podChanged})
+		regs = append(regs, registration{podInf.Informer(), trimPod, s.podChanged})
 	}
 	for _, r := range regs {
 		// The transform must be set before the informer starts; a shared
@@ -129,9 +157,17 @@ func NewSyncer(factory informers.SharedInformerFactory, o SyncOptions, set func(
 	return s, nil
 }
 
-// changeFunc reports whether an event can change the zone and, when the
-// object knows, when the change behind it happened.
-type changeFunc func(old, cur any) (relevant bool, at time.Time)
+// changeFunc reports whether an event can change the zone, which
+// Services (namespace/name) and Pods it changes, and, when the object
+// knows, when the change behind it happened.
+type changeFunc func(old, cur any) change
+
+type change struct {
+	relevant bool
+	at       time.Time
+	services []string
+	pod      string
+}
 
 func (s *Syncer) handler(f changeFunc) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
@@ -153,10 +189,11 @@ func (s *Syncer) event(f changeFunc, old, cur any) {
 		// informer's store is updated before its handlers run.
 		return
 	}
-	relevant, at := f(old, cur)
-	if !relevant {
+	ch := f(old, cur)
+	if !ch.relevant {
 		return
 	}
+	at := ch.at
 	now := time.Now()
 	// A trigger time from before we synced (an old change a controller
 	// acts on only now) or from a skewed clock would measure us for time
@@ -168,6 +205,12 @@ func (s *Syncer) event(f changeFunc, old, cur any) {
 	if s.pending.IsZero() || at.Before(s.pending) {
 		s.pending = at
 	}
+	for _, k := range ch.services {
+		s.dirtySvc[k] = struct{}{}
+	}
+	if ch.pod != "" {
+		s.dirtyPod[ch.pod] = struct{}{}
+	}
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -175,34 +218,50 @@ func (s *Syncer) event(f changeFunc, old, cur any) {
 	}
 }
 
-func (s *Syncer) serviceChanged(old, cur any) (bool, time.Time) {
+func (s *Syncer) serviceChanged(old, cur any) change {
 	o, _ := old.(*corev1.Service)
 	c, _ := cur.(*corev1.Service)
 	if o != nil && c != nil && reflect.DeepEqual(o.Spec, c.Spec) {
-		return false, time.Time{} // status or metadata only
+		return change{} // status or metadata only
 	}
-	return true, time.Time{}
+	svc := cmp.Or(c, o)
+	if svc == nil {
+		return change{}
+	}
+	return change{relevant: true, services: []string{svc.Namespace + "/" + svc.Name}}
 }
 
 // sliceChanged skips slices of Services that are not headless: the zone
 // answers those with the ClusterIP, so the endpoint churn of ordinary
-// Services (most of all the churn in a cluster) costs no rebuild. A
-// Service that becomes headless is rebuilt by its own event.
-func (s *Syncer) sliceChanged(old, cur any) (bool, time.Time) {
+// Services (most of all the churn in a cluster) costs no update. A
+// Service that becomes headless is updated by its own event.
+func (s *Syncer) sliceChanged(old, cur any) change {
 	o, _ := old.(*discoveryv1.EndpointSlice)
 	c, _ := cur.(*discoveryv1.EndpointSlice)
 	sl := cmp.Or(c, o)
 	if sl == nil {
-		return true, time.Time{}
+		return change{}
 	}
 	if o != nil && c != nil && o.AddressType == c.AddressType && reflect.DeepEqual(o.Endpoints, c.Endpoints) &&
 		reflect.DeepEqual(o.Ports, c.Ports) && o.Labels[discoveryv1.LabelServiceName] == c.Labels[discoveryv1.LabelServiceName] {
-		return false, time.Time{}
+		return change{}
 	}
-	if name := sl.Labels[discoveryv1.LabelServiceName]; name != "" && (o == nil || o.Labels[discoveryv1.LabelServiceName] == name) {
-		if svc, err := s.services.Services(sl.Namespace).Get(name); err == nil && !usesSlices(svc) {
-			return false, time.Time{}
+	var owners []string
+	for _, x := range []*discoveryv1.EndpointSlice{o, c} {
+		if x == nil {
+			continue
 		}
+		name := x.Labels[discoveryv1.LabelServiceName]
+		if name == "" || slices.Contains(owners, x.Namespace+"/"+name) {
+			continue
+		}
+		if svc, err := s.services.Services(x.Namespace).Get(name); err == nil && !usesSlices(svc) {
+			continue
+		}
+		owners = append(owners, x.Namespace+"/"+name)
+	}
+	if len(owners) == 0 {
+		return change{}
 	}
 	var at time.Time
 	if c != nil {
@@ -210,7 +269,7 @@ func (s *Syncer) sliceChanged(old, cur any) (bool, time.Time) {
 			at, _ = time.Parse(time.RFC3339Nano, v)
 		}
 	}
-	return true, at
+	return change{relevant: true, at: at, services: owners}
 }
 
 func usesSlices(svc *corev1.Service) bool {
@@ -219,13 +278,17 @@ func usesSlices(svc *corev1.Service) bool {
 
 // podChanged compares what trimPod keeps: addresses, phase and DNS
 // settings, not the conditions and container states that change often.
-func podChanged(old, cur any) (bool, time.Time) {
+func (s *Syncer) podChanged(old, cur any) change {
 	o, _ := old.(*corev1.Pod)
 	c, _ := cur.(*corev1.Pod)
 	if o != nil && c != nil && reflect.DeepEqual(o.Spec, c.Spec) && reflect.DeepEqual(o.Status, c.Status) {
-		return false, time.Time{}
+		return change{}
 	}
-	return true, time.Time{}
+	p := cmp.Or(c, o)
+	if p == nil {
+		return change{}
+	}
+	return change{relevant: true, pod: p.Namespace + "/" + p.Name}
 }
 
 // Run waits for the informers to sync, publishes the first index, and
@@ -280,30 +343,79 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 }
 
-// build makes an index from the listers and publishes it.
+// build publishes a new index: the first from everything in the
+// listers, the next ones by updating only the Services and Pods that
+// changed since.
 func (s *Syncer) build() (*index.Index, time.Duration) {
 	s.mu.Lock()
 	changed := s.pending
 	s.pending = time.Time{}
+	svcKeys, podKeys := s.dirtySvc, s.dirtyPod
+	s.dirtySvc, s.dirtyPod = map[string]struct{}{}, map[string]struct{}{}
 	s.mu.Unlock()
 
 	start := time.Now()
-	opts := s.opts.Index
 	s.serial = max(s.serial+1, uint32(start.Unix()))
-	opts.Serial = s.serial
-	svcs, _ := s.services.List(labels.Everything())
-	slices, _ := s.slices.List(labels.Everything())
-	var pods []*corev1.Pod
-	if s.pods != nil {
-		pods, _ = s.pods.List(labels.Everything())
+	if s.upd == nil {
+		s.upd = index.NewUpdater(s.opts.Index)
+		svcs, _ := s.services.List(labels.Everything())
+		for _, svc := range svcs {
+			s.updateService(svc.Namespace, svc.Name, svc)
+		}
+		if s.pods != nil {
+			pods, _ := s.pods.List(labels.Everything())
+			for _, p := range pods {
+				s.upd.SetPod(p.Namespace+"/"+p.Name, p)
+			}
+		}
+	} else {
+		for k := range svcKeys {
+			ns, name, _ := strings.Cut(k, "/")
+			svc, err := s.services.Services(ns).Get(name)
+			if err != nil {
+				svc = nil // deleted
+			}
+			s.updateService(ns, name, svc)
+		}
+		for k := range podKeys {
+			ns, name, _ := strings.Cut(k, "/")
+			p, err := s.pods.Pods(ns).Get(name)
+			if err != nil {
+				p = nil
+			}
+			s.upd.SetPod(k, p)
+		}
 	}
-	opts.Nameservers = nameservers(svcs)
-	idx := index.Build(opts, svcs, slices, pods)
+	idx := s.upd.Snapshot(s.serial)
 	d := time.Since(start)
 	s.buildDur.Observe(d.Seconds())
 	s.set(idx, changed)
-	s.log.Debug("DNS zone rebuilt", "services", idx.Services(), "serial", opts.Serial, "took", d)
+	s.log.Debug("DNS zone updated", "services", idx.Services(), "changedServices", len(svcKeys), "changedPods", len(podKeys),
+		"serial", s.serial, "took", d)
 	return idx, d
+}
+
+// updateService gives the updater the Service ns/name (nil: deleted) with
+// its EndpointSlices, and the zone's nameservers when it is kube-dns.
+func (s *Syncer) updateService(ns, name string, svc *corev1.Service) {
+	var sls []*discoveryv1.EndpointSlice
+	if svc != nil && usesSlices(svc) {
+		objs, _ := s.byOwner.ByIndex(sliceOwnerIndex, ns+"/"+name)
+		for _, o := range objs {
+			sls = append(sls, o.(*discoveryv1.EndpointSlice))
+		}
+		// The order the zone lists endpoints in must not depend on the
+		// cache's.
+		slices.SortFunc(sls, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	}
+	s.upd.SetService(ns, name, svc, sls)
+	if ns == DNSServiceNamespace && name == DNSServiceName {
+		var list []*corev1.Service
+		if svc != nil {
+			list = []*corev1.Service{svc}
+		}
+		s.upd.SetNameservers(nameservers(list))
+	}
 }
 
 func nameservers(svcs []*corev1.Service) []netip.Addr {

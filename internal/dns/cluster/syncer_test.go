@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -186,6 +187,21 @@ func TestSyncerFollowsTheAPI(t *testing.T) {
 		_, ok := idx.Lookup("new.default.svc.cluster.local.")
 		return !ok
 	})
+	if err := client.CoreV1().Pods("default").Delete(ctx, "client", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, "the deleted pod's record to go", func(idx *index.Index) bool {
+		_, ok := idx.Lookup("10-244-0-5.default.pod.cluster.local.")
+		return !ok
+	})
+	kubeDNS.Spec.ClusterIP, kubeDNS.Spec.ClusterIPs = "10.96.0.11", []string{"10.96.0.11"}
+	if _, err := client.CoreV1().Services("kube-system").Update(ctx, kubeDNS, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, "the nameserver to follow kube-dns", func(idx *index.Index) bool {
+		n, ok := idx.Lookup("ns.dns.cluster.local.")
+		return ok && len(n.RRs(dns.TypeA)) == 1 && n.RRs(dns.TypeA)[0].(*dns.A).A.String() == "10.96.0.11"
+	})
 }
 
 // TestSyncerCoalesces: a burst of changes costs far fewer rebuilds than
@@ -281,19 +297,28 @@ func TestChangeFilters(t *testing.T) {
 		{"Service selector only", s.serviceChanged, svc(nil), svc(func(s *corev1.Service) { s.Spec.Selector = map[string]string{"a": "b"} }), false},
 		{"Service port", s.serviceChanged, svc(nil), svc(func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{{Name: "x", Port: 1}} }), true},
 		{"Service deleted", s.serviceChanged, svc(nil), nil, true},
-		{"pod conditions only", podChanged, pod(nil), pod(func(p *corev1.Pod) {
+		{"pod conditions only", s.podChanged, pod(nil), pod(func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 			p.Labels = map[string]string{"a": "b"}
 		}), false},
-		{"pod pending to running", podChanged, pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), pod(nil), false},
-		{"pod succeeded", podChanged, pod(nil), pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), true},
-		{"pod IP", podChanged, pod(nil), pod(func(p *corev1.Pod) { p.Status.PodIPs = nil; p.Status.PodIP = "" }), true},
-		{"pod host network", podChanged, pod(nil), pod(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), true},
+		{"pod pending to running", s.podChanged, pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), pod(nil), false},
+		{"pod succeeded", s.podChanged, pod(nil), pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), true},
+		{"pod IP", s.podChanged, pod(nil), pod(func(p *corev1.Pod) { p.Status.PodIPs = nil; p.Status.PodIP = "" }), true},
+		{"pod host network", s.podChanged, pod(nil), pod(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, _ := tc.changed(tc.old, tc.cur); got != tc.want {
-				t.Errorf("relevant = %v, want %v", got, tc.want)
+			ch := tc.changed(tc.old, tc.cur)
+			if ch.relevant != tc.want {
+				t.Errorf("relevant = %v, want %v", ch.relevant, tc.want)
+			}
+			// What a relevant change names is what the next snapshot
+			// updates.
+			if ch.relevant && len(ch.services) == 0 && ch.pod == "" {
+				t.Error("a relevant change names no Service and no Pod")
+			}
+			if ch.relevant && tc.name == "slice moved to headless Service" && !slices.Equal(ch.services, []string{"default/web"}) {
+				t.Errorf("services %v, want the headless one only", ch.services)
 			}
 		})
 	}

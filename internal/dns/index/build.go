@@ -19,39 +19,25 @@ import (
 // the whole zone: one odd object must not take every name down.
 //
 // Input order does not matter; the records come out in a stable order, so
-// the same snapshot always gives byte-identical answers.
+// the same snapshot always gives byte-identical answers. An Updater given the
+// same objects one by one publishes the same index.
 func Build(opts Options, services []*corev1.Service, endpointSlices []*discoveryv1.EndpointSlice, pods []*corev1.Pod) *Index {
-	zone := Canonical(cmp.Or(strings.TrimSuffix(opts.Zone, "."), DefaultZone))
-	ttl := cmp.Or(opts.TTL, DefaultTTL)
-	// Maps sized up front: growing them costs a tenth of a build.
-	size := 4*len(services) + 2*len(endpointSlices) + 16
-	ix := &Index{
-		zone:     zone,
-		podZone:  "pod." + zone,
-		ttl:      ttl,
-		pods:     opts.Pods,
-		synced:   !opts.NotSynced,
-		reverse:  slices.Clone(opts.ReverseCIDRs),
-		nodes:    make(map[string]*Node, size),
-		podIPs:   map[string]map[netip.Addr]struct{}{},
-		clientNS: map[netip.Addr]string{},
-	}
-	ix.soa = newSOA(zone, zone, ttl, opts.Serial)
-	ix.soaV4 = newSOA("in-addr.arpa.", zone, ttl, opts.Serial)
-	ix.soaV6 = newSOA("ip6.arpa.", zone, ttl, opts.Serial)
-
-	b := &builder{ix: ix, seen: make(map[rrKey]struct{}, size)}
-	b.apex(opts.Nameservers)
+	z := NewUpdater(opts)
+	z.SetNameservers(opts.Nameservers)
 	if !opts.NotSynced {
 		bySvc := groupSlices(endpointSlices)
-		for _, svc := range sortedServices(services) {
-			b.service(svc, bySvc[svc.Namespace+"/"+svc.Name])
+		for _, svc := range services {
+			if svc != nil {
+				z.SetService(svc.Namespace, svc.Name, svc, bySvc[svc.Namespace+"/"+svc.Name])
+			}
 		}
-		b.pods(pods)
+		for _, p := range pods {
+			if p != nil {
+				z.SetPod(p.Namespace+"/"+p.Name, p)
+			}
+		}
 	}
-	b.emptyNonTerminals()
-	b.srvWeights()
-	return ix
+	return z.Snapshot(opts.Serial)
 }
 
 type rrKey struct {
@@ -60,9 +46,38 @@ type rrKey struct {
 	data  string
 }
 
+// record is a resource record and what tells it apart from others of its
+// owner and type.
+type record struct {
+	rr   dns.RR
+	data string
+}
+
+// contribution is what one source — the zone's apex, or one Service —
+// puts in the zone: its records by owner, in the order they were made,
+// and every name it makes exist (owners, names without data, and their
+// ancestors inside the zone).
+type contribution struct {
+	owners  []string
+	records map[string][]record
+	names   map[string]struct{}
+	// service counts the Service for Index.Services (0 for the apex and
+	// Services that cannot be named).
+	service int
+}
+
+// builder makes one contribution.
 type builder struct {
-	ix   *Index
+	zone string
+	ttl  uint32
+	c    *contribution
 	seen map[rrKey]struct{}
+}
+
+func newBuilder(zone string, ttl uint32) *builder {
+	return &builder{zone: zone, ttl: ttl,
+		c:    &contribution{records: map[string][]record{}, names: map[string]struct{}{}},
+		seen: map[rrKey]struct{}{}}
 }
 
 // add puts rr at its owner unless the same data is already there: several
@@ -75,66 +90,108 @@ func (b *builder) add(rr dns.RR, data string) {
 		return
 	}
 	b.seen[k] = struct{}{}
-	n := b.node(h.Name)
-	for i := range n.rrsets {
-		if n.rrsets[i].typ == h.Rrtype {
-			n.rrsets[i].rrs = append(n.rrsets[i].rrs, rr)
-			return
-		}
+	b.node(h.Name)
+	if _, ok := b.c.records[h.Name]; !ok {
+		b.c.owners = append(b.c.owners, h.Name)
 	}
-	n.rrsets = append(n.rrsets, rrset{typ: h.Rrtype, rrs: []dns.RR{rr}})
+	b.c.records[h.Name] = append(b.c.records[h.Name], record{rr, data})
 }
 
-func (b *builder) node(name string) *Node {
-	n := b.ix.nodes[name]
-	if n == nil {
-		n = &Node{}
-		b.ix.nodes[name] = n
-	}
-	return n
-}
+// node makes name exist, with or without records.
+func (b *builder) node(name string) { b.c.names[name] = struct{}{} }
 
 func (b *builder) addr(owner string, ip netip.Addr) {
-	b.add(newAddr(owner, b.ix.ttl, ip), ip.String())
+	b.add(newAddr(owner, b.ttl, ip), ip.String())
 }
 
 func (b *builder) ptr(ip netip.Addr, target string) {
 	owner := ReverseName(ip)
-	b.add(&dns.PTR{Hdr: hdr(owner, dns.TypePTR, b.ix.ttl), Ptr: target}, target)
+	b.add(&dns.PTR{Hdr: hdr(owner, dns.TypePTR, b.ttl), Ptr: target}, target)
 }
 
 func (b *builder) srv(owner, target string, port uint16) {
-	rr := &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, b.ix.ttl), Priority: 0, Weight: 100, Port: port, Target: target}
+	rr := &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, b.ttl), Priority: 0, Weight: 100, Port: port, Target: target}
 	b.add(rr, strconv.Itoa(int(port))+" "+target)
 }
 
-func (b *builder) apex(nameservers []netip.Addr) {
-	ix := b.ix
-	b.add(ix.soa, "")
-	ns := "ns.dns." + ix.zone
-	b.add(&dns.NS{Hdr: hdr(ix.zone, dns.TypeNS, ix.ttl), Ns: ns}, ns)
+// done finishes the contribution: the empty non-terminals above its
+// names (RFC 8020: a question for _tcp.<svc>.<ns>.svc.<zone> gets NODATA,
+// as NXDOMAIN would tell caches that the SRV names below are gone too),
+// and the SRV weights, spread evenly over the targets of each SRV name as
+// CoreDNS does, so clients that honour weights pick targets uniformly.
+// Every SRV name belongs to one Service, so its contribution knows them
+// all.
+func (b *builder) done() *contribution {
+	var names []string
+	for name := range b.c.names {
+		if name != b.zone && strings.HasSuffix(name, "."+b.zone) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		for _, rest := firstLabel(name); rest != b.zone && strings.HasSuffix(rest, b.zone); _, rest = firstLabel(rest) {
+			if _, ok := b.c.names[rest]; ok {
+				break // its ancestors were added with it
+			}
+			b.c.names[rest] = struct{}{}
+		}
+	}
+	for _, recs := range b.c.records {
+		n := 0
+		for _, r := range recs {
+			if r.rr.Header().Rrtype == dns.TypeSRV {
+				n++
+			}
+		}
+		if n < 2 {
+			continue
+		}
+		w := uint16(max(1, 100/n))
+		for _, r := range recs {
+			if srv, ok := r.rr.(*dns.SRV); ok {
+				srv.Weight = w
+			}
+		}
+	}
+	return b.c
+}
+
+// apex is the zone's own contribution: SOA, NS and its target's
+// addresses, the schema version, and the svc and pod subtrees.
+func apex(zone string, ttl uint32, pods PodsMode, soa *dns.SOA, nameservers []netip.Addr) *contribution {
+	b := newBuilder(zone, ttl)
+	b.add(soa, "")
+	ns := "ns.dns." + zone
+	b.add(&dns.NS{Hdr: hdr(zone, dns.TypeNS, ttl), Ns: ns}, ns)
 	b.node(ns)
 	for _, ip := range nameservers {
 		if ip.IsValid() {
 			b.addr(ns, ip.Unmap())
 		}
 	}
-	v := "dns-version." + ix.zone
-	b.add(&dns.TXT{Hdr: hdr(v, dns.TypeTXT, ix.ttl), Txt: []string{SchemaVersion}}, SchemaVersion)
-	b.node("svc." + ix.zone)
-	if ix.pods != PodsDisabled {
-		b.node(ix.podZone)
+	v := "dns-version." + zone
+	b.add(&dns.TXT{Hdr: hdr(v, dns.TypeTXT, ttl), Txt: []string{SchemaVersion}}, SchemaVersion)
+	b.node("svc." + zone)
+	if pods != PodsDisabled {
+		b.node("pod." + zone)
 	}
+	return b.done()
+}
+
+// service is the contribution of one Service with its EndpointSlices.
+func service(zone string, ttl uint32, svc *corev1.Service, svcSlices []*discoveryv1.EndpointSlice) *contribution {
+	b := newBuilder(zone, ttl)
+	b.service(svc, svcSlices)
+	return b.done()
 }
 
 func (b *builder) service(svc *corev1.Service, svcSlices []*discoveryv1.EndpointSlice) {
 	if !isLabel(svc.Name) || !isLabel(svc.Namespace) {
 		return
 	}
-	ix := b.ix
-	ix.services++
-	b.node(svc.Namespace + ".svc." + ix.zone)
-	name := svc.Name + "." + svc.Namespace + ".svc." + ix.zone
+	b.c.service = 1
+	b.node(svc.Namespace + ".svc." + b.zone)
+	name := svc.Name + "." + svc.Namespace + ".svc." + b.zone
 
 	switch {
 	case svc.Spec.Type == corev1.ServiceTypeExternalName:
@@ -145,7 +202,7 @@ func (b *builder) service(svc *corev1.Service, svcSlices []*discoveryv1.Endpoint
 			b.node(name)
 			return
 		}
-		b.add(&dns.CNAME{Hdr: hdr(name, dns.TypeCNAME, ix.ttl), Target: target}, target)
+		b.add(&dns.CNAME{Hdr: hdr(name, dns.TypeCNAME, b.ttl), Target: target}, target)
 
 	case svc.Spec.ClusterIP == corev1.ClusterIPNone:
 		b.headless(svc, name, svcSlices)
@@ -258,48 +315,6 @@ func srvName(port string, proto corev1.Protocol, svc string) string {
 	return "_" + strings.ToLower(port) + "._" + strings.ToLower(cmp.Or(string(proto), "tcp")) + "." + svc
 }
 
-func (b *builder) pods(pods []*corev1.Pod) {
-	ix := b.ix
-	ambiguous := map[netip.Addr]bool{}
-	for _, p := range pods {
-		if p == nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !isLabel(p.Namespace) {
-			continue // a finished pod's IP may already belong to another pod
-		}
-		ips := make([]string, 0, len(p.Status.PodIPs)+1)
-		for _, pip := range p.Status.PodIPs {
-			ips = append(ips, pip.IP)
-		}
-		if len(ips) == 0 && p.Status.PodIP != "" {
-			ips = append(ips, p.Status.PodIP)
-		}
-		for _, s := range ips {
-			ip, err := netip.ParseAddr(s)
-			if err != nil || ip.Zone() != "" {
-				continue
-			}
-			ip = ip.Unmap()
-			if ix.pods == PodsVerified {
-				m := ix.podIPs[p.Namespace]
-				if m == nil {
-					m = map[netip.Addr]struct{}{}
-					ix.podIPs[p.Namespace] = m
-				}
-				m[ip] = struct{}{}
-			}
-			if !usesClusterSearch(p) {
-				continue
-			}
-			if ns, ok := ix.clientNS[ip]; ok && ns != p.Namespace {
-				ambiguous[ip] = true
-			}
-			ix.clientNS[ip] = p.Namespace
-		}
-	}
-	for ip := range ambiguous {
-		delete(ix.clientNS, ip)
-	}
-}
-
 // usesClusterSearch reports whether kubelet gives the pod exactly the
 // cluster search path (<ns>.svc, svc, zone, then the node's), which is
 // what autopath assumes. Host-network pods share the node's IP, so their
@@ -312,42 +327,6 @@ func usesClusterSearch(p *corev1.Pod) bool {
 		return false
 	}
 	return p.Spec.DNSConfig == nil || len(p.Spec.DNSConfig.Searches) == 0
-}
-
-// emptyNonTerminals makes every ancestor of a name in the zone exist, so a
-// question for _tcp.<svc>.<ns>.svc.<zone> gets NODATA (RFC 8020: NXDOMAIN
-// would tell caches that the SRV names below are gone too).
-func (b *builder) emptyNonTerminals() {
-	ix := b.ix
-	var names []string
-	for name := range ix.nodes {
-		if name != ix.zone && strings.HasSuffix(name, "."+ix.zone) {
-			names = append(names, name)
-		}
-	}
-	for _, name := range names {
-		for _, rest := firstLabel(name); rest != ix.zone && strings.HasSuffix(rest, ix.zone); _, rest = firstLabel(rest) {
-			if _, ok := ix.nodes[rest]; ok {
-				break // its ancestors were added with it
-			}
-			ix.nodes[rest] = &Node{}
-		}
-	}
-}
-
-// srvWeights spreads load evenly over the targets of each SRV name, the
-// way CoreDNS does, so clients that honour weights pick targets uniformly.
-func (b *builder) srvWeights() {
-	for _, n := range b.ix.nodes {
-		rrs := n.RRs(dns.TypeSRV)
-		if len(rrs) < 2 {
-			continue
-		}
-		w := uint16(max(1, 100/len(rrs)))
-		for _, rr := range rrs {
-			rr.(*dns.SRV).Weight = w
-		}
-	}
 }
 
 func newSOA(owner, zone string, ttl, serial uint32) *dns.SOA {
@@ -384,17 +363,4 @@ func groupSlices(all []*discoveryv1.EndpointSlice) map[string][]*discoveryv1.End
 		slices.SortFunc(l, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return by
-}
-
-func sortedServices(in []*corev1.Service) []*corev1.Service {
-	out := make([]*corev1.Service, 0, len(in))
-	for _, s := range in {
-		if s != nil {
-			out = append(out, s)
-		}
-	}
-	slices.SortFunc(out, func(a, b *corev1.Service) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	return out
 }

@@ -75,9 +75,10 @@ type Index struct {
 	soa      *dns.SOA
 	soaV4    *dns.SOA
 	soaV6    *dns.SOA
-	nodes    map[string]*Node
-	podIPs   map[string]map[netip.Addr]struct{} // namespace -> pod IPs (verified mode)
-	clientNS map[netip.Addr]string              // pod IP -> namespace, for autopath
+	nodes    cowMap[string, *Node]
+	podIPs   cowMap[nsAddr, struct{}]   // pod IPs by namespace (verified mode)
+	podNS    cowMap[string, struct{}]   // namespaces with pods (verified mode)
+	clientNS cowMap[netip.Addr, string] // pod IP -> namespace, for autopath
 	services int
 }
 
@@ -116,7 +117,7 @@ func (ix *Index) Authority(name string) Authority {
 	if !strings.HasSuffix(name, ".arpa.") {
 		return NotAuthoritative
 	}
-	if _, ok := ix.nodes[name]; ok {
+	if _, ok := ix.nodes.get(name); ok {
 		return Reverse
 	}
 	ip, ok := ParseReverseName(name)
@@ -133,7 +134,7 @@ func (ix *Index) Authority(name string) Authority {
 
 // Lookup returns the node at name (canonical) and whether the name exists.
 func (ix *Index) Lookup(name string) (*Node, bool) {
-	if n, ok := ix.nodes[name]; ok {
+	if n, ok := ix.nodes.get(name); ok {
 		return n, true
 	}
 	if ix.pods != PodsDisabled && strings.HasSuffix(name, "."+ix.podZone) {
@@ -157,7 +158,7 @@ func (ix *Index) lookupPod(name string) (*Node, bool) {
 		if ix.pods == PodsInsecure {
 			return &Node{}, true
 		}
-		if _, ok := ix.podIPs[label]; !ok {
+		if _, ok := ix.podNS.get(label); !ok {
 			return nil, false
 		}
 		return &Node{}, true
@@ -170,7 +171,7 @@ func (ix *Index) lookupPod(name string) (*Node, bool) {
 		return nil, false
 	}
 	if ix.pods == PodsVerified {
-		if _, ok := ix.podIPs[ns][ip]; !ok {
+		if _, ok := ix.podIPs.get(nsAddr{ns, ip}); !ok {
 			return nil, false
 		}
 	}
@@ -184,7 +185,7 @@ func (ix *Index) PodNamespace(ip netip.Addr) (string, bool) {
 	if ix == nil {
 		return "", false
 	}
-	ns, ok := ix.clientNS[ip.Unmap()]
+	ns, ok := ix.clientNS.get(ip.Unmap())
 	return ns, ok
 }
 

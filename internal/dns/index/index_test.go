@@ -1,8 +1,10 @@
 package index_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -215,13 +217,16 @@ func TestAuthority(t *testing.T) {
 	}
 }
 
-func BenchmarkBuild10k(b *testing.B) {
+// benchServices are n ClusterIP Services over 20 namespaces, with a
+// slice of 10 endpoints each (which ClusterIP Services do not publish, so
+// they cost the zone nothing).
+func benchServices(n int) ([]*corev1.Service, []*discoveryv1.EndpointSlice) {
 	var svcs []*corev1.Service
 	var sls []*discoveryv1.EndpointSlice
-	for i := range 10000 {
+	for i := range n {
 		ns := "ns" + string(rune('a'+i%20))
 		name := "svc-" + strconv.Itoa(i)
-		ip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}).String()
+		ip := netip.AddrFrom4([4]byte{10, byte(96 + i>>16), byte(i >> 8), byte(i)}).String()
 		svcs = append(svcs, dnstest.Service(ns, name, []string{ip}, dnstest.Port("http", corev1.ProtocolTCP, 80)))
 		var eps []dnstest.Endpoint
 		for j := range 10 {
@@ -229,8 +234,53 @@ func BenchmarkBuild10k(b *testing.B) {
 		}
 		sls = append(sls, dnstest.Slice(ns, name, name+"-x", discoveryv1.AddressTypeIPv4, nil, eps...))
 	}
+	return svcs, sls
+}
+
+func BenchmarkBuild10k(b *testing.B) {
+	svcs, sls := benchServices(10000)
 	b.ReportAllocs()
 	for b.Loop() {
 		index.Build(index.Options{}, svcs, sls, nil)
+	}
+}
+
+// BenchmarkUpdaterNewService: one new Service in a zone of n, published
+// as a new snapshot — what a change costs the DNS before it answers it.
+// Also reports the zone's heap per Service.
+//
+//	go test ./internal/dns/index -run '^$' -bench UpdaterNewService
+func BenchmarkUpdaterNewService(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			svcs, _ := benchServices(n + 1)
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			u := index.NewUpdater(index.Options{})
+			for _, s := range svcs[:n] {
+				u.SetService(s.Namespace, s.Name, s, nil)
+			}
+			ix := u.Snapshot(1)
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			perService := float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+			extra := svcs[n]
+			serial := uint32(2)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				// Add it and take it away again, so every iteration is one
+				// new Service in a zone of n.
+				u.SetService(extra.Namespace, extra.Name, extra, nil)
+				ix = u.Snapshot(serial)
+				u.SetService(extra.Namespace, extra.Name, nil, nil)
+				serial++
+			}
+			if _, ok := ix.Lookup(extra.Name + "." + extra.Namespace + ".svc.cluster.local."); !ok {
+				b.Fatal("the new Service is not in the snapshot")
+			}
+			b.ReportMetric(perService, "zone-bytes/service")
+		})
 	}
 }
