@@ -355,7 +355,10 @@ func (s *Syncer) build() (*index.Index, time.Duration) {
 	s.mu.Unlock()
 
 	start := time.Now()
-	s.serial = max(s.serial+1, uint32(start.Unix()))
+	// The SOA serial is the second of the last change, as CoreDNS's
+	// kubernetes plugin makes it: denials carry it, so a finer one would
+	// make every change re-answer every memoized denial.
+	s.serial = max(s.serial, uint32(start.Unix()))
 	if s.upd == nil {
 		s.upd = index.NewUpdater(s.opts.Index)
 		svcs, _ := s.services.List(labels.Everything())

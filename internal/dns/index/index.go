@@ -80,6 +80,61 @@ type Index struct {
 	podNS    cowMap[string, struct{}]   // namespaces with pods (verified mode)
 	clientNS cowMap[netip.Addr, string] // pod IP -> namespace, for autopath
 	services int
+	// origin is the Updater the snapshot came from (its settings), gen
+	// the snapshot itself; both unique in the process.
+	origin, gen uint64
+	// deps, when set, records what is read (see Record).
+	deps *Deps
+}
+
+// Deps are what an answer was read from: the node at each name looked up
+// (nil where the name did not exist) in one snapshot of one Updater. The
+// answer is still right in a later snapshot of the same Updater where
+// every one of those names has the same node, because the Updater gives a
+// name a new node whenever anything at it changes. Names answered on the
+// fly (pod records) and the pods behind autopath cannot be checked that
+// way: an answer that read them holds for its own snapshot only.
+type Deps struct {
+	origin, gen uint64
+	names       []string
+	nodes       []*Node
+	once        bool
+}
+
+// Record returns a copy of ix that notes in deps everything read from it.
+func (ix *Index) Record() (rec *Index, deps *Deps) {
+	deps = &Deps{origin: ix.origin, gen: ix.gen}
+	c := *ix
+	c.deps = deps
+	return &c, deps
+}
+
+// Gen identifies the snapshot; no two snapshots share one.
+func (ix *Index) Gen() uint64 { return ix.gen }
+
+// Holds reports whether what d recorded reads the same in cur.
+func (d *Deps) Holds(cur *Index) bool {
+	if cur.gen == d.gen {
+		return true
+	}
+	if d.once || cur.origin != d.origin {
+		return false
+	}
+	for i, name := range d.names {
+		if n, _ := cur.nodes.get(name); n != d.nodes[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (ix *Index) node(name string) (*Node, bool) {
+	n, ok := ix.nodes.get(name)
+	if ix.deps != nil {
+		ix.deps.names = append(ix.deps.names, name)
+		ix.deps.nodes = append(ix.deps.nodes, n)
+	}
+	return n, ok
 }
 
 // Zone is the cluster domain, canonical ("cluster.local.").
@@ -98,6 +153,8 @@ func (ix *Index) Services() int { return ix.services }
 // SOA is the record for the authority section of answers about name: the
 // zone's, or the reverse zone's for PTR names.
 func (ix *Index) SOA(a Authority, name string) *dns.SOA {
+	// The serial is the apex's: an answer carrying it depends on the apex.
+	ix.node(ix.zone)
 	if a == Reverse {
 		if strings.HasSuffix(name, "ip6.arpa.") {
 			return ix.soaV6
@@ -117,7 +174,7 @@ func (ix *Index) Authority(name string) Authority {
 	if !strings.HasSuffix(name, ".arpa.") {
 		return NotAuthoritative
 	}
-	if _, ok := ix.nodes.get(name); ok {
+	if _, ok := ix.node(name); ok {
 		return Reverse
 	}
 	ip, ok := ParseReverseName(name)
@@ -134,10 +191,13 @@ func (ix *Index) Authority(name string) Authority {
 
 // Lookup returns the node at name (canonical) and whether the name exists.
 func (ix *Index) Lookup(name string) (*Node, bool) {
-	if n, ok := ix.nodes.get(name); ok {
+	if n, ok := ix.node(name); ok {
 		return n, true
 	}
 	if ix.pods != PodsDisabled && strings.HasSuffix(name, "."+ix.podZone) {
+		if ix.deps != nil {
+			ix.deps.once = true
+		}
 		return ix.lookupPod(name)
 	}
 	return nil, false
@@ -184,6 +244,9 @@ func (ix *Index) lookupPod(name string) (*Node, bool) {
 func (ix *Index) PodNamespace(ip netip.Addr) (string, bool) {
 	if ix == nil {
 		return "", false
+	}
+	if ix.deps != nil {
+		ix.deps.once = true
 	}
 	ns, ok := ix.clientNS.get(ip.Unmap())
 	return ns, ok

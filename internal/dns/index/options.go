@@ -68,8 +68,8 @@ type Options struct {
 	// Nameservers are the addresses of ns.dns.<zone>, the target of the
 	// zone's NS record (usually the kube-dns Service IP).
 	Nameservers []netip.Addr
-	// Serial is the SOA serial; callers bump it on each rebuild so that
-	// secondaries and humans can tell snapshots apart.
+	// Serial is the SOA serial (the syncer uses the second of the last
+	// change, as CoreDNS does).
 	Serial uint32
 	// NotSynced marks an index built before the informers synced: every
 	// question it is authoritative for gets SERVFAIL, never a premature

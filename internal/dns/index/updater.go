@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,7 @@ type Updater struct {
 	synced  bool
 	reverse []netip.Prefix
 
+	origin      uint64
 	contribs    map[source]*contribution
 	names       map[string]*nameState
 	nodes       cowMap[string, *Node]
@@ -80,6 +82,7 @@ type podAddr struct {
 func NewUpdater(opts Options) *Updater {
 	zone := Canonical(cmp.Or(strings.TrimSuffix(opts.Zone, "."), DefaultZone))
 	return &Updater{
+		origin:     ids.Add(1),
 		zone:       zone,
 		ttl:        cmp.Or(opts.TTL, DefaultTTL),
 		pods:       opts.Pods,
@@ -319,5 +322,10 @@ func (z *Updater) Snapshot(serial uint32) *Index {
 		podNS:    z.podNS.freeze(),
 		clientNS: z.clientNS.freeze(),
 		services: z.services,
+		origin:   z.origin,
+		gen:      ids.Add(1),
 	}
 }
+
+// ids numbers Updaters and snapshots.
+var ids atomic.Uint64

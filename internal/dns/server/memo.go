@@ -11,15 +11,17 @@ import (
 	"github.com/svcnet/svcnet/internal/dns/index"
 )
 
-// memo keeps the packed responses of one index snapshot, keyed by the
-// question exactly as it came off the wire. The zone's answer is a pure
-// function of the snapshot and the question, so a memo can never be
-// stale: it is born and dropped with its snapshot, and SetIndex starts
-// an empty one. It is not a cache in front of the zone in the sense the
-// issue forbids — no answer outlives the data it came from — only a way
-// to not unpack, resolve and pack the same question again, which is
-// most of the CPU a cluster DNS spends: clients ask the same few names
-// over and over.
+// memo keeps packed responses, keyed by the question exactly as it came
+// off the wire, with what each was read from (index.Deps): the node at
+// every name the answer looked up. The zone's answer is a pure function
+// of the snapshot and the question, and the index gives a name a new node
+// whenever anything at it changes, so an entry still holds in a later
+// snapshot where those nodes are the same — a change to one Service
+// empties the memo of that Service's names only, not of the zone. It is
+// not a cache in front of the zone in the sense the issue forbids — no
+// answer outlives the data it came from — only a way to not unpack,
+// resolve and pack the same question again, which is most of the CPU a
+// cluster DNS spends: clients ask the same few names over and over.
 //
 // Only answers that depend on nothing but the question go in: zone
 // answers without an upstream part, and not NXDOMAIN while autopath is
@@ -29,14 +31,13 @@ import (
 // cache would have said, except after an eviction for room, where it
 // may still be repeated for that second.
 type memo struct {
-	idx    *index.Index
 	shards [16]memoShard
 	n      atomic.Int32
 }
 
 type memoShard struct {
 	mu sync.RWMutex
-	m  map[string]memoEntry
+	m  map[string]*memoEntry
 }
 
 type memoEntry struct {
@@ -44,18 +45,22 @@ type memoEntry struct {
 	qtype  uint16
 	rcode  int
 	source string
-	until  time.Time // zero: as long as the snapshot
+	until  time.Time // zero: as long as deps hold
+	deps   *index.Deps
+	// gen is the last snapshot deps were found to hold in: the check is
+	// made once per entry and snapshot.
+	gen atomic.Uint64
 }
 
-// maxMemo bounds a snapshot's memo, so a client asking random names
-// costs at most this many entries (a few hundred bytes each) until the
-// next snapshot.
+// maxMemo bounds the memo, so a client asking random names costs at most
+// this many entries (a few hundred bytes each); a full memo starts again
+// empty.
 const maxMemo = 50000
 
-func newMemo(idx *index.Index) *memo {
-	m := &memo{idx: idx}
+func newMemo() *memo {
+	m := &memo{}
 	for i := range m.shards {
-		m.shards[i].m = map[string]memoEntry{}
+		m.shards[i].m = map[string]*memoEntry{}
 	}
 	return m
 }
@@ -70,40 +75,62 @@ func (m *memo) shard(key []byte) *memoShard {
 	return &m.shards[h%uint32(len(m.shards))]
 }
 
-func (m *memo) get(key []byte, now time.Time) (memoEntry, bool) {
+// get returns the entry for key if it holds in the snapshot idx at now.
+func (m *memo) get(key []byte, now time.Time, idx *index.Index) (*memoEntry, bool) {
 	s := m.shard(key)
 	s.mu.RLock()
 	e, ok := s.m[string(key)] // no allocation for a lookup
 	s.mu.RUnlock()
-	if ok && !e.until.IsZero() && !now.Before(e.until) {
-		return memoEntry{}, false
+	if !ok || (!e.until.IsZero() && !now.Before(e.until)) {
+		return nil, false
 	}
-	return e, ok
+	if gen := idx.Gen(); e.gen.Load() != gen {
+		if !e.deps.Holds(idx) {
+			return nil, false
+		}
+		e.gen.Store(gen)
+	}
+	return e, true
 }
 
-func (m *memo) put(key, wire []byte, qtype uint16, rcode int, source string, until time.Time) {
-	e := memoEntry{wire: append([]byte(nil), wire...), qtype: qtype, rcode: rcode, source: source, until: until}
+func (m *memo) put(key, wire []byte, qtype uint16, rcode int, source string, until time.Time, deps *index.Deps, gen uint64) {
+	e := &memoEntry{wire: append([]byte(nil), wire...), qtype: qtype, rcode: rcode, source: source, until: until, deps: deps}
+	e.gen.Store(gen)
 	e.wire[0], e.wire[1] = 0, 0
 	e.wire[2] &^= 0x01 // RD
 	e.wire[3] &^= 0x10 // CD
 	s := m.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, ok := s.m[string(key)]; ok {
-		s.m[string(key)] = e // an expired repeat of the forward cache
+		s.m[string(key)] = e // stale, or an expired repeat of the forward cache
+		s.mu.Unlock()
 		return
 	}
-	if m.n.Load() >= maxMemo {
+	if m.n.Add(1) > maxMemo {
+		s.mu.Unlock()
+		m.reset()
 		return
 	}
 	s.m[string(key)] = e
-	m.n.Add(1)
+	s.mu.Unlock()
+}
+
+// reset empties the memo (entries that no longer hold stay until their
+// question is asked again, so a full memo is mostly such).
+func (m *memo) reset() {
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		s.m = map[string]*memoEntry{}
+		s.mu.Unlock()
+	}
+	m.n.Store(0)
 }
 
 // reply writes e as the response to query into buf: the query's ID and
 // its RD and CD bits, which is all that differs between two asks of the
 // same question.
-func (e memoEntry) reply(query, buf []byte) []byte {
+func (e *memoEntry) reply(query, buf []byte) []byte {
 	out := append(buf[:0], e.wire...)
 	copy(out[:2], query[:2])
 	out[2] |= query[2] & 0x01

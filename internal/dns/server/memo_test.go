@@ -80,7 +80,7 @@ func TestMemoAnswersLikeTheFullPath(t *testing.T) {
 	var key []byte
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := s.memo.Load().n.Load()
+			before := s.memo.n.Load()
 			first, later := s.answerUDP(context.Background(), tc.pkt, tc.client, buf, &key)
 			if later != nil {
 				if tc.memoized {
@@ -89,7 +89,7 @@ func TestMemoAnswersLikeTheFullPath(t *testing.T) {
 				return
 			}
 			first = append([]byte(nil), first...)
-			if got := s.memo.Load().n.Load() > before; got != tc.memoized {
+			if got := s.memo.n.Load() > before; got != tc.memoized {
 				t.Fatalf("memoized = %v, want %v", got, tc.memoized)
 			}
 			// Ask again with another ID and the RD and CD bits flipped.
@@ -223,8 +223,8 @@ func TestMemoRepeatsTheForwardCacheWhileItHolds(t *testing.T) {
 	if up.QueriesFor("www.example.org.") != 1 {
 		t.Errorf("upstream asked %d times", up.QueriesFor("www.example.org."))
 	}
-	if s.memo.Load().n.Load() != 1 {
-		t.Errorf("memo has %d entries, want the forward answer", s.memo.Load().n.Load())
+	if s.memo.n.Load() != 1 {
+		t.Errorf("memo has %d entries, want the forward answer", s.memo.n.Load())
 	}
 	time.Sleep(2100 * time.Millisecond)
 	if got := ttl(); got > first-2 {
@@ -276,5 +276,80 @@ func TestWildcardAnswersFromTheAskedAddress(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMemoKeepsUnchangedNames: a snapshot that changes one Service keeps
+// the memo of every other name; the changed name, and denials when the
+// SOA serial moves, are answered afresh.
+func TestMemoKeepsUnchangedNames(t *testing.T) {
+	s, err := New(Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := index.NewUpdater(index.Options{})
+	set := func(name, ip string) {
+		u.SetService("default", name, dnstest.Service("default", name, []string{ip}), nil)
+	}
+	client := netip.MustParseAddrPort("127.0.0.1:1")
+	buf := make([]byte, 512)
+	var key []byte
+	ask := func(name string, qtype uint16) (*dns.Msg, *memoEntry) {
+		t.Helper()
+		pkt := pack(t, name, qtype, nil)
+		out, _ := s.answerUDP(context.Background(), pkt, client, buf, &key)
+		m := new(dns.Msg)
+		if err := m.Unpack(out); err != nil {
+			t.Fatal(err)
+		}
+		k, _ := memoKey(pkt, s.opts.UDPSize, nil)
+		sh := s.memo.shard(k)
+		sh.mu.RLock()
+		defer sh.mu.RUnlock()
+		return m, sh.m[string(k)]
+	}
+	addr := func(m *dns.Msg) string {
+		if len(m.Answer) != 1 {
+			return dns.RcodeToString[m.Rcode]
+		}
+		return m.Answer[0].(*dns.A).A.String()
+	}
+	const a, b, missing = "a.default.svc.cluster.local.", "b.default.svc.cluster.local.", "nope.default.svc.cluster.local."
+	set("a", "10.96.0.1")
+	set("b", "10.96.0.2")
+	s.SetIndex(u.Snapshot(1), time.Time{})
+	_, ea := ask(a, dns.TypeA)
+	_, eb := ask(b, dns.TypeA)
+	_, en := ask(missing, dns.TypeA)
+	if ea == nil || eb == nil || en == nil {
+		t.Fatal("answers not memoized")
+	}
+
+	set("b", "10.96.0.3")
+	s.SetIndex(u.Snapshot(1), time.Time{})
+	if m, e := ask(a, dns.TypeA); addr(m) != "10.96.0.1" || e != ea {
+		t.Errorf("unchanged name after another's change: %s, memo entry kept %v", addr(m), e == ea)
+	}
+	if m, e := ask(b, dns.TypeA); addr(m) != "10.96.0.3" || e == eb {
+		t.Errorf("changed name: %s, memo entry replaced %v", addr(m), e != eb)
+	}
+	if _, e := ask(missing, dns.TypeA); e != en {
+		t.Error("a denial was answered afresh though nothing it read changed")
+	}
+
+	// A new serial: answers carrying the SOA are made again, others kept.
+	s.SetIndex(u.Snapshot(2), time.Time{})
+	if m, e := ask(missing, dns.TypeA); e == en || len(m.Ns) != 1 || m.Ns[0].(*dns.SOA).Serial != 2 {
+		t.Errorf("denial after a new serial: memo entry replaced %v, authority %v", e != en, m.Ns)
+	}
+	if _, e := ask(a, dns.TypeA); e != ea {
+		t.Error("an address answer was made again for a new serial")
+	}
+
+	// The missing name appears.
+	set("nope", "10.96.0.9")
+	s.SetIndex(u.Snapshot(2), time.Time{})
+	if m, _ := ask(missing, dns.TypeA); addr(m) != "10.96.0.9" {
+		t.Errorf("a new name after its NXDOMAIN was memoized: %s", addr(m))
 	}
 }

@@ -85,7 +85,7 @@ type Options struct {
 type Server struct {
 	opts     Options
 	idx      atomic.Pointer[index.Index]
-	memo     atomic.Pointer[memo] // the packed answers of a recent idx
+	memo     *memo // packed answers, each with what it was read from
 	resolver *resolver.Resolver
 	log      *slog.Logger
 	m        *metrics
@@ -123,9 +123,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.m = m
-	idx := index.Build(index.Options{Zone: opts.Zone, NotSynced: true}, nil, nil, nil)
-	s.idx.Store(idx)
-	s.memo.Store(newMemo(idx))
+	s.idx.Store(index.Build(index.Options{Zone: opts.Zone, NotSynced: true}, nil, nil, nil))
+	s.memo = newMemo()
 	return s, nil
 }
 
@@ -137,7 +136,6 @@ func (s *Server) SetIndex(idx *index.Index, changed time.Time) {
 		idx = index.Build(index.Options{Zone: s.opts.Zone, NotSynced: true}, nil, nil, nil)
 	}
 	s.idx.Store(idx)
-	s.memo.Store(newMemo(idx))
 	s.m.updates.Inc()
 	if idx.Synced() {
 		s.m.synced.Set(1)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcnet/svcnet/internal/dns/index"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 )
@@ -93,15 +95,16 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 // upstream comes back as later instead.
 func (s *Server) answerUDP(ctx context.Context, raw []byte, from netip.AddrPort, buf []byte, key *[]byte) ([]byte, *query) {
 	client := from.Addr().Unmap()
-	m := s.memo.Load()
+	m, idx := s.memo, s.idx.Load()
 	k, memoable := []byte(nil), !s.opts.QueryLog && len(raw) >= 12 && raw[2]&0x80 == 0
 	if memoable {
 		k, memoable = memoKey(raw, s.opts.UDPSize, *key)
 		*key = k
 	}
+	var deps *index.Deps
 	if memoable {
 		start := time.Now()
-		if e, ok := m.get(k, start); ok {
+		if e, ok := m.get(k, start, idx); ok {
 			resp := e.reply(raw, buf)
 			if e.source == sourceForward {
 				if c, ok := s.opts.Upstream.(CachedUpstream); ok {
@@ -112,10 +115,13 @@ func (s *Server) answerUDP(ctx context.Context, raw []byte, from netip.AddrPort,
 			s.m.observe(e.source, time.Since(start).Seconds())
 			return resp, nil
 		}
+		// Answer from a copy of the snapshot that notes what the answer
+		// reads, for the memo.
+		idx, deps = idx.Record()
 	}
 	// begin copies what it keeps out of raw, which the next ReadBatch
 	// reuses.
-	q := s.beginAt(m.idx, raw, client, false)
+	q := s.beginAt(idx, raw, client, false)
 	if q.wait != nil {
 		return nil, &q
 	}
@@ -123,7 +129,7 @@ func (s *Server) answerUDP(ctx context.Context, raw []byte, from netip.AddrPort,
 	if memoable && resp != nil && q.req != nil && len(q.req.Question) == 1 {
 		zone := q.source == sourceZone && !(s.opts.Resolver.Autopath && q.resp.Rcode == dns.RcodeNameError)
 		if zone || (q.source == sourceForward && !q.until.IsZero()) {
-			m.put(k, resp, q.req.Question[0].Qtype, q.resp.Rcode, q.source, q.until)
+			m.put(k, resp, q.req.Question[0].Qtype, q.resp.Rcode, q.source, q.until, deps, idx.Gen())
 		}
 	}
 	return resp, nil
