@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
@@ -42,14 +43,7 @@ const corefile = `.:%d {
 // server behind kubeconfig, forwarding outside names to upstream.
 func startCoreDNS(b *testing.B, bin, cpus, kubeconfig, upstream string) *coreDNS {
 	b.Helper()
-	dir := b.TempDir()
-	port, mport := freePort(b), freePort(b)
-	conf := filepath.Join(dir, "Corefile")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, corefile, port, kubeconfig, mport, upstream), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return &coreDNS{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport),
-		proc: framework.StartCommandOnCPUs(b, cpus, bin, "-conf", conf)}
+	return startCoreDNSConf(b, bin, cpus, kubeconfig, upstream, true)
 }
 
 // freePort is a loopback port free for UDP and TCP a moment ago.
@@ -70,4 +64,21 @@ func freePort(b *testing.B) int {
 	}
 	b.Fatal("no loopback port free for UDP and TCP")
 	return 0
+}
+
+// startCoreDNSConf is startCoreDNS with or without the cache plugin.
+func startCoreDNSConf(b *testing.B, bin, cpus, kubeconfig, upstream string, cache bool) *coreDNS {
+	b.Helper()
+	conf := corefile
+	if !cache {
+		conf = strings.Replace(conf, "    cache 30\n", "", 1)
+	}
+	dir := b.TempDir()
+	port, mport := freePort(b), freePort(b)
+	path := filepath.Join(dir, "Corefile")
+	if err := os.WriteFile(path, fmt.Appendf(nil, conf, port, kubeconfig, mport, upstream), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return &coreDNS{addr: fmt.Sprintf("127.0.0.1:%d", port), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport),
+		proc: framework.StartCommandOnCPUs(b, cpus, bin, "-conf", path)}
 }

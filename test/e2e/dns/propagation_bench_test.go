@@ -1,0 +1,328 @@
+package dns_test
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/dns/dnstest"
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+var (
+	benchPlot  = flag.String("dns.plot", "", "BenchmarkDNSPropagation: draw the latency distributions into this SVG file")
+	benchSizes = flag.String("dns.sizes", "10000,100000", "BenchmarkDNSPropagation: the numbers of Services to measure at, growing")
+)
+
+// propagationNew is how many Services each size creates one at a time.
+const propagationNew = 100
+
+// BenchmarkDNSPropagation grows one API server to 10,000 and then
+// 100,000 ClusterIP Services and at each size measures, for `svcnet dns`
+// and (with -dns.coredns) CoreDNS started on it:
+//
+//   - propagation: 100 new Services created one at a time, each timed
+//     from the API's answer to the create to the first DNS answer with
+//     its ClusterIP, both servers polled side by side every 500 µs;
+//   - memory: each process's resident set once it answers, so the
+//     difference between the sizes over 90,000 is the memory per
+//     Service;
+//   - the maximum query rate for the Service names (dnsperf, as
+//     BenchmarkDNS10kServices).
+//
+// CoreDNS runs as in BenchmarkDNS10kServices but without its cache
+// plugin: with kubeadm's `cache 30`, the denial of a name asked before
+// the informer has it is kept for 30 s, and that, not propagation, would
+// be measured.
+//
+//	go test ./test/e2e/dns -run - -bench DNSPropagation -benchtime 1x -v -timeout 60m \
+//	    -dns.coredns /tmp/coredns-bin/coredns -dns.plot docs/img/dns-propagation.svg
+func BenchmarkDNSPropagation(b *testing.B) {
+	if _, err := exec.LookPath("dnsperf"); err != nil {
+		b.Skip("dnsperf not installed (Debian package dnsperf; make deps installs it)")
+	}
+	api := framework.StartAPIServer(b)
+	client := api.Client()
+	ctx := context.Background()
+	kubeDNS := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"},
+		Spec: corev1.ServiceSpec{ClusterIP: kubeDNSIP, Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}}
+	if _, err := client.CoreV1().Services("kube-system").Create(ctx, kubeDNS, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range benchNamespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns-%02d", i)}}
+		if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	up := dnstest.StartUpstream(b)
+	type result struct {
+		lat []time.Duration
+		rss float64 // bytes
+		qps float64
+	}
+	results := map[string]map[int]*result{"svcnet": {}, "coredns": {}}
+	var sizes []int
+	for f := range strings.SplitSeq(*benchSizes, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || (len(sizes) > 0 && n <= sizes[len(sizes)-1]) {
+			b.Fatalf("-dns.sizes %q: want growing numbers", *benchSizes)
+		}
+		sizes = append(sizes, n)
+	}
+	var names []string
+	for _, n := range sizes {
+		names = append(names, growServices(b, api, len(names), n)...)
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			queries := writeQueries(b, names)
+			last := names[len(names)-1]
+			d := startDNS(b, api, up.Addr)
+			servers := map[string]string{"svcnet": d.Addr}
+			pids := map[string]int{"svcnet": d.proc.PID()}
+			var cd *coreDNS
+			if *benchCoreDNS != "" {
+				cd = startCoreDNSConf(b, *benchCoreDNS, "", api.KubeconfigOf("dns"), up.Addr, false)
+				servers["coredns"] = cd.addr
+				pids["coredns"] = cd.proc.PID()
+			}
+			for name, addr := range servers {
+				waitAnswer(b, addr, last, 5*time.Minute)
+				results[name][n] = &result{rss: rssBytes(b, pids[name])}
+			}
+			for i := range propagationNew {
+				lat := createAndPoll(b, api, fmt.Sprintf("late-%d-%03d", n, i), servers)
+				for name, l := range lat {
+					results[name][n].lat = append(results[name][n].lat, l)
+				}
+			}
+			for name, addr := range servers {
+				r := results[name][n]
+				slices.Sort(r.lat)
+				r.qps = runDNSPerf(b, newTarget(addr, "", nil), queries, 0, false).qps
+				b.ReportMetric(ms(percentile(r.lat, 50)), name+"-p50-ms")
+				b.ReportMetric(ms(percentile(r.lat, 99)), name+"-p99-ms")
+				b.ReportMetric(ms(r.lat[len(r.lat)-1]), name+"-max-ms")
+				b.ReportMetric(r.rss/(1<<20), name+"-rss-MiB")
+				b.ReportMetric(r.qps, name+"-max-qps")
+				b.Logf("%s, %d Services: new Service answered p50 %s p99 %s max %s after the create returned; RSS %.0f MiB; %.0f q/s flat out",
+					name, n, percentile(r.lat, 50), percentile(r.lat, 99), r.lat[len(r.lat)-1], r.rss/(1<<20), r.qps)
+			}
+			d.proc.Stop()
+			if cd != nil {
+				cd.proc.Stop()
+			}
+		})
+	}
+	for name, byN := range results {
+		if a, z := byN[sizes[0]], byN[sizes[len(sizes)-1]]; a != nil && z != nil {
+			per := (z.rss - a.rss) / float64(sizes[len(sizes)-1]-sizes[0])
+			b.ReportMetric(per, name+"-bytes/service")
+			b.Logf("%s: %.0f bytes of resident memory per Service (from %d to %d Services)", name, per, sizes[0], sizes[len(sizes)-1])
+		}
+	}
+	if *benchPlot != "" {
+		series := map[string][]time.Duration{}
+		for name, byN := range results {
+			for n, r := range byN {
+				series[fmt.Sprintf("%s, %d Services", name, n)] = r.lat
+			}
+		}
+		if err := os.WriteFile(*benchPlot, []byte(plotCDF(series)), 0o644); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+// growServices creates Services from index from to to (ClusterIP, over
+// benchNamespaces namespaces, 64 writes at a time) and returns their
+// names.
+func growServices(b *testing.B, api *framework.APIServer, from, to int) []string {
+	b.Helper()
+	c := api.Client()
+	ctx := context.Background()
+	start := time.Now()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for i := range work {
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%06d", i)},
+					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+				if _, err := c.CoreV1().Services(fmt.Sprintf("ns-%02d", i%benchNamespaces)).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for i := from; i < to; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	b.Logf("created Services %d to %d in %s", from, to, time.Since(start).Round(time.Millisecond))
+	var names []string
+	for i := from; i < to; i++ {
+		names = append(names, fmt.Sprintf("svc-%06d.ns-%02d.svc.cluster.local.", i, i%benchNamespaces))
+	}
+	return names
+}
+
+// createAndPoll creates one Service and asks every server for it every
+// 500 µs from the moment the create returns; it returns how long each
+// took to answer with the ClusterIP.
+func createAndPoll(b *testing.B, api *framework.APIServer, name string, servers map[string]string) map[string]time.Duration {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+	created, err := api.Client().CoreV1().Services("ns-00").Create(context.Background(), svc, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	fqdn := name + ".ns-00.svc.cluster.local."
+	var mu sync.Mutex
+	out := map[string]time.Duration{}
+	var wg sync.WaitGroup
+	for server, addr := range servers {
+		wg.Go(func() {
+			c := &dns.Client{Net: "udp", Timeout: time.Second}
+			req := new(dns.Msg)
+			req.SetQuestion(fqdn, dns.TypeA)
+			for {
+				m, _, err := c.Exchange(req, addr)
+				if err == nil && slices.Equal(addrs(m), []string{created.Spec.ClusterIP}) {
+					break
+				}
+				if time.Since(start) > 30*time.Second {
+					b.Errorf("%s: %s not answered 30 s after its creation", server, fqdn)
+					return
+				}
+				time.Sleep(500 * time.Microsecond)
+			}
+			mu.Lock()
+			out[server] = time.Since(start)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// waitAnswer waits until the server at addr answers name.
+func waitAnswer(b *testing.B, addr, name string, timeout time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		m, err := ask(addr, name, time.Second)
+		if err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s does not answer %s after %s", addr, name, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// rssBytes is a process's resident set size.
+func rssBytes(b *testing.B, pid int) float64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for l := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb * 1024
+		}
+	}
+	b.Fatalf("no VmRSS for pid %d", pid)
+	return 0
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(math.Ceil(float64(p)/100*float64(len(sorted))))-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// plotCDF draws each series' latency distribution (the share of new
+// Services answered within x), x on a log scale.
+func plotCDF(series map[string][]time.Duration) string {
+	const w, h, left, bottom, top, right = 720, 380, 60, 50, 30, 230
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range series {
+		for _, d := range s {
+			v := math.Log10(max(ms(d), 0.1))
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	lo, hi = math.Floor(lo), math.Ceil(hi)
+	if hi <= lo {
+		hi = lo + 1
+	}
+	x := func(d time.Duration) float64 {
+		return left + (math.Log10(max(ms(d), 0.1))-lo)/(hi-lo)*float64(w-left-right)
+	}
+	y := func(f float64) float64 { return float64(h-bottom) - f*float64(h-bottom-top) }
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
+	fmt.Fprintf(&s, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	fmt.Fprintf(&s, `<text x="%d" y="18" font-size="14">A new Service: time from the API's answer to the DNS answering it</text>`+"\n", left)
+	fmt.Fprintf(&s, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, h-bottom, w-right, h-bottom)
+	fmt.Fprintf(&s, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, top, left, h-bottom)
+	for e := lo; e <= hi; e++ {
+		d := time.Duration(math.Pow(10, e) * float64(time.Millisecond))
+		fmt.Fprintf(&s, `<line x1="%.0f" y1="%d" x2="%.0f" y2="%d" stroke="#ddd"/>`+"\n", x(d), top, x(d), h-bottom)
+		fmt.Fprintf(&s, `<text x="%.0f" y="%d" text-anchor="middle">%s</text>`+"\n", x(d), h-bottom+18, strconv.FormatFloat(math.Pow(10, e), 'g', -1, 64)+" ms")
+	}
+	for k := 0; k <= 4; k++ {
+		f := float64(k) / 4
+		fmt.Fprintf(&s, `<text x="%d" y="%.0f" text-anchor="end">%d%%</text>`+"\n", left-6, y(f)+4, k*25)
+	}
+	fmt.Fprintf(&s, `<text x="%d" y="%d" text-anchor="middle">latency (log scale); y: share of new Services answered</text>`+"\n", (left+w-right)/2, h-12)
+	colors := []string{"#1f77b4", "#aec7e8", "#d62728", "#ff9896"}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range series {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	// svcnet first, the smaller size first.
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := strings.Compare(strings.SplitN(b, ",", 2)[0], strings.SplitN(a, ",", 2)[0]); c != 0 {
+			return c
+		}
+		return cmp.Or(len(a)-len(b), strings.Compare(a, b))
+	})
+	for i, k := range keys {
+		lat := series[k]
+		var pts []string
+		for j, d := range lat {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(d), y(float64(j)/float64(len(lat))), x(d), y(float64(j+1)/float64(len(lat)))))
+		}
+		c := colors[i%len(colors)]
+		fmt.Fprintf(&s, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), c)
+		fmt.Fprintf(&s, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", w-right+10, top+20+20*i, c, k)
+	}
+	s.WriteString("</svg>\n")
+	return s.String()
+}
