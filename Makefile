@@ -11,6 +11,9 @@ DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputi
 TEST_PACKAGES := qemu-system-x86 busybox-static ipvsadm ipset xz-utils
 # The VM's kernel: Debian's linux-image package, unpacked (not installed).
 VM_KERNEL_DIR := /var/cache/svcnet/vm
+# CoreDNS, built outside our module, for the test that compares its answers
+# with svcnet dns's (test/e2e/dns reads this path, or SVCNET_COREDNS).
+COREDNS := /var/cache/svcnet/coredns/v1.14.7/coredns
 # kubectl versions the end-to-end tests drive (google-cloud-cli's kubectl package).
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
@@ -47,7 +50,7 @@ deps:
 	@command -v kubectl >/dev/null 2>&1 || { echo "installing kubernetes-client (kubectl)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
 
-## test-deps: the Debian packages only the tests use, and the VM's kernel
+## test-deps: the Debian packages only the tests use, the VM's kernel, and CoreDNS
 test-deps:
 	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -56,6 +59,7 @@ test-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 	./hack/vm-kernel.sh $(VM_KERNEL_DIR)
+	./hack/coredns.sh $(COREDNS)
 
 ## check-kubectl: the tests drive the real kubectl, several versions of it
 check-kubectl:

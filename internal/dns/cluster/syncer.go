@@ -231,10 +231,11 @@ func (s *Syncer) serviceChanged(old, cur any) change {
 	return change{relevant: true, services: []string{svc.Namespace + "/" + svc.Name}}
 }
 
-// sliceChanged skips slices of Services that are not headless: the zone
-// answers those with the ClusterIP, so the endpoint churn of ordinary
-// Services (most of all the churn in a cluster) costs no update. A
-// Service that becomes headless is updated by its own event.
+// sliceChanged skips slices of ExternalName Services, which publish no
+// endpoints, and changes the zone cannot see (a node name, the serving
+// condition). Every other Service names its ready endpoints (headless
+// ones in their own name too), so their churn updates just that
+// Service.
 func (s *Syncer) sliceChanged(old, cur any) change {
 	o, _ := old.(*discoveryv1.EndpointSlice)
 	c, _ := cur.(*discoveryv1.EndpointSlice)
@@ -273,7 +274,7 @@ func (s *Syncer) sliceChanged(old, cur any) change {
 }
 
 func usesSlices(svc *corev1.Service) bool {
-	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP == corev1.ClusterIPNone
+	return svc.Spec.Type != corev1.ServiceTypeExternalName
 }
 
 // podChanged compares what trimPod keeps: addresses, phase and DNS

@@ -283,10 +283,10 @@ func TestChangeFilters(t *testing.T) {
 			sl.Endpoints[0].Conditions.Serving = ptrBool(true)
 		}), false},
 		{"headless slice deleted", s.sliceChanged, slice("web", true, nil), nil, true},
-		{"ClusterIP slice readiness", s.sliceChanged, slice("plain", true, nil), slice("plain", false, nil), false},
-		{"ClusterIP slice deleted", s.sliceChanged, slice("plain", true, nil), nil, false},
+		{"ClusterIP slice readiness", s.sliceChanged, slice("plain", true, nil), slice("plain", false, nil), true},
+		{"ClusterIP slice deleted", s.sliceChanged, slice("plain", true, nil), nil, true},
 		{"slice of unknown Service", s.sliceChanged, nil, slice("unknown", true, nil), true},
-		{"slice moved to headless Service", s.sliceChanged, slice("plain", true, nil), slice("plain", true, func(sl *discoveryv1.EndpointSlice) {
+		{"slice moved to another Service", s.sliceChanged, slice("plain", true, nil), slice("plain", true, func(sl *discoveryv1.EndpointSlice) {
 			sl.Labels[discoveryv1.LabelServiceName] = "web"
 		}), true},
 		{"Service added", s.serviceChanged, nil, svc(nil), true},
@@ -317,8 +317,8 @@ func TestChangeFilters(t *testing.T) {
 			if ch.relevant && len(ch.services) == 0 && ch.pod == "" {
 				t.Error("a relevant change names no Service and no Pod")
 			}
-			if ch.relevant && tc.name == "slice moved to headless Service" && !slices.Equal(ch.services, []string{"default/web"}) {
-				t.Errorf("services %v, want the headless one only", ch.services)
+			if ch.relevant && tc.name == "slice moved to another Service" && !slices.Equal(ch.services, []string{"default/plain", "default/web"}) {
+				t.Errorf("services %v, want both", ch.services)
 			}
 		})
 	}

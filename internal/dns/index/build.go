@@ -72,12 +72,16 @@ type builder struct {
 	ttl  uint32
 	c    *contribution
 	seen map[rrKey]struct{}
+	// srvs counts the SRV records made per owner, duplicates included:
+	// CoreDNS spreads the weight over those (two ports of one number
+	// give one record of weight 50).
+	srvs map[string]int
 }
 
 func newBuilder(zone string, ttl uint32) *builder {
 	return &builder{zone: zone, ttl: ttl,
 		c:    &contribution{records: map[string][]record{}, names: map[string]struct{}{}},
-		seen: map[rrKey]struct{}{}}
+		seen: map[rrKey]struct{}{}, srvs: map[string]int{}}
 }
 
 // add puts rr at its owner unless the same data is already there: several
@@ -111,6 +115,7 @@ func (b *builder) ptr(ip netip.Addr, target string) {
 
 func (b *builder) srv(owner, target string, port uint16) {
 	rr := &dns.SRV{Hdr: hdr(owner, dns.TypeSRV, b.ttl), Priority: 0, Weight: 100, Port: port, Target: target}
+	b.srvs[owner]++
 	b.add(rr, strconv.Itoa(int(port))+" "+target)
 }
 
@@ -136,18 +141,12 @@ func (b *builder) done() *contribution {
 			b.c.names[rest] = struct{}{}
 		}
 	}
-	for _, recs := range b.c.records {
-		n := 0
-		for _, r := range recs {
-			if r.rr.Header().Rrtype == dns.TypeSRV {
-				n++
-			}
-		}
+	for owner, n := range b.srvs {
 		if n < 2 {
 			continue
 		}
 		w := uint16(max(1, 100/n))
-		for _, r := range recs {
+		for _, r := range b.c.records[owner] {
 			if srv, ok := r.rr.(*dns.SRV); ok {
 				srv.Weight = w
 			}
@@ -215,20 +214,42 @@ func (b *builder) service(svc *corev1.Service, svcSlices []*discoveryv1.Endpoint
 		// The name exists even before an IP is allocated: NODATA, not
 		// NXDOMAIN, so no client caches the Service as missing.
 		b.node(name)
+		var addrs []netip.Addr
 		for _, s := range ips {
 			ip, err := netip.ParseAddr(s)
 			if err != nil || ip.Zone() != "" {
 				continue
 			}
 			ip = ip.Unmap()
+			addrs = append(addrs, ip)
 			b.addr(name, ip)
 			b.ptr(ip, name)
 		}
 		for _, p := range svc.Spec.Ports {
-			if p.Name == "" || p.Port <= 0 || p.Port > 65535 || !isLabel(p.Name) {
+			if p.Port <= 0 || p.Port > 65535 {
 				continue
 			}
-			b.srv(srvName(p.Name, p.Protocol, name), name, uint16(p.Port))
+			// As CoreDNS: the Service's name has an SRV record for each
+			// port, named or not.
+			b.srv(name, name, uint16(p.Port))
+			if p.Name == "" || !isLabel(p.Name) {
+				continue
+			}
+			owner := srvName(p.Name, p.Protocol, name)
+			b.srv(owner, name, uint16(p.Port))
+			// CoreDNS answers address questions at the SRV names too.
+			for _, ip := range addrs {
+				b.addr(owner, ip)
+			}
+		}
+		// CoreDNS names the ready endpoints of every Service, not only
+		// headless ones, and answers their PTR questions with those
+		// names: <hostname or dashed address>.<service>. The Service's
+		// own name keeps its ClusterIP.
+		for _, e := range endpoints(svc, svcSlices) {
+			epName := cmp.Or(e.host, DashedIP(e.ip)) + "." + name
+			b.addr(epName, e.ip)
+			b.ptr(e.ip, epName)
 		}
 	}
 }
@@ -245,24 +266,29 @@ type endpoint struct {
 	ports []port
 }
 
-// headless publishes the endpoints themselves. With no endpoint to publish
-// the Service name does not exist (the specification asks for NXDOMAIN).
-func (b *builder) headless(svc *corev1.Service, name string, svcSlices []*discoveryv1.EndpointSlice) {
+// endpoints are the Service's endpoints that DNS publishes (ready ones,
+// or all with publishNotReadyAddresses), by address, in address order,
+// each with its hostname and ports. FQDN slices carry no address and are
+// left out.
+func endpoints(svc *corev1.Service, svcSlices []*discoveryv1.EndpointSlice) []*endpoint {
 	byIP := map[netip.Addr]*endpoint{}
 	for _, sl := range svcSlices {
 		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
-			continue // FQDN slices carry no address to publish
+			continue
 		}
 		var ports []port
 		for _, p := range sl.Ports {
-			if p.Name == nil || *p.Name == "" || p.Port == nil || *p.Port <= 0 || *p.Port > 65535 || !isLabel(*p.Name) {
+			if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
 				continue
 			}
-			proto := corev1.ProtocolTCP
-			if p.Protocol != nil {
-				proto = *p.Protocol
+			pt := port{proto: corev1.ProtocolTCP, port: uint16(*p.Port)}
+			if p.Name != nil && isLabel(*p.Name) {
+				pt.name = *p.Name
 			}
-			ports = append(ports, port{*p.Name, proto, uint16(*p.Port)})
+			if p.Protocol != nil {
+				pt.proto = *p.Protocol
+			}
+			ports = append(ports, pt)
 		}
 		for _, ep := range sl.Endpoints {
 			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
@@ -296,8 +322,13 @@ func (b *builder) headless(svc *corev1.Service, name string, svcSlices []*discov
 		eps = append(eps, e)
 	}
 	slices.SortFunc(eps, func(a, b *endpoint) int { return a.ip.Compare(b.ip) })
+	return eps
+}
 
-	for _, e := range eps {
+// headless publishes the endpoints themselves. With no endpoint to publish
+// the Service name does not exist (the specification asks for NXDOMAIN).
+func (b *builder) headless(svc *corev1.Service, name string, svcSlices []*discoveryv1.EndpointSlice) {
+	for _, e := range endpoints(svc, svcSlices) {
 		// The endpoint's own name: its hostname, else its dashed address,
 		// so every SRV target and PTR answer resolves.
 		label := cmp.Or(e.host, DashedIP(e.ip))
@@ -306,7 +337,15 @@ func (b *builder) headless(svc *corev1.Service, name string, svcSlices []*discov
 		b.addr(epName, e.ip)
 		b.ptr(e.ip, epName)
 		for _, p := range e.ports {
-			b.srv(srvName(p.name, p.proto, name), epName, p.port)
+			// As CoreDNS: an SRV record at the Service's name for every
+			// endpoint and port, and address records at the SRV names.
+			b.srv(name, epName, p.port)
+			if p.name == "" {
+				continue
+			}
+			owner := srvName(p.name, p.proto, name)
+			b.srv(owner, epName, p.port)
+			b.addr(owner, e.ip)
 		}
 	}
 }

@@ -150,7 +150,13 @@ func TestResolveRecords(t *testing.T) {
 		{name: "clusterIP AAAA on single-stack is NODATA", qname: "kubernetes.default.svc" + z, qtype: AAAA, ns: soa},
 		{name: "clusterIP MX is NODATA", qname: "kubernetes.default.svc" + z, qtype: dns.TypeMX, ns: soa},
 		{name: "clusterIP ANY", qname: "kubernetes.default.svc" + z, qtype: dns.TypeANY,
-			answer: []string{"kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"}},
+			answer: []string{"kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1",
+				"kubernetes.default.svc.cluster.local. 5 IN SRV 0 100 443 kubernetes.default.svc.cluster.local."},
+			extra: []string{"kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"}},
+		// As CoreDNS: the Service's own name has an SRV record per port.
+		{name: "SRV at the Service's name", qname: "kubernetes.default.svc" + z, qtype: SRV,
+			answer: []string{"kubernetes.default.svc.cluster.local. 5 IN SRV 0 100 443 kubernetes.default.svc.cluster.local."},
+			extra:  []string{"kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"}},
 		{name: "dual-stack A", qname: "dual.default.svc" + z, qtype: A,
 			answer: []string{"dual.default.svc.cluster.local. 5 IN A 10.96.0.30"}},
 		{name: "dual-stack AAAA", qname: "dual.default.svc" + z, qtype: AAAA,
@@ -175,7 +181,9 @@ func TestResolveRecords(t *testing.T) {
 		{name: "SRV wrong protocol", qname: "_https._udp.kubernetes.default.svc" + z, qtype: SRV, rcode: NX, ns: soa},
 		{name: "SRV of pending service without IP", qname: "_http._tcp.pending.default.svc" + z, qtype: SRV,
 			answer: []string{"_http._tcp.pending.default.svc.cluster.local. 5 IN SRV 0 100 80 pending.default.svc.cluster.local."}},
-		{name: "SRV name asked for A is NODATA", qname: "_https._tcp.kubernetes.default.svc" + z, qtype: A, ns: soa},
+		// As CoreDNS: address questions at SRV names get the addresses.
+		{name: "SRV name asked for A", qname: "_https._tcp.kubernetes.default.svc" + z, qtype: A,
+			answer: []string{"_https._tcp.kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"}},
 		{name: "protocol label is an empty non-terminal", qname: "_tcp.kubernetes.default.svc" + z, qtype: SRV, ns: soa},
 
 		// 2.3.3 / 2.4.3 PTR
@@ -213,11 +221,13 @@ func TestResolveRecords(t *testing.T) {
 			answer: []string{"10-244-0-2.web.default.svc.cluster.local. 5 IN A 10.244.0.2"}},
 		{name: "headless endpoint with hostname has no dashed name", qname: "10-244-0-1.web.default.svc" + z, qtype: A, rcode: NX, ns: soa},
 		{name: "not-ready endpoint is not published", qname: "10-244-0-3.web.default.svc" + z, qtype: A, rcode: NX, ns: soa},
+		// The weight is CoreDNS's: spread over the records before
+		// duplicates go (an endpoint listed by two slices counts twice).
 		{name: "headless SRV: one per endpoint", qname: "_http._tcp.web.default.svc" + z, qtype: SRV,
 			answer: []string{
-				"_http._tcp.web.default.svc.cluster.local. 5 IN SRV 0 33 8080 web-0.web.default.svc.cluster.local.",
-				"_http._tcp.web.default.svc.cluster.local. 5 IN SRV 0 33 8080 10-244-0-2.web.default.svc.cluster.local.",
-				"_http._tcp.web.default.svc.cluster.local. 5 IN SRV 0 33 8080 web-2.web.default.svc.cluster.local.",
+				"_http._tcp.web.default.svc.cluster.local. 5 IN SRV 0 25 8080 web-0.web.default.svc.cluster.local.",
+				"_http._tcp.web.default.svc.cluster.local. 5 IN SRV 0 25 8080 10-244-0-2.web.default.svc.cluster.local.",
+				"_http._tcp.web.default.svc.cluster.local. 5 IN SRV 0 25 8080 web-2.web.default.svc.cluster.local.",
 			},
 			extra: []string{
 				"web-0.web.default.svc.cluster.local. 5 IN A 10.244.0.1",

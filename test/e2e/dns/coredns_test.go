@@ -47,7 +47,7 @@ func startCoreDNS(b *testing.B, bin, cpus, kubeconfig, upstream string) *coreDNS
 }
 
 // freePort is a loopback port free for UDP and TCP a moment ago.
-func freePort(b *testing.B) int {
+func freePort(b testing.TB) int {
 	b.Helper()
 	for range 20 {
 		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
