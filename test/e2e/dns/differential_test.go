@@ -218,7 +218,9 @@ func differentialFixtures(t *testing.T, api *framework.APIServer) []question {
 	slice("default", "pnr", []discoveryv1.EndpointPort{dnstest.SlicePort("http", tcp, 80)},
 		dnstest.Endpoint{IP: "10.244.3.10", Hostname: "pnr-0", NotReady: true})
 	svc("default", "empty", corev1.ClusterIPNone, nil, port("http", tcp, 80))
-	svc("default", "ext", "", func(s *corev1.Service) { s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "www.example.org" })
+	svc("default", "ext", "", func(s *corev1.Service) {
+		s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "www.example.org"
+	})
 	svc("default", "alias", "", func(s *corev1.Service) {
 		s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "web.default.svc.cluster.local"
 	})
