@@ -36,10 +36,9 @@ const (
 
 // DefaultWindow is how long the syncer waits after a change for more
 // before it publishes a snapshot: an update costs tens of microseconds,
-// so the window is there only to let a burst of events that arrive
-// together (a rollout's slice updates) share one snapshot, and so one
-// emptied memo of answers.
-const DefaultWindow = time.Millisecond
+// so the window only lets events that arrive together (a rollout's slice
+// updates, delivered in one read of the watch) share a snapshot.
+const DefaultWindow = 100 * time.Microsecond
 
 // SyncOptions configure a Syncer.
 type SyncOptions struct {

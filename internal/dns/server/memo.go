@@ -54,8 +54,10 @@ type memoEntry struct {
 
 // maxMemo bounds the memo, so a client asking random names costs at most
 // this many entries (a few hundred bytes each); a full memo starts again
-// empty.
-const maxMemo = 50000
+// empty. It holds every Service name of a zone of 100,000 with room to
+// spare: a smaller one, asked for all of them, would start again empty
+// every few seconds and answer most questions the long way.
+const maxMemo = 250000
 
 func newMemo() *memo {
 	m := &memo{}

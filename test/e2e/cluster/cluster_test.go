@@ -26,7 +26,7 @@ import (
 
 // localCluster is a cluster made by `svcnet up` for one test.
 type localCluster struct {
-	t       *testing.T
+	t       testing.TB
 	name    string
 	home    string
 	bin     string
@@ -36,17 +36,17 @@ type localCluster struct {
 // up creates a cluster without the ingress add-on: most tests do not use
 // it, and on two cores its pods' CPU is taken from the clusters of the
 // tests running beside them. upWithIngress keeps it.
-func up(t *testing.T, nodes int, extra ...string) *localCluster {
+func up(t testing.TB, nodes int, extra ...string) *localCluster {
 	t.Helper()
 	return upCluster(t, nodes, append([]string{"--no-ingress"}, extra...)...)
 }
 
-func upWithIngress(t *testing.T, nodes int, extra ...string) *localCluster {
+func upWithIngress(t testing.TB, nodes int, extra ...string) *localCluster {
 	t.Helper()
 	return upCluster(t, nodes, extra...)
 }
 
-func upCluster(t *testing.T, nodes int, extra ...string) *localCluster {
+func upCluster(t testing.TB, nodes int, extra ...string) *localCluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("svcnet up needs root (network namespaces); CI runs as root")

@@ -449,7 +449,7 @@ func (c *localCluster) vantage(s socket) (from, addr string) {
 	}
 }
 
-func podIP(t *testing.T, ns string) string {
+func podIP(t testing.TB, ns string) string {
 	out, err := exec.Command("ip", "-n", ns, "-4", "-o", "addr", "show", "dev", "eth0").Output()
 	if err != nil {
 		t.Fatalf("address of %s: %v", ns, err)
