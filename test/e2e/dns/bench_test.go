@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -390,46 +389,25 @@ func echoLoop(pc *ipv4.PacketConn) {
 	}
 }
 
-// createBenchServices makes benchServices ClusterIP Services over
-// benchNamespaces namespaces, 64 writes at a time, and returns their
-// names.
+// createBenchServices makes benchNamespaces namespaces and
+// benchServices ClusterIP Services over them, and returns their names.
 func createBenchServices(b *testing.B, api *framework.APIServer) []string {
 	b.Helper()
+	createBenchNamespaces(b, api)
+	return growServices(b, api, 0, benchServices)
+}
+
+// createBenchNamespaces makes the namespaces ns-00 … that the
+// benchmarks' Services go in.
+func createBenchNamespaces(b *testing.B, api *framework.APIServer) {
+	b.Helper()
 	c := api.Client()
-	ctx := context.Background()
 	for i := range benchNamespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns-%02d", i)}}
-		if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	start := time.Now()
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Go(func() {
-			for i := range work {
-				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%05d", i)},
-					Spec: corev1.ServiceSpec{Selector: map[string]string{"app": strconv.Itoa(i)},
-						Ports: []corev1.ServicePort{{Name: "http", Port: 80}, {Name: "https", Port: 443}}}}
-				ns := fmt.Sprintf("ns-%02d", i%benchNamespaces)
-				if _, err := c.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-					b.Error(err)
-				}
-			}
-		})
-	}
-	for i := range benchServices {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	b.Logf("created %d Services in %s", benchServices, time.Since(start).Round(time.Millisecond))
-	var names []string
-	for i := range benchServices {
-		names = append(names, fmt.Sprintf("svc-%05d.ns-%02d.svc.cluster.local.", i, i%benchNamespaces))
-	}
-	return names
 }
 
 // writeQueries writes a dnsperf data file: the names in random order, so

@@ -63,12 +63,6 @@ func BenchmarkDNSPropagation(b *testing.B) {
 	if _, err := client.CoreV1().Services("kube-system").Create(ctx, kubeDNS, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	for i := range benchNamespaces {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns-%02d", i)}}
-		if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	up := dnstest.StartUpstream(b)
 	type result struct {
 		lat []time.Duration
@@ -84,6 +78,7 @@ func BenchmarkDNSPropagation(b *testing.B) {
 		}
 		sizes = append(sizes, n)
 	}
+	createBenchNamespaces(b, api)
 	var names []string
 	for _, n := range sizes {
 		names = append(names, growServices(b, api, len(names), n)...)
