@@ -7,7 +7,12 @@
 set -euo pipefail
 out=${1:?usage: coredns.sh PATH}
 version=v1.14.7
-if [ -x "$out" ] && "$out" -version 2>/dev/null | grep -q "CoreDNS-${version#v}"; then exit 0; fi
+if [ -x "$out" ]; then
+	# Read whole, not piped into grep -q: with pipefail, grep leaving early
+	# would fail the check.
+	have=$("$out" -version 2>/dev/null || true)
+	case "$have" in *"CoreDNS-${version#v}"*) exit 0 ;; esac
+fi
 dir=$(dirname "$out")
 mkdir -p "$dir"
 work=$(mktemp -d "$dir/.svcnet-coredns-XXXXXX")
