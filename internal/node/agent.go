@@ -82,11 +82,12 @@ type Config struct {
 	EndpointDrainDelay time.Duration
 }
 
-// DefaultEndpointDrainDelay covers the endpoint controller's update and
-// every node's proxy sync (100 ms least interval): well under a second on
-// an idle machine, but once over a second while the whole test suite ran
-// on 2 cores (a rollout lost 5 requests), hence twice that.
-const DefaultEndpointDrainDelay = 2 * time.Second
+// DefaultEndpointDrainDelay covers every node's proxy applying the
+// EndpointSlice change once the slices stop offering the pod (watch
+// delivery plus a sync, 100 ms least interval): well under a second on an
+// idle machine, but over two seconds once while the whole test suite ran
+// on 2 cores (a rollout lost 3–6 requests per path with 2 s), hence 3 s.
+const DefaultEndpointDrainDelay = 3 * time.Second
 
 // Agent is a running node agent.
 type Agent struct {
