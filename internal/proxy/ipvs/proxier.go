@@ -107,8 +107,6 @@ type Proxier struct {
 	// written is the state the kernel last matched; nil until a full sync
 	// succeeds and after any failure, so that the next sync is full.
 	written    *State
-	lastSets   map[string][]string // set contents last written
-	lastRules  string
 	lastFull   time.Time
 	lastCanary time.Time
 	full       bool // the last sync was full
@@ -240,7 +238,7 @@ func (p *Proxier) sync(ctx context.Context) (proxy.SyncResult, *State, error) {
 	res, st, err := p.syncOnce(ctx)
 	if err != nil {
 		// What the kernel holds is unknown now: compare it all next time.
-		p.written, p.lastSets, p.lastRules = nil, nil, ""
+		p.written = nil
 	}
 	return res, st, err
 }
@@ -281,15 +279,17 @@ func (p *Proxier) syncOnce(ctx context.Context) (proxy.SyncResult, *State, error
 			p.full = true
 		}
 	}
+	// prev is what a partial sync compares with; a full sync compares
+	// with nothing, and so rewrites every set and the rules, and checks
+	// the jumps (one iptables process each, so not at every sync).
+	prev := p.written
 	if p.full {
-		// The jumps (one iptables process each, so not at every sync),
-		// every set and the rules.
-		p.lastRules, p.lastSets = "", nil
+		prev = nil
 		if err := p.ensureJumps(ctx); err != nil {
 			return proxy.SyncResult{}, nil, err
 		}
 	}
-	if err := p.writeSets(ctx, st.Sets); err != nil {
+	if err := p.writeSets(ctx, st.Sets, prev); err != nil {
 		return proxy.SyncResult{}, nil, err
 	}
 	var bound []netip.Addr
@@ -319,11 +319,10 @@ func (p *Proxier) syncOnce(ctx context.Context) (proxy.SyncResult, *State, error
 	if err != nil {
 		return proxy.SyncResult{}, nil, err
 	}
-	if st.Rules != p.lastRules {
+	if prev == nil || st.Rules != prev.Rules {
 		if err := p.cfg.IPTables.Restore(ctx, []byte(st.Rules)); err != nil {
 			return proxy.SyncResult{}, nil, err
 		}
-		p.lastRules = st.Rules
 	}
 	// Addresses leave only once the rules no longer name them (st's are
 	// sorted).
@@ -398,36 +397,33 @@ func (p *Proxier) ensureJumps(ctx context.Context) error {
 	return nil
 }
 
-// writeSets writes the sets whose contents changed since the last write:
-// new ones (all of them after a full sync) created and filled whole,
-// known ones by adding and deleting only the entries that changed.
-func (p *Proxier) writeSets(ctx context.Context, sets []ipset.Set) error {
+// writeSets writes the sets whose contents differ from prev's (every
+// set when prev is nil): sets prev lacks created and filled whole, the
+// others by adding and deleting only the entries that changed.
+func (p *Proxier) writeSets(ctx context.Context, sets []ipset.Set, prev *State) error {
+	last := map[string][]string{}
+	if prev != nil {
+		for _, s := range prev.Sets {
+			last[s.Name] = s.Entries
+		}
+	}
 	var whole []ipset.Set
 	var deltas []ipset.Delta
 	for _, s := range sets {
-		last, ok := p.lastSets[s.Name]
+		was, ok := last[s.Name]
 		switch {
 		case !ok:
 			whole = append(whole, s)
-		case !slices.Equal(last, s.Entries):
+		case !slices.Equal(was, s.Entries):
 			d := ipset.Delta{Name: s.Name, Comment: s.Comment}
-			d.Add, d.Del = difference(s.Entries, last), difference(last, s.Entries)
+			d.Add, d.Del = difference(s.Entries, was), difference(was, s.Entries)
 			deltas = append(deltas, d)
 		}
 	}
 	if err := p.cfg.Sets.Restore(ctx, whole); err != nil {
 		return err
 	}
-	if err := p.cfg.Sets.Update(ctx, deltas); err != nil {
-		return err
-	}
-	if p.lastSets == nil {
-		p.lastSets = map[string][]string{}
-	}
-	for _, s := range sets {
-		p.lastSets[s.Name] = s.Entries
-	}
-	return nil
+	return p.cfg.Sets.Update(ctx, deltas)
 }
 
 // difference is the entries of a that b lacks.

@@ -67,7 +67,7 @@ func freePort(b testing.TB) int {
 }
 
 // startCoreDNSConf is startCoreDNS with or without the cache plugin.
-func startCoreDNSConf(b *testing.B, bin, cpus, kubeconfig, upstream string, cache bool) *coreDNS {
+func startCoreDNSConf(b testing.TB, bin, cpus, kubeconfig, upstream string, cache bool) *coreDNS {
 	b.Helper()
 	conf := corefile
 	if !cache {

@@ -16,6 +16,7 @@ import (
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy"
+	"github.com/svcnet/svcnet/internal/proxy/app"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
@@ -134,14 +135,8 @@ func newModeSyncer(b *testing.B, mode string, ns *framework.Netns, tr *svcstate.
 	ex := &utiliptables.Exec{Binary: "iptables"}
 	switch mode {
 	case "iptables":
-		maxChains := 0
-		if err := ns.Do(func() error {
-			backend, err := ex.Backend(context.Background())
-			if err == nil && backend == utiliptables.BackendNFT {
-				maxChains, ex.EarlyCommit = 1000, true // as startIPTables
-			}
-			return err
-		}); err != nil {
+		var maxChains int
+		if err := ns.Do(func() (err error) { maxChains, err = app.TuneIPTables(context.Background(), ex); return err }); err != nil {
 			b.Fatal(err)
 		}
 		p, err := iptables.NewProxier(iptables.ProxierConfig{Rules: iptables.Config{Node: benchNode, NodeIPs: nodeIPs, ClusterCIDR: cidr},
