@@ -11,11 +11,14 @@ import (
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,6 +49,9 @@ var groups = []group{
 	{coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme},
 	{discoveryv1.SchemeGroupVersion, discoveryv1.AddToScheme},
 	{networkingv1.SchemeGroupVersion, networkingv1.AddToScheme},
+	{rbacv1.SchemeGroupVersion, rbacv1.AddToScheme},
+	{authenticationv1.SchemeGroupVersion, authenticationv1.AddToScheme},
+	{authorizationv1.SchemeGroupVersion, authorizationv1.AddToScheme},
 }
 
 func init() {

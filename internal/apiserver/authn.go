@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 )
 
@@ -23,19 +24,29 @@ import (
 // tokens of tokenFile (kube-apiserver's --token-auth-file format). Requests
 // without credentials are anonymous only on the public paths; anywhere
 // else they get 401.
-func newAuthenticator(ca *x509.CertPool, tokenFile string) (authenticator.Request, error) {
+// APIAudience is the audience of the API server's own tokens, as
+// kube-apiserver's default (its --service-account-issuer).
+const APIAudience = "https://kubernetes.default.svc.cluster.local"
+
+// newAuthenticator accepts client certificates signed by ca and bearer
+// tokens; it also returns the token authenticator alone (TokenReview).
+func newAuthenticator(ca *x509.CertPool, tokenFile string) (authenticator.Request, authenticator.Token, error) {
 	auths := []authenticator.Request{
 		x509request.New(x509.VerifyOptions{Roots: ca, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 			x509request.CommonNameUserConversion),
 	}
+	var tokenAuths []authenticator.Token
 	if tokenFile != "" {
 		tokens, err := tokenfile.NewCSV(tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("token auth file %s: %w", tokenFile, err)
+			return nil, nil, fmt.Errorf("token auth file %s: %w", tokenFile, err)
 		}
-		auths = append(auths, bearertoken.New(tokens))
+		tokenAuths = append(tokenAuths, tokens)
 	}
-	return union.New(group.NewAuthenticatedGroupAdder(union.New(auths...)), publicAnonymous{}), nil
+	tokens := tokenunion.New(tokenAuths...)
+	auths = append(auths, bearertoken.New(tokens))
+	return union.New(group.NewAuthenticatedGroupAdder(union.New(auths...)), publicAnonymous{}),
+		group.NewTokenGroupAdder(tokens, []string{user.AllAuthenticated}), nil
 }
 
 // publicAnonymous authenticates credential-less requests for the public

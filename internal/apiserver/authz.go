@@ -2,84 +2,36 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-)
 
-var (
-	readVerbs = []string{"get", "list", "watch"}
-	// publicPaths are readable without credentials, like kube-apiserver's
-	// system:public-info-viewer role.
-	publicPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
+	"github.com/svcnet/svcnet/internal/rbac"
 )
 
 // PodNodeFunc returns the node a pod is bound to.
 type PodNodeFunc func(ctx context.Context, namespace, name string) (string, error)
 
-// Authorizer decides by identity: a fixed set of rules per role, the way
-// kube-apiserver's default RBAC roles and its Node authorizer do, without
-// the RBAC objects.
+// Authorizer decides as kube-apiserver with --authorization-mode=Node,RBAC:
+// system:masters may do anything; node agents get the Node authorizer's
+// share; everyone else what their RBAC bindings grant.
 type Authorizer struct {
 	// PodNode looks up where a pod runs, for the node rules.
 	PodNode PodNodeFunc
+	// RBAC decides by Roles and bindings.
+	RBAC *rbac.Authorizer
+	// rbacSynced reports whether RBAC's objects are loaded; until they
+	// are, a request waits for them (briefly) rather than being denied.
+	rbacSynced func(ctx context.Context) bool
 }
 
-// rule allows verbs on resources ("*" for any; "pods/status" for a
-// subresource) in API groups ("*" for any).
-type rule struct {
-	groups, resources, verbs []string
-}
-
-func (r rule) allows(a authorizer.Attributes) bool {
-	res := a.GetResource()
-	if a.GetSubresource() != "" {
-		res += "/" + a.GetSubresource()
-	}
-	return match(r.groups, a.GetAPIGroup()) && match(r.resources, res) && match(r.verbs, a.GetVerb())
-}
-
-func match(list []string, v string) bool {
-	return slices.Contains(list, "*") || slices.Contains(list, v)
-}
-
-var (
-	readAll       = rule{[]string{"*"}, []string{"*"}, readVerbs}
-	writeEvents   = rule{[]string{"", "events.k8s.io"}, []string{"events"}, []string{"create", "update", "patch"}}
-	leaderLeases  = rule{[]string{"coordination.k8s.io"}, []string{"leases"}, []string{"get", "list", "watch", "create", "update", "patch"}}
-	serviceReader = rule{[]string{"", "discovery.k8s.io"}, []string{"services", "endpoints", "endpointslices", "nodes"}, readVerbs}
-)
-
-// roles by user name.
-var userRules = map[string][]rule{
-	ControllerManagerUser: {{[]string{"*"}, []string{"*"}, []string{"*"}}},
-	SchedulerUser: {
-		readAll, writeEvents, leaderLeases,
-		{[]string{""}, []string{"pods/binding", "bindings"}, []string{"create"}},
-		{[]string{""}, []string{"pods/status"}, []string{"update", "patch"}},
-	},
-	ProxyUser: {serviceReader, writeEvents},
-	DNSUser: {
-		serviceReader,
-		// configmaps: kube-system/kube-dns's stubDomains and
-		// upstreamNameservers, as kube-dns reads them.
-		{[]string{""}, []string{"pods", "namespaces", "configmaps"}, readVerbs},
-	},
-	IngressUser: {
-		serviceReader, writeEvents, leaderLeases,
-		{[]string{"networking.k8s.io"}, []string{"ingresses", "ingressclasses"}, readVerbs},
-		{[]string{"networking.k8s.io"}, []string{"ingresses/status"}, []string{"update", "patch"}},
-		{[]string{""}, []string{"secrets", "configmaps", "pods"}, readVerbs},
-	},
-}
-
-// roles by group.
-var groupRules = map[string][]rule{
-	ProxyGroup: {serviceReader, writeEvents},
-}
+var writeEvents = rbacv1.PolicyRule{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}}
 
 // Authorize implements authorizer.Authorizer.
 func (z *Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
@@ -91,56 +43,18 @@ func (z *Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (au
 	if slices.Contains(groups, user.SystemPrivilegedGroup) {
 		return authorizer.DecisionAllow, "", nil
 	}
-	if !a.IsResourceRequest() {
-		return z.nonResource(u, a)
-	}
-	if slices.Contains(groups, ViewerGroup) {
-		if slices.Contains(readVerbs, a.GetVerb()) && a.GetResource() != "secrets" {
-			return authorizer.DecisionAllow, "", nil
-		}
-		return authorizer.DecisionDeny, "the viewer role may only read, and not Secrets", nil
-	}
-	for _, r := range userRules[u.GetName()] {
-		if r.allows(a) {
-			return authorizer.DecisionAllow, "", nil
+	if node, ok := strings.CutPrefix(u.GetName(), NodeUserPrefix); ok && slices.Contains(groups, NodeGroup) && a.IsResourceRequest() {
+		if d, reason, err := z.authorizeNode(ctx, node, a); d != authorizer.DecisionNoOpinion || err != nil {
+			return d, reason, err
 		}
 	}
-	for _, g := range groups {
-		for _, r := range groupRules[g] {
-			if r.allows(a) {
-				return authorizer.DecisionAllow, "", nil
-			}
-		}
-	}
-	if node, ok := strings.CutPrefix(u.GetName(), NodeUserPrefix); ok && slices.Contains(groups, NodeGroup) {
-		return z.authorizeNode(ctx, node, a)
-	}
-	return authorizer.DecisionNoOpinion, "", nil
-}
-
-func (z *Authorizer) nonResource(u user.Info, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	path := a.GetPath()
-	if a.GetVerb() != "get" {
+	if z.RBAC == nil {
 		return authorizer.DecisionNoOpinion, "", nil
 	}
-	for _, p := range publicPaths {
-		if path == p || strings.HasPrefix(path, p+"/") {
-			return authorizer.DecisionAllow, "", nil
-		}
+	if z.rbacSynced != nil && !z.rbacSynced(ctx) {
+		return authorizer.DecisionNoOpinion, "RBAC: the roles and bindings are not loaded yet", nil
 	}
-	if u.GetName() == user.Anonymous {
-		return authorizer.DecisionNoOpinion, "", nil
-	}
-	// Discovery and OpenAPI are readable by every authenticated user.
-	for _, p := range []string{"/api", "/apis", "/openapi"} {
-		if path == p || strings.HasPrefix(path, p+"/") {
-			return authorizer.DecisionAllow, "", nil
-		}
-	}
-	if path == "/metrics" && (slices.Contains(u.GetGroups(), ViewerGroup) || u.GetName() == ControllerManagerUser) {
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionNoOpinion, "", nil
+	return z.RBAC.Authorize(ctx, a)
 }
 
 // authorizeNode is the node agent's share, like kube-apiserver's Node
@@ -155,7 +69,7 @@ func (z *Authorizer) authorizeNode(ctx context.Context, node string, a authorize
 		return authorizer.DecisionAllow, "", nil
 	}
 	switch {
-	case writeEvents.allows(a):
+	case rbac.RuleAllows(&writeEvents, a):
 		return authorizer.DecisionAllow, "", nil
 	case a.GetAPIGroup() == "" && res == "nodes":
 		if verb == "create" || a.GetName() == node {
@@ -196,4 +110,29 @@ func (z *Authorizer) ConditionsAwareAuthorize(ctx context.Context, a authorizer.
 // EvaluateConditions implements authorizer.Authorizer.
 func (z *Authorizer) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
 	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
+// RulesFor implements review.RuleResolver: the rules of a user's RBAC
+// bindings; system:masters may do anything; what the Node authorizer
+// grants is not listed (the answer is then incomplete).
+func (z *Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizationv1.ResourceRule, []authorizationv1.NonResourceRule, bool, error) {
+	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
+		return []authorizationv1.ResourceRule{{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
+			[]authorizationv1.NonResourceRule{{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, false, nil
+	}
+	incomplete := slices.Contains(u.GetGroups(), NodeGroup)
+	if z.RBAC == nil || (z.rbacSynced != nil && !z.rbacSynced(ctx)) {
+		return nil, nil, true, nil
+	}
+	rules, errs := z.RBAC.RulesFor(u, namespace)
+	var res []authorizationv1.ResourceRule
+	var nonRes []authorizationv1.NonResourceRule
+	for _, r := range rules {
+		if len(r.NonResourceURLs) > 0 {
+			nonRes = append(nonRes, authorizationv1.NonResourceRule{Verbs: r.Verbs, NonResourceURLs: r.NonResourceURLs})
+			continue
+		}
+		res = append(res, authorizationv1.ResourceRule{Verbs: r.Verbs, APIGroups: r.APIGroups, Resources: r.Resources, ResourceNames: r.ResourceNames})
+	}
+	return res, nonRes, incomplete || len(errs) > 0, errors.Join(errs...)
 }

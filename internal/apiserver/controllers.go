@@ -10,12 +10,13 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/svcnet/svcnet/internal/controller/clusterroleaggregation"
 	"github.com/svcnet/svcnet/internal/controller/garbagecollector"
 	"github.com/svcnet/svcnet/internal/controller/namespace"
 )
 
-// startLifecycleControllers runs the namespace controller and the garbage
-// collector inside the API server. In Kubernetes they belong to
+// startLifecycleControllers runs the namespace controller, the garbage
+// collector and the ClusterRole aggregation inside the API server. In Kubernetes they belong to
 // kube-controller-manager; svcnet keeps them with the server so that
 // namespace deletion and cascading deletion work with the API server
 // alone.
@@ -34,8 +35,10 @@ func startLifecycleControllers(hookCtx genericapiserver.PostStartHookContext) er
 	}
 	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
 	ns := namespace.New(client, meta, factory)
+	agg := clusterroleaggregation.New(client, factory)
 	factory.Start(hookCtx.Done())
 	go ns.Run(hookCtx)
+	go agg.Run(hookCtx)
 
 	gc, err := garbagecollector.New(meta, client.Discovery())
 	if err != nil {

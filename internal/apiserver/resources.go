@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -19,6 +20,8 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/core"
 	"github.com/svcnet/svcnet/internal/registry/discovery"
 	"github.com/svcnet/svcnet/internal/registry/networking"
+	"github.com/svcnet/svcnet/internal/registry/rbac"
+	"github.com/svcnet/svcnet/internal/registry/review"
 	"github.com/svcnet/svcnet/internal/registry/service"
 )
 
@@ -29,6 +32,7 @@ var plainKinds = []*registry.Kind{
 	discovery.EndpointSlice,
 	networking.Ingress, networking.IngressClass,
 	coordination.Lease,
+	rbac.Role, rbac.ClusterRole, rbac.RoleBinding, rbac.ClusterRoleBinding,
 }
 
 // resources builds every served endpoint, keyed by group then by
@@ -39,7 +43,14 @@ type resources struct {
 	podNode PodNodeFunc
 }
 
-func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators, nodeOpts NodeOptions, ca *pki.CA) (*resources, error) {
+// reviewers answer the review kinds.
+type reviewers struct {
+	authz     *Authorizer
+	tokens    authenticator.Token
+	audiences authenticator.Audiences
+}
+
+func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators, nodeOpts NodeOptions, ca *pki.CA, rv reviewers) (*resources, error) {
 	r := &resources{byGroup: map[string]map[string]rest.Storage{}}
 	add := func(k *registry.Kind, sub string, s rest.Storage) {
 		g := k.Resource.Group
@@ -112,7 +123,29 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		add(k, "status", registry.NewStatusREST(k, store))
 		add(k, "scale", &apps.ScaleREST{Store: store})
 	}
+
+	r.byGroup["authorization.k8s.io"] = map[string]rest.Storage{
+		"selfsubjectaccessreviews":  review.NewSelfSubjectAccessReview(rv.authz),
+		"selfsubjectrulesreviews":   review.NewSelfSubjectRulesReview(rv.authz),
+		"subjectaccessreviews":      review.NewSubjectAccessReview(rv.authz),
+		"localsubjectaccessreviews": review.NewLocalSubjectAccessReview(rv.authz),
+	}
+	r.byGroup["authentication.k8s.io"] = map[string]rest.Storage{
+		"selfsubjectreviews": review.NewSelfSubjectReview(),
+		"tokenreviews":       review.NewTokenReview(rv.tokens, rv.audiences),
+	}
 	return r, nil
+}
+
+// served lists the served resources by group, for the default policy.
+func (r *resources) served() served {
+	out := served{}
+	for g, m := range r.byGroup {
+		for path := range m {
+			out[g] = append(out[g], path)
+		}
+	}
+	return out
 }
 
 // install serves the resources on s: the core group under /api, the
@@ -124,7 +157,8 @@ func (r *resources) install(s *genericapiserver.GenericAPIServer) error {
 		return fmt.Errorf("install core API: %w", err)
 	}
 	var groups []*genericapiserver.APIGroupInfo
-	for _, g := range []string{"apps", "coordination.k8s.io", "discovery.k8s.io", "networking.k8s.io"} {
+	for _, g := range []string{"apps", "coordination.k8s.io", "discovery.k8s.io", "networking.k8s.io",
+		"rbac.authorization.k8s.io", "authentication.k8s.io", "authorization.k8s.io"} {
 		info := genericapiserver.NewDefaultAPIGroupInfo(g, apis.Scheme, apis.ParameterCodec, apis.Codecs)
 		info.VersionedResourcesStorageMap["v1"] = r.byGroup[g]
 		groups = append(groups, &info)

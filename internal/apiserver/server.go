@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -40,6 +41,7 @@ import (
 	"github.com/svcnet/svcnet/internal/apiserver/openapi"
 	"github.com/svcnet/svcnet/internal/etcd"
 	"github.com/svcnet/svcnet/internal/pki"
+	"github.com/svcnet/svcnet/internal/rbac"
 	"github.com/svcnet/svcnet/internal/registry/service"
 )
 
@@ -242,11 +244,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	config.Authentication.Authenticator, err = newAuthenticator(pool, tokenFile)
+	var tokens authenticator.Token
+	config.Authentication.Authenticator, tokens, err = newAuthenticator(pool, tokenFile)
 	if err != nil {
 		s.close()
 		return nil, err
 	}
+	config.Authentication.APIAudiences = authenticator.Audiences{APIAudience}
 	authz := &Authorizer{}
 	config.Authorization.Authorizer = authz
 	genericapiserver.AuthorizeClientBearerToken(config.LoopbackClientConfig, &config.Authentication, &config.Authorization)
@@ -317,9 +321,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.close()
 		return nil, err
 	}
-	config.AdmissionControl = admission.NewChainHandler(nsLifecycle, newDefaultIngressClass(informerFactory))
+	rbacLister := newInformerLister(informerFactory)
+	authz.RBAC, authz.rbacSynced = &rbac.Authorizer{Lister: rbacLister}, rbacLister.waitSynced
+	config.AdmissionControl = admission.NewChainHandler(nsLifecycle, newDefaultIngressClass(informerFactory), newEscalation(authz))
 
-	res, err := buildResources(config.RESTOptionsGetter, alloc, opts.Nodes, ca)
+	res, err := buildResources(config.RESTOptionsGetter, alloc, opts.Nodes, ca,
+		reviewers{authz: authz, tokens: tokens, audiences: config.Authentication.APIAudiences})
 	if err != nil {
 		s.close()
 		return nil, err
@@ -340,6 +347,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	serveNoCRDs(s.generic)
 	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), advertise: opts.AdvertiseAddress, port: port}
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
+	policy := &policyHook{roles: defaultClusterRoles(res.served()), bindings: defaultClusterRoleBindings()}
+	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
 	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", startLifecycleControllers)
 	s.generic.AddPostStartHookOrDie("svcnet-allocator-repair", func(ctx genericapiserver.PostStartHookContext) error {
 		return alloc.Repair(ctx)
