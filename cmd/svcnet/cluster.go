@@ -64,20 +64,43 @@ func newDownCommand() *cobra.Command {
 
 func newKubeconfigCommand() *cobra.Command {
 	name := "svcnet"
+	var user string
+	var groups []string
 	cmd := &cobra.Command{
 		Use:   "kubeconfig",
-		Short: "Print the path of a local cluster's admin kubeconfig",
-		Args:  cobra.NoArgs,
+		Short: "Print the path of a local cluster's admin kubeconfig, or make one for a user",
+		Long: `Print the path of a local cluster's admin kubeconfig (system:masters).
+
+With --user, write a kubeconfig with a client certificate for that user (and
+--group groups) and print its path: the user may then do what RBAC bindings
+grant, nothing else, e.g.
+
+  kubectl create rolebinding alice-view --clusterrole=view --user=alice -n default
+  kubectl --kubeconfig "$(svcnet kubeconfig --user alice)" get pods`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := cluster.StateOf(name)
 			if !st.Exists() {
 				return fmt.Errorf("no cluster %q (svcnet up --name %s creates it)", name, name)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), st.Kubeconfig())
+			if user == "" {
+				if len(groups) > 0 {
+					return fmt.Errorf("--group goes with --user")
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), st.Kubeconfig())
+				return nil
+			}
+			path, err := st.UserKubeconfig(user, groups)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), path)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", name, "cluster name")
+	cmd.Flags().StringVar(&user, "user", "", "make a kubeconfig for this user (a client certificate signed by the cluster CA)")
+	cmd.Flags().StringSliceVar(&groups, "group", nil, "groups of --user (repeatable)")
 	return cmd
 }
 

@@ -30,7 +30,7 @@ const APIAudience = "https://kubernetes.default.svc.cluster.local"
 
 // newAuthenticator accepts client certificates signed by ca and bearer
 // tokens; it also returns the token authenticator alone (TokenReview).
-func newAuthenticator(ca *x509.CertPool, tokenFile string) (authenticator.Request, authenticator.Token, error) {
+func newAuthenticator(ca *x509.CertPool, tokenFile string, more ...authenticator.Token) (authenticator.Request, authenticator.Token, error) {
 	auths := []authenticator.Request{
 		x509request.New(x509.VerifyOptions{Roots: ca, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 			x509request.CommonNameUserConversion),
@@ -43,7 +43,7 @@ func newAuthenticator(ca *x509.CertPool, tokenFile string) (authenticator.Reques
 		}
 		tokenAuths = append(tokenAuths, tokens)
 	}
-	tokens := tokenunion.New(tokenAuths...)
+	tokens := tokenunion.New(append(tokenAuths, more...)...)
 	auths = append(auths, bearertoken.New(tokens))
 	return union.New(group.NewAuthenticatedGroupAdder(union.New(auths...)), publicAnonymous{}),
 		group.NewTokenGroupAdder(tokens, []string{user.AllAuthenticated}), nil

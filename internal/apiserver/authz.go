@@ -43,7 +43,7 @@ func (z *Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (au
 	if slices.Contains(groups, user.SystemPrivilegedGroup) {
 		return authorizer.DecisionAllow, "", nil
 	}
-	if node, ok := strings.CutPrefix(u.GetName(), NodeUserPrefix); ok && slices.Contains(groups, NodeGroup) && a.IsResourceRequest() {
+	if node, ok := nodeOf(u); ok && a.IsResourceRequest() {
 		if d, reason, err := z.authorizeNode(ctx, node, a); d != authorizer.DecisionNoOpinion || err != nil {
 			return d, reason, err
 		}
@@ -70,6 +70,10 @@ func (z *Authorizer) authorizeNode(ctx context.Context, node string, a authorize
 	}
 	switch {
 	case rbac.RuleAllows(&writeEvents, a):
+		return authorizer.DecisionAllow, "", nil
+	case a.GetAPIGroup() == "" && res == "serviceaccounts" && sub == "token" && verb == "create":
+		// The tokens of its pods' ServiceAccounts; TokenRequest checks
+		// that the token is bound to a pod of this node.
 		return authorizer.DecisionAllow, "", nil
 	case a.GetAPIGroup() == "" && res == "nodes":
 		if verb == "create" || a.GetName() == node {
@@ -110,6 +114,12 @@ func (z *Authorizer) ConditionsAwareAuthorize(ctx context.Context, a authorizer.
 // EvaluateConditions implements authorizer.Authorizer.
 func (z *Authorizer) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
 	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
+// nodeOf names the node a node agent's user is.
+func nodeOf(u user.Info) (string, bool) {
+	node, ok := strings.CutPrefix(u.GetName(), NodeUserPrefix)
+	return node, ok && slices.Contains(u.GetGroups(), NodeGroup)
 }
 
 // RulesFor implements review.RuleResolver: the rules of a user's RBAC

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -23,6 +24,7 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/rbac"
 	"github.com/svcnet/svcnet/internal/registry/review"
 	"github.com/svcnet/svcnet/internal/registry/service"
+	"github.com/svcnet/svcnet/internal/satoken"
 )
 
 // plainKinds are the served kinds whose endpoints need nothing beyond
@@ -50,7 +52,7 @@ type reviewers struct {
 	audiences authenticator.Audiences
 }
 
-func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators, nodeOpts NodeOptions, ca *pki.CA, rv reviewers) (*resources, error) {
+func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators, nodeOpts NodeOptions, ca *pki.CA, rv reviewers, signer *satoken.Signer) (*resources, error) {
 	r := &resources{byGroup: map[string]map[string]rest.Storage{}}
 	add := func(k *registry.Kind, sub string, s rest.Storage) {
 		g := k.Resource.Group
@@ -124,6 +126,13 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		add(k, "scale", &apps.ScaleREST{Store: store})
 	}
 
+	r.byGroup[""]["serviceaccounts/token"] = &core.TokenREST{
+		Signer: signer, Audiences: rv.audiences,
+		ServiceAccounts: r.getter("", "serviceaccounts"), Pods: r.getter("", "pods"),
+		Secrets: r.getter("", "secrets"), Nodes: r.getter("", "nodes"),
+		NodeOf: nodeOf,
+	}
+
 	r.byGroup["authorization.k8s.io"] = map[string]rest.Storage{
 		"selfsubjectaccessreviews":  review.NewSelfSubjectAccessReview(rv.authz),
 		"selfsubjectrulesreviews":   review.NewSelfSubjectRulesReview(rv.authz),
@@ -135,6 +144,14 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		"tokenreviews":       review.NewTokenReview(rv.tokens, rv.audiences),
 	}
 	return r, nil
+}
+
+// getter reads objects of a served resource from its watch cache.
+func (r *resources) getter(group, resource string) core.Getter {
+	g := r.byGroup[group][resource].(rest.Getter)
+	return func(ctx context.Context, ns, name string) (runtime.Object, error) {
+		return g.Get(request.WithNamespace(ctx, ns), name, &metav1.GetOptions{ResourceVersion: "0"})
+	}
 }
 
 // served lists the served resources by group, for the default policy.

@@ -43,6 +43,7 @@ import (
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/rbac"
 	"github.com/svcnet/svcnet/internal/registry/service"
+	"github.com/svcnet/svcnet/internal/satoken"
 )
 
 // KubernetesVersion is the Kubernetes API level svcnet serves.
@@ -244,8 +245,19 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
+	saKey, err := pki.EnsureServiceAccountKey(s.PKIDir)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("service account key: %w", err)
+	}
+	signer, err := satoken.NewSigner(saKey, APIAudience)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	saAuth := &saTokens{signer: signer}
 	var tokens authenticator.Token
-	config.Authentication.Authenticator, tokens, err = newAuthenticator(pool, tokenFile)
+	config.Authentication.Authenticator, tokens, err = newAuthenticator(pool, tokenFile, saAuth)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -323,15 +335,18 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	rbacLister := newInformerLister(informerFactory)
 	authz.RBAC, authz.rbacSynced = &rbac.Authorizer{Lister: rbacLister}, rbacLister.waitSynced
-	config.AdmissionControl = admission.NewChainHandler(nsLifecycle, newDefaultIngressClass(informerFactory), newEscalation(authz))
+	config.AdmissionControl = admission.NewChainHandler(nsLifecycle, newServiceAccountAdmission(informerFactory),
+		newDefaultIngressClass(informerFactory), newEscalation(authz))
 
 	res, err := buildResources(config.RESTOptionsGetter, alloc, opts.Nodes, ca,
-		reviewers{authz: authz, tokens: tokens, audiences: config.Authentication.APIAudiences})
+		reviewers{authz: authz, tokens: tokens, audiences: config.Authentication.APIAudiences}, signer)
 	if err != nil {
 		s.close()
 		return nil, err
 	}
 	authz.PodNode = res.podNode
+	saAuth.serviceAccounts, saAuth.pods = res.getter("", "serviceaccounts"), res.getter("", "pods")
+	saAuth.secrets, saAuth.nodes = res.getter("", "secrets"), res.getter("", "nodes")
 
 	// Unknown paths get a NotFound Status, as from kube-apiserver.
 	notFound := notfoundhandler.New(config.Serializer, genericapifilters.NoMuxAndDiscoveryIncompleteKey)
@@ -349,7 +364,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
 	policy := &policyHook{roles: defaultClusterRoles(res.served()), bindings: defaultClusterRoleBindings()}
 	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
-	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", startLifecycleControllers)
+	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", lifecycleControllers(ca.CertPEM))
 	s.generic.AddPostStartHookOrDie("svcnet-allocator-repair", func(ctx genericapiserver.PostStartHookContext) error {
 		return alloc.Repair(ctx)
 	})

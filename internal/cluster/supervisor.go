@@ -172,7 +172,7 @@ func (s *supervisor) start(ctx context.Context) error {
 
 // credentials makes, once and before anything starts, every key and
 // certificate of the cluster: its CA, etcd's CA and certificates, the
-// key that encrypts Secrets at rest, the kubeconfigs of the components in
+// key that signs ServiceAccount tokens, the key that encrypts Secrets at rest, the kubeconfigs of the components in
 // the cluster and the node agents' serving certificates. It returns the
 // CA and the encryption configuration's path.
 func (s *supervisor) credentials(inCluster netip.AddrPort) (*pki.CA, string, error) {
@@ -183,6 +183,9 @@ func (s *supervisor) credentials(inCluster netip.AddrPort) (*pki.CA, string, err
 	}
 	if _, err := pki.EnsureEtcd(pkiDir); err != nil {
 		return nil, "", err
+	}
+	if _, err := pki.EnsureServiceAccountKey(pkiDir); err != nil {
+		return nil, "", fmt.Errorf("service account key: %w", err)
 	}
 	encryption := filepath.Join(pkiDir, pki.EncryptionConfigFile)
 	if err := pki.EnsureEncryptionConfig(encryption); err != nil {

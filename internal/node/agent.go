@@ -40,6 +40,7 @@ import (
 	"github.com/svcnet/svcnet/internal/kubeclient"
 	"github.com/svcnet/svcnet/internal/node/ipam"
 	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
+	"github.com/svcnet/svcnet/internal/node/volumes"
 )
 
 // Version is what the agent reports as its kubelet version.
@@ -98,6 +99,8 @@ type Agent struct {
 	self       string
 	recorder   record.EventRecorder
 	nodeResolv string
+	// volumeSource reads what projected, configMap and secret volumes show.
+	volumeSource volumes.Source
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -116,6 +119,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	resolv, _ := os.ReadFile("/etc/resolv.conf")
 	a := &Agent{cfg: cfg, client: client, self: self, workers: map[types.UID]*podWorker{}, nodeResolv: string(resolv),
+		volumeSource: apiSource{client},
 		net: &PodNetwork{Bridge: cfg.Bridge, Prefix: cfg.NetnsPrefix,
 			IPAM: &ipam.Allocator{CIDR: cfg.PodCIDR, Gateway: cfg.PodCIDR.Addr().Next(), Dir: cfg.StateDir + "/ipam"}}}
 	return a, nil

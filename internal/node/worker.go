@@ -55,6 +55,7 @@ type podWorker struct {
 	containers []*container
 	startTime  metav1.Time
 	sandboxErr string
+	vols       apiVolumes
 	adopted    bool // looked for containers of an earlier run
 	pushed     *corev1.PodStatus
 }
@@ -171,7 +172,7 @@ func (w *podWorker) run(ctx context.Context) {
 			}
 		}
 		w.push(ctx)
-		timer.Reset(w.state.NextWake(time.Now(), w.sandboxErr != ""))
+		timer.Reset(w.volumesWake(w.state.NextWake(time.Now(), w.sandboxErr != "")))
 		select {
 		case <-ctx.Done():
 			// The agent stops; its containers do not (their shims keep
@@ -271,6 +272,11 @@ func (w *podWorker) ensureSandbox(ctx context.Context) bool {
 			w.adopt(ctx)
 		}
 	}
+	if err := w.syncVolumes(ctx); err != nil {
+		w.sandboxErr = err.Error()
+		return false
+	}
+	w.sandboxErr = ""
 	return true
 }
 

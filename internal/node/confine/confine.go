@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/node/runtime"
+	"github.com/svcnet/svcnet/internal/node/volumes"
 )
 
 // Default users are taken from [UserBase, UserBase+UserRange), away from
@@ -179,7 +180,8 @@ func capabilities(c *corev1.Capabilities, privileged bool) ([]string, error) {
 	return out, nil
 }
 
-// mounts are the container's volumeMounts: hostPath and emptyDir volumes.
+// mounts are the container's volumeMounts: hostPath and emptyDir volumes,
+// and those the node fills from the API (package volumes).
 // A confined container's mount targets must be in its private places or
 // exist on the machine (its filesystem is read-only: nothing is created
 // there); that is checked when the container starts.
@@ -211,8 +213,11 @@ func mounts(pod *corev1.Pod, c *corev1.Container, podDir string, privileged bool
 			}
 		case v.EmptyDir != nil:
 			m.Source = filepath.Join(podDir, "volumes", v.Name)
+		case volumes.Managed(&v):
+			// Written by the node from the API; never by the container.
+			m.Source, m.ReadOnly = filepath.Join(podDir, "volumes", v.Name), true
 		default:
-			return nil, fmt.Errorf("volume %q: only hostPath and emptyDir volumes are supported by svcnet's node agent", v.Name)
+			return nil, fmt.Errorf("volume %q: only hostPath, emptyDir, projected, configMap, secret and downwardAPI volumes are supported by svcnet's node agent", v.Name)
 		}
 		out = append(out, m)
 	}

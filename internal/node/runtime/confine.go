@@ -107,6 +107,8 @@ func makeTarget(target string, dir, confined bool) error {
 	if _, err := os.Stat(target); err == nil {
 		return nil
 	}
+	// /var/run/secrets/… is under /run: judge where the path really leads.
+	target = resolveExisting(target)
 	private := false
 	for _, p := range Private {
 		if target == p || strings.HasPrefix(target, p+"/") {
@@ -128,6 +130,21 @@ func makeTarget(target string, dir, confined bool) error {
 		return err
 	}
 	return f.Close()
+}
+
+// resolveExisting resolves the symbolic links of the longest part of p
+// that exists, and appends the rest.
+func resolveExisting(p string) string {
+	rest := ""
+	for dir := filepath.Clean(p); ; dir = filepath.Dir(dir) {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if dir == "/" || dir == "." {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
 }
 
 // dropPrivileges makes the calling thread (which then execs) the
