@@ -73,8 +73,12 @@ connection's first packet through them as the kernel would: each chain
 and rule it matches (for nftables, the verdict-map element), the endpoints
 it may reach with their probabilities, and whether it is masqueraded.
 --local traces a packet the node itself sends.`,
-		Example: `  svcnet proxy trace --src 10.244.1.5 --dst 10.96.0.10:80/tcp
-  ip netns exec svcnet-node-1 svcnet proxy trace --src 192.168.77.100 --dst 192.168.77.1:30080/tcp`,
+		Example: `  # In svcnet up's reference cluster (kubectl apply -f examples/hostnames.yaml):
+  # a pod of node-1 calls the hostnames Service's ClusterIP …
+  ip netns exec svcnet-svcnet-node-1 svcnet proxy trace --src 10.244.1.5 \
+      --dst "$(kubectl get svc hostnames -o jsonpath='{.spec.clusterIP}'):80/tcp"
+  # … and the outside client calls its NodePort on node-1
+  ip netns exec svcnet-svcnet-node-1 svcnet proxy trace --src 172.18.0.2 --dst 172.18.0.11:8477/tcp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return app.Trace(cmd.Context(), t, &utiliptables.Exec{Binary: t.IPTablesBinary}, app.Netlink{}, cmd.OutOrStdout())

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,6 +52,8 @@ func addDefaultingFuncs(s *runtime.Scheme) {
 		}
 	})
 	s.AddTypeDefaultingFunc(&appsv1.Deployment{}, func(o any) { DefaultDeployment(o.(*appsv1.Deployment)) })
+	s.AddTypeDefaultingFunc(&appsv1.StatefulSet{}, func(o any) { DefaultStatefulSet(o.(*appsv1.StatefulSet)) })
+	s.AddTypeDefaultingFunc(&batchv1.Job{}, func(o any) { DefaultJob(o.(*batchv1.Job)) })
 	s.AddTypeDefaultingFunc(&appsv1.ReplicaSet{}, func(o any) {
 		rs := o.(*appsv1.ReplicaSet)
 		if rs.Spec.Replicas == nil {
@@ -199,6 +202,61 @@ func DefaultService(s *corev1.Service) {
 	if s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.AllocateLoadBalancerNodePorts == nil {
 		s.Spec.AllocateLoadBalancerNodePorts = ptr.To(true)
 	}
+}
+
+// DefaultJob applies the batch/v1 Job defaults.
+func DefaultJob(j *batchv1.Job) {
+	if j.Spec.Completions == nil && j.Spec.Parallelism == nil {
+		j.Spec.Completions = ptr.To[int32](1)
+	}
+	if j.Spec.Parallelism == nil {
+		j.Spec.Parallelism = ptr.To[int32](1)
+	}
+	if j.Spec.BackoffLimit == nil {
+		j.Spec.BackoffLimit = ptr.To[int32](6)
+	}
+	if j.Spec.CompletionMode == nil {
+		j.Spec.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
+	}
+	if j.Spec.Suspend == nil {
+		j.Spec.Suspend = ptr.To(false)
+	}
+	if j.Spec.ManualSelector == nil {
+		j.Spec.ManualSelector = ptr.To(false)
+	}
+	if j.Spec.PodReplacementPolicy == nil {
+		j.Spec.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
+	}
+	DefaultPodSpec(&j.Spec.Template.Spec)
+}
+
+// DefaultStatefulSet applies the apps/v1 StatefulSet defaults.
+func DefaultStatefulSet(s *appsv1.StatefulSet) {
+	if s.Spec.Replicas == nil {
+		s.Spec.Replicas = ptr.To[int32](1)
+	}
+	if s.Spec.PodManagementPolicy == "" {
+		s.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	}
+	if s.Spec.UpdateStrategy.Type == "" {
+		s.Spec.UpdateStrategy.Type = appsv1.RollingUpdateStatefulSetStrategyType
+	}
+	if s.Spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType {
+		if s.Spec.UpdateStrategy.RollingUpdate == nil {
+			s.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{}
+		}
+		if s.Spec.UpdateStrategy.RollingUpdate.Partition == nil {
+			s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](0)
+		}
+	}
+	if s.Spec.RevisionHistoryLimit == nil {
+		s.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+	}
+	if s.Spec.PersistentVolumeClaimRetentionPolicy == nil {
+		s.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType}
+	}
+	DefaultPodSpec(&s.Spec.Template.Spec)
 }
 
 // DefaultDeployment applies the apps/v1 Deployment defaults.

@@ -14,6 +14,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -46,6 +47,7 @@ var groups = []group{
 	{corev1.SchemeGroupVersion, corev1.AddToScheme},
 	{appsv1.SchemeGroupVersion, appsv1.AddToScheme},
 	{autoscalingv1.SchemeGroupVersion, autoscalingv1.AddToScheme},
+	{batchv1.SchemeGroupVersion, batchv1.AddToScheme},
 	{coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme},
 	{discoveryv1.SchemeGroupVersion, discoveryv1.AddToScheme},
 	{networkingv1.SchemeGroupVersion, networkingv1.AddToScheme},

@@ -17,6 +17,7 @@ import (
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/apps"
+	"github.com/svcnet/svcnet/internal/registry/batch"
 	"github.com/svcnet/svcnet/internal/registry/coordination"
 	"github.com/svcnet/svcnet/internal/registry/core"
 	"github.com/svcnet/svcnet/internal/registry/discovery"
@@ -93,6 +94,7 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	add(core.Pod, "binding", &core.BindingREST{Store: pods})
 	add(core.Pod, "log", &core.LogREST{Pods: pods, Nodes: nodes})
 	add(core.Pod, "exec", &core.ExecREST{Pods: pods, Nodes: nodes})
+	add(core.Pod, "portforward", &core.PortForwardREST{Pods: pods, Nodes: nodes})
 	r.podNode = func(ctx context.Context, ns, name string) (string, error) {
 		obj, err := pods.Get(request.WithNamespace(ctx, ns), name, &metav1.GetOptions{})
 		if err != nil {
@@ -116,7 +118,7 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	add(service.Kind, "", registry.NewREST(service.Kind, svcs))
 	add(service.Kind, "status", svcStatus)
 
-	for _, k := range []*registry.Kind{apps.Deployment, apps.ReplicaSet} {
+	for _, k := range []*registry.Kind{apps.Deployment, apps.ReplicaSet, apps.StatefulSet} {
 		store, err := registry.NewStore(k, optsGetter)
 		if err != nil {
 			return nil, err
@@ -125,6 +127,13 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		add(k, "status", registry.NewStatusREST(k, store))
 		add(k, "scale", &apps.ScaleREST{Store: store})
 	}
+
+	jobs, err := registry.NewStore(batch.Job, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	add(batch.Job, "", registry.NewREST(batch.Job, jobs))
+	add(batch.Job, "status", registry.NewStatusREST(batch.Job, jobs))
 
 	r.byGroup[""]["serviceaccounts/token"] = &core.TokenREST{
 		Signer: signer, Audiences: rv.audiences,
@@ -174,7 +183,7 @@ func (r *resources) install(s *genericapiserver.GenericAPIServer) error {
 		return fmt.Errorf("install core API: %w", err)
 	}
 	var groups []*genericapiserver.APIGroupInfo
-	for _, g := range []string{"apps", "coordination.k8s.io", "discovery.k8s.io", "networking.k8s.io",
+	for _, g := range []string{"apps", "batch", "coordination.k8s.io", "discovery.k8s.io", "networking.k8s.io",
 		"rbac.authorization.k8s.io", "authentication.k8s.io", "authorization.k8s.io"} {
 		info := genericapiserver.NewDefaultAPIGroupInfo(g, apis.Scheme, apis.ParameterCodec, apis.Codecs)
 		info.VersionedResourcesStorageMap["v1"] = r.byGroup[g]

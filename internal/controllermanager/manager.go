@@ -29,11 +29,13 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/endpoints"
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
 	"github.com/svcnet/svcnet/internal/controller/endpointslicemirroring"
+	"github.com/svcnet/svcnet/internal/controller/job"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle"
 	"github.com/svcnet/svcnet/internal/controller/podgc"
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
 	"github.com/svcnet/svcnet/internal/controller/servicelb"
+	"github.com/svcnet/svcnet/internal/controller/statefulset"
 	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
@@ -113,6 +115,14 @@ var controllers = []struct {
 	}},
 	{"replicaset", func(ctx context.Context, d deps) (func(context.Context), error) {
 		c := replicaset.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "replicaset-controller"))
+		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
+	}},
+	{"job", func(ctx context.Context, d deps) (func(context.Context), error) {
+		c := job.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "job-controller"))
+		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
+	}},
+	{"statefulset", func(ctx context.Context, d deps) (func(context.Context), error) {
+		c := statefulset.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "statefulset-controller"))
 		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
 	}},
 	{"deployment", func(ctx context.Context, d deps) (func(context.Context), error) {

@@ -69,6 +69,7 @@ func (a *Agent) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("/exec/{ns}/{pod}/{container}", a.serveExec)
+	mux.HandleFunc("/portForward/{ns}/{pod}", a.servePortForward)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && !apiServerClient(r) {

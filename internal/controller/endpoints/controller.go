@@ -41,8 +41,25 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory) *
 	// Registering on a new informer cannot fail (it fails only once the
 	// informer has stopped).
 	_ = c.selected.Register(factory.Core().V1().Services().Informer(), factory.Core().V1().Pods().Informer(), c.queue.Add)
+	// Endpoints without a Service are left alone, as by
+	// kube-controller-manager: hand-written ones (no trigger-time
+	// annotation) always; the controller's own (the annotation) are
+	// removed when seen at start or when their Service goes. A change to
+	// the Endpoints of a Service is undone; a deleted one is remade.
 	_, _ = factory.Core().V1().Endpoints().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, o any) { c.queue.AddObject(o) }, DeleteFunc: c.queue.AddObject,
+		AddFunc: func(o any) {
+			if ep, ok := o.(*corev1.Endpoints); ok && ep.Annotations[corev1.EndpointsLastChangeTriggerTime] != "" {
+				c.queue.AddObject(o)
+			}
+		},
+		UpdateFunc: func(_, o any) {
+			if ep, ok := o.(*corev1.Endpoints); ok {
+				if _, err := c.services.Services(ep.Namespace).Get(ep.Name); err == nil {
+					c.queue.AddObject(o)
+				}
+			}
+		},
+		DeleteFunc: c.queue.AddObject,
 	})
 	return c
 }

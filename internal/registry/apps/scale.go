@@ -34,6 +34,11 @@ func replicasOf(obj runtime.Object) (*int32, *metav1.LabelSelector, int32) {
 			w.Spec.Replicas = new(int32)
 		}
 		return w.Spec.Replicas, w.Spec.Selector, w.Status.Replicas
+	case *appsv1.StatefulSet:
+		if w.Spec.Replicas == nil {
+			w.Spec.Replicas = new(int32)
+		}
+		return w.Spec.Replicas, w.Spec.Selector, w.Status.Replicas
 	}
 	panic(fmt.Sprintf("scale of unexpected type %T", obj))
 }
@@ -61,6 +66,8 @@ func metaOf(obj runtime.Object) (*metav1.ObjectMeta, error) {
 	case *appsv1.Deployment:
 		return &w.ObjectMeta, nil
 	case *appsv1.ReplicaSet:
+		return &w.ObjectMeta, nil
+	case *appsv1.StatefulSet:
 		return &w.ObjectMeta, nil
 	}
 	return nil, fmt.Errorf("scale of unexpected type %T", obj)

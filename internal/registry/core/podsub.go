@@ -181,7 +181,55 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 	return apiproxy.NewTranslatingHandler(spdy, translator, wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
 }
 
+// PortForwardREST serves pods/portforward by proxying the streams to the
+// node agent.
+type PortForwardREST struct {
+	Pods  *genericregistry.Store
+	Nodes NodeConnection
+}
+
+func (r *PortForwardREST) New() runtime.Object { return &corev1.Pod{} }
+func (r *PortForwardREST) Destroy()            {}
+
+// NewConnectOptions implements rest.Connecter.
+func (r *PortForwardREST) NewConnectOptions() (runtime.Object, bool, string) {
+	return &corev1.PodPortForwardOptions{}, false, ""
+}
+
+// ConnectMethods implements rest.Connecter.
+func (r *PortForwardREST) ConnectMethods() []string { return []string{"GET", "POST"} }
+
+// Connect returns the handler that upgrades the connection and pipes it
+// to the node agent: SPDY as it comes, and kubectl 1.31+'s WebSocket
+// (SPDY tunnelled in WebSocket frames) unwrapped, as kube-apiserver does.
+func (r *PortForwardREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
+	o := opts.(*corev1.PodPortForwardOptions)
+	if r.Nodes == nil {
+		return nil, apierrors.NewServiceUnavailable("this API server has no connection to node agents (start it with --kubelet-connection)")
+	}
+	pod, err := podNode(ctx, r.Pods, name)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := r.Nodes.Location(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	if pod.Status.Phase != corev1.PodRunning {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("unable to forward port because pod is not running. Current status=%v", pod.Status.Phase))
+	}
+	loc.Path = fmt.Sprintf("/portForward/%s/%s", pod.Namespace, pod.Name)
+	q := url.Values{}
+	for _, p := range o.Ports {
+		q.Add("port", strconv.Itoa(int(p)))
+	}
+	loc.RawQuery = q.Encode()
+	upgrade := proxy.NewUpgradeAwareHandler(loc, r.Nodes.Transport(), false, true, proxy.NewErrorResponder(responder))
+	return apiproxy.NewTranslatingHandler(upgrade, apiproxy.NewTunnelingHandler(upgrade), wsstream.IsWebSocketRequestWithTunnelingProtocol), nil
+}
+
 var (
 	_ rest.GetterWithOptions = (*LogREST)(nil)
 	_ rest.Connecter         = (*ExecREST)(nil)
+	_ rest.Connecter         = (*PortForwardREST)(nil)
 )

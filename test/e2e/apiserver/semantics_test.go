@@ -46,7 +46,9 @@ func TestContentTypes(t *testing.T) {
 			if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			w, err := c.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+			// Only the test's own: the namespace also gets kube-root-ca.crt.
+			mine := metav1.ListOptions{FieldSelector: "metadata.name=a"}
+			w, err := c.CoreV1().ConfigMaps(ns).Watch(ctx, mine)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +64,7 @@ func TestContentTypes(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("no watch event")
 			}
-			l, err := c.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+			l, err := c.CoreV1().ConfigMaps(ns).List(ctx, mine)
 			if err != nil || len(l.Items) != 1 {
 				t.Fatalf("list: %v %d items", err, len(l.Items))
 			}
@@ -77,11 +79,13 @@ func TestStreamingList(t *testing.T) {
 	c := s.Client()
 	ctx := framework.Context(t, time.Minute)
 	for i := range 5 {
-		if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap(fmt.Sprintf("cm-%d", i), nil), metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap(fmt.Sprintf("cm-%d", i), map[string]string{"test": "streaming"}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	w, err := c.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{
+		// The test's own (default also holds kube-root-ca.crt).
+		LabelSelector:        "test=streaming",
 		SendInitialEvents:    ptr.To(true),
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		AllowWatchBookmarks:  true,
@@ -241,7 +245,8 @@ func TestListPagingAndSelectors(t *testing.T) {
 		}
 	}
 	seen := map[string]bool{}
-	opts := metav1.ListOptions{Limit: 10}
+	// The test's own (default also holds kube-root-ca.crt).
+	opts := metav1.ListOptions{Limit: 10, LabelSelector: "parity"}
 	pages := 0
 	for {
 		l, err := c.CoreV1().ConfigMaps("default").List(ctx, opts)

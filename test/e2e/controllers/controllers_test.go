@@ -143,6 +143,45 @@ func TestSelectorlessServiceMirroring(t *testing.T) {
 	}
 }
 
+// TestOrphanEndpoints: Endpoints without a Service stay, updated or not
+// (Kubernetes' Endpoint lifecycle conformance test writes such); the
+// controller's own Endpoints go with their Service.
+func TestOrphanEndpoints(t *testing.T) {
+	c := startCluster(t)
+	ctx := framework.Context(t, time.Minute)
+	eps := c.client.CoreV1().Endpoints("default")
+	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "lonely", Labels: map[string]string{"test": "orphan"}},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "192.0.2.20"}}, Ports: []corev1.EndpointPort{{Port: 80}}}}}
+	if _, err := eps.Create(ctx, ep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"labels":{"patched":"yes"}},"subsets":[{"addresses":[{"ip":"192.0.2.21"}],"ports":[{"port":81}]}]}`)
+	if _, err := eps.Patch(ctx, "lonely", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.CoreV1().Services("default").Create(ctx, service("owned"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the controller's Endpoints of owned", 10*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := eps.Get(ctx, "owned", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err := c.client.CoreV1().Services("default").Delete(ctx, "owned", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "owned's Endpoints gone with it", 10*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := eps.Get(ctx, "owned", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	got, err := eps.Get(ctx, "lonely", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("hand-written Endpoints without a Service deleted after an update: %v", err)
+	}
+	if got.Labels["patched"] != "yes" || got.Subsets[0].Addresses[0].IP != "192.0.2.21" {
+		t.Errorf("the patch was undone: %+v", got)
+	}
+}
+
 // TestDeploymentRollout: pod names, a rolling update to a new template,
 // status, and events kubectl describe shows.
 func TestDeploymentRollout(t *testing.T) {

@@ -1,0 +1,141 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/controller"
+)
+
+// Controller is the Job controller (with the TTL-after-finished one).
+type Controller struct {
+	client   kubernetes.Interface
+	jobs     batchlisters.JobLister
+	pods     corelisters.PodLister
+	queue    *controller.Queue
+	recorder record.EventRecorder
+	expect   *controller.Expectations
+}
+
+// New wires the controller to factory's informers.
+func New(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder) *Controller {
+	c := &Controller{client: client, jobs: factory.Batch().V1().Jobs().Lister(), pods: factory.Core().V1().Pods().Lister(),
+		recorder: recorder, expect: controller.NewExpectations()}
+	c.queue = controller.NewQueue("job", c.sync)
+	_, _ = factory.Batch().V1().Jobs().Informer().AddEventHandler(c.queue.Handler())
+	byOwner := func(obj any) {
+		pod, ok := controller.As[*corev1.Pod](obj)
+		if !ok {
+			return
+		}
+		if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "Job" && ref.APIVersion == "batch/v1" {
+			key := pod.Namespace + "/" + ref.Name
+			c.expect.CreationObserved(key)
+			c.queue.Add(key)
+		}
+	}
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: byOwner, UpdateFunc: func(_, n any) { byOwner(n) }, DeleteFunc: byOwner,
+	})
+	return c
+}
+
+// Run syncs until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	job, err := c.jobs.Jobs(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.expect.Forget(key)
+		return 0, nil
+	}
+	if err != nil || job.DeletionTimestamp != nil {
+		return 0, err
+	}
+	// Pods created but not yet seen would be created twice.
+	if !c.expect.Satisfied(key) {
+		return 100 * time.Millisecond, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+	if err != nil {
+		return 0, nil
+	}
+	all, err := c.pods.Pods(ns).List(sel)
+	if err != nil {
+		return 0, err
+	}
+	var owned []*corev1.Pod
+	for _, p := range all {
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == job.UID {
+			owned = append(owned, p)
+		}
+	}
+	wasFinished := Finished(&job.Status)
+	steps := Plan(job, owned, time.Now())
+	if steps.Expired {
+		err := c.client.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{
+			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground), Preconditions: &metav1.Preconditions{UID: &job.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return 0, err
+		}
+		return 0, nil
+	}
+	if len(steps.Create) > 0 {
+		c.expect.ExpectCreations(key, len(steps.Create))
+	}
+	for i, p := range steps.Create {
+		created, err := c.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			for range len(steps.Create) - i {
+				c.expect.CreationObserved(key) // never coming
+			}
+			c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
+			return 0, fmt.Errorf("create pod of job %s: %w", key, err)
+		}
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %s", created.Name)
+	}
+	for _, p := range steps.Delete {
+		err := c.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return 0, err
+		}
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", p.Name)
+	}
+	if !apiequality.Semantic.DeepEqual(job.Status, steps.Status) {
+		upd := job.DeepCopy()
+		upd.Status = steps.Status
+		if _, err := c.client.BatchV1().Jobs(ns).UpdateStatus(ctx, upd, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return 100 * time.Millisecond, nil
+			}
+			return 0, err
+		}
+		if !wasFinished && Finished(&steps.Status) {
+			// As Kubernetes: Completed, or a warning with the failure's reason.
+			if fc := condition(&steps.Status, batchv1.JobFailed); fc != nil && fc.Status == corev1.ConditionTrue {
+				c.recorder.Eventf(job, corev1.EventTypeWarning, fc.Reason, "%s", fc.Message)
+			} else {
+				c.recorder.Eventf(job, corev1.EventTypeNormal, "Completed", "Job completed")
+			}
+		}
+	}
+	return steps.RequeueAfter, nil
+}

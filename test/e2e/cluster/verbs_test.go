@@ -1,0 +1,86 @@
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+// TestKubectlVerbs: kubectl's daily verbs beyond get/apply/exec/logs,
+// with the oldest and newest kubectl the machines carry (1.27 speaks
+// SPDY, 1.33 WebSocket).
+func TestKubectlVerbs(t *testing.T) {
+	t.Parallel()
+	c := up(t, 1)
+	c.kubectl.MustRun(examples(t), "apply", "-f", "-")
+	pods, _ := c.waitHostnames(time.Minute)
+	for _, v := range framework.KubectlVersions {
+		k := framework.NewKubectl(t, v, c.kubectl.Kubeconfig)
+		t.Run("port-forward to a pod with kubectl "+v, func(t *testing.T) {
+			if got := portForwardGet(t, k, "pod/"+pods[0], "9376"); got != pods[0] {
+				t.Errorf("through the forwarded port: %q, want %q", got, pods[0])
+			}
+		})
+		t.Run("port-forward to a Service with kubectl "+v, func(t *testing.T) {
+			// kubectl picks one of the Service's pods and its target port.
+			got := portForwardGet(t, k, "svc/hostnames", "80")
+			if !strings.HasPrefix(got, "hostnames-") {
+				t.Errorf("through the forwarded Service port: %q", got)
+			}
+		})
+	}
+}
+
+var forwardingRE = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
+
+// portForwardGet runs kubectl port-forward to target's port on a free
+// local port and returns the body of one HTTP GET through it.
+func portForwardGet(t *testing.T, k *framework.Kubectl, target, port string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, k.Path, "port-forward", target, ":"+port)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "HOME="+t.TempDir())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	local := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := forwardingRE.FindStringSubmatch(sc.Text()); m != nil {
+				local <- m[1]
+			}
+		}
+	}()
+	var p string
+	select {
+	case p = <-local:
+	case <-ctx.Done():
+		t.Fatalf("kubectl port-forward %s never said where it listens: %s", target, stderr.String())
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+p+"/", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET through the forwarded port: %v (kubectl: %s)", err, stderr.String())
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(body))
+}

@@ -1,0 +1,138 @@
+package cluster_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const statefulWeb = `
+apiVersion: v1
+kind: Service
+metadata: {name: nginx}
+spec:
+  clusterIP: None
+  selector: {app: web}
+  ports: [{port: 9376}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  serviceName: nginx
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers: [{name: c, image: svcnet/hostnames, ports: [{containerPort: 9376}]}]
+`
+
+const jobs = `
+apiVersion: batch/v1
+kind: Job
+metadata: {name: count}
+spec:
+  completions: 3
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: host, command: [sh, -c, "echo counted"]}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: indexed}
+spec:
+  completions: 2
+  parallelism: 2
+  completionMode: Indexed
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: host, command: [sh, -c, "echo index=$JOB_COMPLETION_INDEX"]}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: doomed}
+spec:
+  backoffLimit: 1
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: host, command: [sh, -c, "exit 3"]}]
+`
+
+// TestStatefulSetsAndJobs: a StatefulSet's stable pod names, started in
+// order, each with its DNS name under the headless Service, scaled down
+// from the highest ordinal; Jobs run to completion, by index, and fail
+// past their backoff limit.
+func TestStatefulSetsAndJobs(t *testing.T) {
+	t.Parallel()
+	c := up(t, 1)
+	k := c.kubectl
+	k.MustRun(statefulWeb, "apply", "-f", "-")
+	k.MustRun(jobs, "apply", "-f", "-")
+
+	t.Run("StatefulSet", func(t *testing.T) {
+		c.until("3 ready StatefulSet pods", 2*time.Minute, func() bool {
+			out, _, _ := k.Run("", "get", "statefulset", "web", "-o", "jsonpath={.status.readyReplicas}")
+			return out == "3"
+		})
+		// Ordered: each pod was created after the one before became ready.
+		for _, pair := range [][2]string{{"web-0", "web-1"}, {"web-1", "web-2"}} {
+			readyAt := k.MustRun("", "get", "pod", pair[0], "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].lastTransitionTime}`)
+			created := k.MustRun("", "get", "pod", pair[1], "-o", "jsonpath={.metadata.creationTimestamp}")
+			if created < readyAt {
+				t.Errorf("%s created at %s, before %s was ready at %s", pair[1], created, pair[0], readyAt)
+			}
+		}
+		for _, name := range []string{"web-0", "web-1", "web-2"} {
+			ip := k.MustRun("", "get", "pod", name, "-o", "jsonpath={.status.podIP}")
+			out, err := c.exec("default/web-0", "getent", "hosts", name+".nginx.default.svc.cluster.local")
+			if err != nil || !strings.HasPrefix(out, ip+" ") {
+				t.Errorf("%s.nginx resolves to %q (%v), want %s", name, out, err, ip)
+			}
+			if out, err := c.exec("default/web-0", "curl", "-s", "--max-time", "5", name+".nginx:9376"); err != nil || strings.TrimSpace(out) != name {
+				t.Errorf("%s.nginx:9376 answered %q (%v)", name, out, err)
+			}
+		}
+		k.MustRun("", "scale", "statefulset", "web", "--replicas=1")
+		c.until("web-2 gone first", time.Minute, func() bool {
+			_, _, err2 := k.Run("", "get", "pod", "web-2")
+			if err2 == nil {
+				return false
+			}
+			if _, _, err1 := k.Run("", "get", "pod", "web-1"); err1 != nil {
+				t.Error("web-1 went before web-2 was gone")
+			}
+			return true
+		})
+		c.until("web-1 gone", time.Minute, func() bool {
+			_, _, err := k.Run("", "get", "pod", "web-1")
+			return err != nil
+		})
+	})
+
+	t.Run("Jobs", func(t *testing.T) {
+		k.MustRun("", "wait", "--for=condition=complete", "job/count", "job/indexed", "--timeout=90s")
+		if got := k.MustRun("", "get", "job", "count", "-o", "jsonpath={.status.succeeded}"); got != "3" {
+			t.Errorf("count succeeded %s times, want 3", got)
+		}
+		if got := k.MustRun("", "get", "job", "indexed", "-o", "jsonpath={.status.completedIndexes}"); got != "0-1" {
+			t.Errorf("completedIndexes %q", got)
+		}
+		logs := k.MustRun("", "logs", "-l", "batch.kubernetes.io/job-name=indexed")
+		if !strings.Contains(logs, "index=0") || !strings.Contains(logs, "index=1") {
+			t.Errorf("indexed logs: %q", logs)
+		}
+		k.MustRun("", "wait", "--for=condition=failed", "job/doomed", "--timeout=90s")
+		if got := k.MustRun("", "get", "job", "doomed", "-o", `jsonpath={.status.conditions[?(@.type=="Failed")].reason}`); got != "BackoffLimitExceeded" {
+			t.Errorf("doomed failed with %q", got)
+		}
+		if out := k.MustRun("", "get", "jobs"); !strings.Contains(out, "Complete") || !strings.Contains(out, "Failed") {
+			t.Errorf("kubectl get jobs:\n%s", out)
+		}
+	})
+}
