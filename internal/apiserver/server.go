@@ -23,6 +23,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	discoveryendpoint "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -350,7 +351,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 
 	// Unknown paths get a NotFound Status, as from kube-apiserver.
 	notFound := notfoundhandler.New(config.Serializer, genericapifilters.NoMuxAndDiscoveryIncompleteKey)
-	s.generic, err = config.Complete(informerFactory).New("svcnet-apiserver", genericapiserver.NewEmptyDelegateWithCustomHandler(notFound))
+	// Both servers list their groups in one aggregated discovery document.
+	config.AggregatedDiscoveryGroupManager = discoveryendpoint.NewResourceManager("apis")
+	crdServer, err := newCRDServer(config, informerFactory, storageConfig, etcdOpts, genericapiserver.NewEmptyDelegateWithCustomHandler(notFound))
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.generic, err = config.Complete(informerFactory).New("svcnet-apiserver", crdServer.GenericAPIServer)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -359,7 +367,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.close()
 		return nil, err
 	}
-	serveNoCRDs(s.generic)
+	s.generic.AddPostStartHookOrDie("svcnet-crd-discovery", crdDiscovery(s.generic, crdServer.Informers))
 	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), advertise: opts.AdvertiseAddress, port: port}
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
 	policy := &policyHook{roles: defaultClusterRoles(res.served()), bindings: defaultClusterRoleBindings()}

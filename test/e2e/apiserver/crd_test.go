@@ -1,0 +1,108 @@
+package apiserver_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/svcnet/svcnet/test/e2e/framework"
+)
+
+// crontabs is the CustomResourceDefinition of Kubernetes' own
+// documentation, with a schema, a default, printer columns and a short name.
+const crontabs = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: crontabs.stable.example.com}
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab, shortNames: [ct]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              cronSpec: {type: string}
+              image: {type: string}
+              replicas: {type: integer, minimum: 1, default: 1}
+    additionalPrinterColumns:
+    - {name: Spec, type: string, jsonPath: .spec.cronSpec}
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+`
+
+// TestCustomResources: a CRD manifest applies with kubectl 1.27 and 1.33;
+// its objects are created (defaulted, validated by the schema), listed
+// with the CRD's columns, watched, and go with the CRD.
+func TestCustomResources(t *testing.T) {
+	s := framework.StartAPIServer(t)
+	admin := framework.NewKubectl(t, "1.33", s.Kubeconfig)
+	admin.MustRun(crontabs, "apply", "-f", "-")
+	admin.MustRun("", "wait", "--for=condition=Established", "crd/crontabs.stable.example.com", "--timeout=30s")
+	for _, version := range framework.KubectlVersions {
+		t.Run(version, func(t *testing.T) {
+			k := framework.NewKubectl(t, version, s.Kubeconfig)
+			ns := "crd-" + strings.ReplaceAll(version, ".", "-")
+			k.MustRun("", "create", "namespace", ns)
+			n := []string{"-n", ns}
+			// Discovery may lag the Established condition by a moment.
+			err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				_, _, err := k.Run("", append(n, "get", "crontabs")...)
+				return err == nil, nil
+			})
+			if err != nil {
+				t.Fatalf("kubectl %s never found crontabs: %s", version, k.MustFail("", append(n, "get", "crontabs")...))
+			}
+
+			watch := exec.Command(k.Path, append(n, "get", "ct", "-w", "--output-watch-events")...)
+			watch.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "HOME="+t.TempDir())
+			var watchOut strings.Builder
+			watch.Stdout = &watchOut
+			if err := watch.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			k.MustRun("apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: nightly}\nspec: {cronSpec: '0 3 * * *', image: backup}\n",
+				append(n, "apply", "-f", "-")...)
+			if got := k.MustRun("", append(n, "get", "crontab", "nightly", "-o", "jsonpath={.spec.replicas}")...); got != "1" {
+				t.Errorf("the schema's default: replicas = %q", got)
+			}
+			if out := k.MustRun("", append(n, "get", "ct")...); !strings.Contains(out, "SPEC") || !strings.Contains(out, "0 3 * * *") {
+				t.Errorf("printer columns:\n%s", out)
+			}
+			errOut := k.MustFail("apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: bad}\nspec: {replicas: 0}\n", append(n, "apply", "-f", "-")...)
+			if !strings.Contains(errOut, "spec.replicas") || !strings.Contains(errOut, "should be greater than or equal to 1") {
+				t.Errorf("schema validation: %s", errOut)
+			}
+			k.MustRun("", append(n, "delete", "crontab", "nightly")...)
+			time.Sleep(time.Second)
+			_ = watch.Process.Kill()
+			_ = watch.Wait()
+			for _, want := range []string{"ADDED", "nightly", "DELETED"} {
+				if !strings.Contains(watchOut.String(), want) {
+					t.Errorf("watch: want %q in\n%s", want, watchOut.String())
+				}
+			}
+			k.MustRun("apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: weekly}\nspec: {cronSpec: '0 3 * * 0'}\n", append(n, "apply", "-f", "-")...)
+		})
+	}
+	admin.MustRun("", "delete", "crd", "crontabs.stable.example.com")
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, errOut, err := admin.Run("", "get", "crontabs", "-A")
+		return err != nil && strings.Contains(errOut, "the server doesn't have a resource type"), nil
+	})
+	if err != nil {
+		t.Error("crontabs still served after their CRD was deleted")
+	}
+}
