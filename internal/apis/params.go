@@ -13,15 +13,42 @@ import (
 )
 
 // addParameterConversions lets the API server read the query parameters
-// of pods/log and pods/exec into their option types.
+// of pods/log, exec, portforward and proxy (and services/proxy) into
+// their option types.
 func addParameterConversions(s *runtime.Scheme) error {
 	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodLogOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		return podLogOptions(*a.(*url.Values), b.(*corev1.PodLogOptions))
 	}); err != nil {
 		return err
 	}
-	return s.AddConversionFunc((*url.Values)(nil), (*corev1.PodExecOptions)(nil), func(a, b any, _ conversion.Scope) error {
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodExecOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		return podExecOptions(*a.(*url.Values), b.(*corev1.PodExecOptions))
+	}); err != nil {
+		return err
+	}
+	// The proxies' path (the rest of the URL, put there by the server).
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodProxyOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		b.(*corev1.PodProxyOptions).Path = a.(*url.Values).Get("path")
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.ServiceProxyOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		b.(*corev1.ServiceProxyOptions).Path = a.(*url.Values).Get("path")
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.AddConversionFunc((*url.Values)(nil), (*corev1.PodPortForwardOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		o := b.(*corev1.PodPortForwardOptions)
+		for _, v := range (*a.(*url.Values))["ports"] {
+			p, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || p < 1 || p > 65535 {
+				return fmt.Errorf("ports: %q is not a port number", v)
+			}
+			o.Ports = append(o.Ports, int32(p))
+		}
+		return nil
 	})
 }
 

@@ -5,7 +5,10 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -95,6 +98,7 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	add(core.Pod, "log", &core.LogREST{Pods: pods, Nodes: nodes})
 	add(core.Pod, "exec", &core.ExecREST{Pods: pods, Nodes: nodes})
 	add(core.Pod, "portforward", &core.PortForwardREST{Pods: pods, Nodes: nodes})
+	add(core.Pod, "proxy", &core.PodProxyREST{Pods: pods, Nodes: nodes})
 	r.podNode = func(ctx context.Context, ns, name string) (string, error) {
 		obj, err := pods.Get(request.WithNamespace(ctx, ns), name, &metav1.GetOptions{})
 		if err != nil {
@@ -117,6 +121,25 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	}
 	add(service.Kind, "", registry.NewREST(service.Kind, svcs))
 	add(service.Kind, "status", svcStatus)
+	slices := r.byGroup["discovery.k8s.io"]["endpointslices"].(rest.Lister)
+	add(service.Kind, "proxy", &core.ServiceProxyREST{
+		Nodes: nodes,
+		Service: func(ctx context.Context, name string) (*corev1.Service, error) {
+			obj, err := svcs.Get(ctx, name, &metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*corev1.Service), nil
+		},
+		Slices: func(ctx context.Context, name string) ([]discoveryv1.EndpointSlice, error) {
+			sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name})
+			obj, err := slices.List(ctx, &metainternalversion.ListOptions{LabelSelector: sel, ResourceVersion: "0"})
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*discoveryv1.EndpointSliceList).Items, nil
+		},
+	})
 
 	for _, k := range []*registry.Kind{apps.Deployment, apps.ReplicaSet, apps.StatefulSet} {
 		store, err := registry.NewStore(k, optsGetter)

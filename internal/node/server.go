@@ -64,12 +64,13 @@ func (a *Agent) serve(ctx context.Context) error {
 }
 
 // handler is the node server's: the API server's requests only, but for
-// /healthz. Port-forward and attach are not served (404).
+// /healthz. Attach is not served (404).
 func (a *Agent) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("/exec/{ns}/{pod}/{container}", a.serveExec)
 	mux.HandleFunc("/portForward/{ns}/{pod}", a.servePortForward)
+	mux.HandleFunc("/proxy/{scheme}/{ip}/{port}/{path...}", a.serveProxy)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && !apiServerClient(r) {

@@ -23,6 +23,24 @@ func TestKubectlVerbs(t *testing.T) {
 	c := up(t, 1)
 	c.kubectl.MustRun(examples(t), "apply", "-f", "-")
 	pods, _ := c.waitHostnames(time.Minute)
+	t.Run("pods/proxy and services/proxy", func(t *testing.T) {
+		for _, tc := range []struct{ path, want string }{
+			{"/api/v1/namespaces/default/pods/" + pods[0] + ":9376/proxy/", pods[0]},
+			{"/api/v1/namespaces/default/pods/http:" + pods[1] + ":9376/proxy/any/path?x=1", pods[1]},
+			// The pod's first declared container port.
+			{"/api/v1/namespaces/default/pods/" + pods[2] + "/proxy/", pods[2]},
+			{"/api/v1/namespaces/default/services/hostnames:80/proxy/", "hostnames-"},
+			{"/api/v1/namespaces/default/services/http:hostnames:80/proxy/", "hostnames-"},
+		} {
+			out, errOut, err := c.kubectl.Run("", "get", "--raw", tc.path)
+			if err != nil || !strings.HasPrefix(strings.TrimSpace(out), tc.want) {
+				t.Errorf("GET %s = %q (%v %s), want %s…", tc.path, out, err, errOut, tc.want)
+			}
+		}
+		if _, errOut, err := c.kubectl.Run("", "get", "--raw", "/api/v1/namespaces/default/services/hostnames:81/proxy/"); err == nil || !strings.Contains(errOut, "no service port") {
+			t.Errorf("a port the Service lacks: %v %s", err, errOut)
+		}
+	})
 	for _, v := range framework.KubectlVersions {
 		k := framework.NewKubectl(t, v, c.kubectl.Kubeconfig)
 		t.Run("port-forward to a pod with kubectl "+v, func(t *testing.T) {
