@@ -165,4 +165,3 @@ var (
 	_ rest.Connecter = (*PodProxyREST)(nil)
 	_ rest.Connecter = (*ServiceProxyREST)(nil)
 )
-
