@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/svcnet
 # Debian packages that svcnet and its tests use.
-DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputils-ping procps
+DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputils-ping procps busybox-static
 # What only the tests use: QEMU and busybox for the virtual machine that
 # has IPVS and the dummy link (this kernel has neither), and the IPVS tools.
 TEST_PACKAGES := qemu-system-x86 busybox-static ipvsadm ipset xz-utils

@@ -22,6 +22,12 @@ type Image struct {
 	// Run implements `svcnet image <short name>`; nil for images whose
 	// entrypoint is another svcnet command.
 	Run func(ctx context.Context, args []string) error
+	// Aliases are other names the image answers to (the registries'
+	// names of the images it stands for).
+	Aliases []string
+	// Argv, when set, makes the whole command line from the container's
+	// command and args (images that run a program of the machine).
+	Argv func(command, args []string) ([]string, error)
 }
 
 // Host is the image that runs a host executable.
@@ -37,6 +43,12 @@ var Builtin = []Image{
 		Doc: "the cluster DNS (svcnet dns)"},
 	{Name: "svcnet/ingress", Entrypoint: []string{"ingress"},
 		Doc: "the ingress controller (svcnet ingress)"},
+	{Name: "pause", Entrypoint: []string{"image", "pause"}, Run: runPause,
+		Aliases: []string{"registry.k8s.io/pause", "k8s.gcr.io/pause", "gcr.io/google-containers/pause"},
+		Doc:     "does nothing until the pod stops (registry.k8s.io/pause)"},
+	{Name: "busybox", Argv: busyboxArgv,
+		Aliases: []string{"library/busybox", "registry.k8s.io/e2e-test-images/busybox", "gcr.io/google-containers/busybox", "registry.k8s.io/busybox"},
+		Doc:     "the machine's busybox (Debian's busybox-static): the command is an applet (sh -c …, wget, nslookup …), sh by default; the filesystem is the machine's, read-only"},
 }
 
 // Names of the images a user may pick, for error messages.
@@ -62,7 +74,7 @@ func Lookup(ref string) (Image, bool) {
 	if name == Host {
 		return Image{Name: Host}, true
 	}
-	i := slices.IndexFunc(Builtin, func(img Image) bool { return img.Name == name })
+	i := slices.IndexFunc(Builtin, func(img Image) bool { return img.Name == name || slices.Contains(img.Aliases, name) })
 	if i < 0 {
 		return Image{}, false
 	}

@@ -97,6 +97,7 @@ const KubeletClientUser = "kube-apiserver-kubelet-client"
 // execTarget is what exec and logs need to know of a running container.
 type execTarget struct {
 	netns, hostname, dir string
+	image                string
 	env                  []string
 	uid                  string
 	security             *runtime.Security
@@ -139,7 +140,13 @@ func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
 	if !ok {
 		return nil, fmt.Errorf("container %s of pod %s cannot be confined; see its status", container, pod)
 	}
-	return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, env: env, uid: string(p.UID), security: sec}, nil
+	image := ""
+	for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+		if c.Name == container {
+			image = c.Image
+		}
+	}
+	return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, image: image, env: env, uid: string(p.UID), security: sec}, nil
 }
 
 func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error) {
@@ -315,6 +322,9 @@ func (e *executor) ExecInContainer(ctx context.Context, pod, _ string, container
 	out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	t, err := e.a.target(e.ns, pod, container)
 	if err != nil {
+		return err
+	}
+	if cmd, err = imageCommand(t.image, cmd); err != nil {
 		return err
 	}
 	return runInPod(ctx, e.a.self, t, cmd, in, out, errw, tty, resize)

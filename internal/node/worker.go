@@ -449,6 +449,9 @@ func (w *podWorker) argv(img images.Image, c *container) ([]string, error) {
 		}
 		return append(append([]string{}, c.Spec.Command...), c.Spec.Args...), nil
 	}
+	if img.Argv != nil {
+		return img.Argv(c.Spec.Command, c.Spec.Args)
+	}
 	if len(c.Spec.Command) > 0 {
 		return append(append([]string{}, c.Spec.Command...), c.Spec.Args...), nil
 	}
@@ -495,20 +498,33 @@ func (w *podWorker) makeDirs() error {
 	return nil
 }
 
+// imageCommand is how a command run in a container of image (exec,
+// probes, hooks) is started: as the image's own programs would run it.
+func imageCommand(image string, cmd []string) ([]string, error) {
+	if img, ok := images.Lookup(image); ok && img.Argv != nil {
+		return img.Argv(cmd, nil)
+	}
+	return cmd, nil
+}
+
 // execIn runs commands in c's pod with the environment of its current
 // start (exec probes and hooks).
 func (w *podWorker) execIn(c *container) prober.Exec {
 	opts := runtime.ExecOptions{Netns: w.netns, Hostname: Hostname(w.pod),
 		ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts")}
 	sec, err := w.security(c)
-	env, self := c.env, w.a.self
+	env, self, image := c.env, w.a.self, c.Spec.Image
 	return func(cmd []string, timeout time.Duration) ([]byte, int, error) {
+		if err != nil {
+			return nil, -1, err
+		}
+		argv, err := imageCommand(image, cmd)
 		if err != nil {
 			return nil, -1, err
 		}
 		o := opts
 		o.Security = sec
-		o.Argv = cmd
+		o.Argv = argv
 		return runtime.RunOnce(self, o, env, timeout)
 	}
 }

@@ -41,6 +41,35 @@ func TestKubectlVerbs(t *testing.T) {
 			t.Errorf("a port the Service lacks: %v %s", err, errOut)
 		}
 	})
+	t.Run("pause and busybox images", func(t *testing.T) {
+		c.kubectl.MustRun("", "run", "pause", "--image=registry.k8s.io/pause:3.10.2")
+		c.kubectl.MustRun("", "run", "bb", "--image=registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "--restart=Never",
+			"--", "/bin/sh", "-c", "echo $((6*7)); wget -q -O- http://hostnames")
+		c.until("the busybox pod done and pause running", time.Minute, func() bool {
+			out, _, _ := c.kubectl.Run("", "get", "pods", "bb", "pause", "-o", "jsonpath={.items[*].status.phase}")
+			return out == "Succeeded Running"
+		})
+		logs := c.kubectl.MustRun("", "logs", "bb")
+		if lines := strings.Fields(logs); len(lines) != 2 || lines[0] != "42" || !strings.HasPrefix(lines[1], "hostnames-") {
+			t.Errorf("busybox: %q", logs)
+		}
+		c.kubectl.MustRun("", "run", "bbsleep", "--image=busybox", "--", "sleep", "3600")
+		c.until("busybox sleeping", time.Minute, func() bool {
+			out, _, _ := c.kubectl.Run("", "get", "pod", "bbsleep", "-o", "jsonpath={.status.phase}")
+			return out == "Running"
+		})
+		// exec runs busybox applets too (busybox's nslookup exits 1 when
+		// one of its A and AAAA queries finds nothing, as here: no IPv6).
+		svcIP := c.kubectl.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
+		if out, errOut, _ := c.kubectl.Run("", "exec", "bbsleep", "--", "nslookup", "hostnames"); !strings.Contains(out, "Address: "+svcIP) {
+			t.Errorf("nslookup in busybox: %q %s", out, errOut)
+		}
+		start := time.Now()
+		c.kubectl.MustRun("", "delete", "pod", "pause", "--wait")
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("the pause pod took %v to stop (it exits at SIGTERM)", d)
+		}
+	})
 	for _, v := range framework.KubectlVersions {
 		k := framework.NewKubectl(t, v, c.kubectl.Kubeconfig)
 		t.Run("port-forward to a pod with kubectl "+v, func(t *testing.T) {

@@ -1,0 +1,46 @@
+package images
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLookup(t *testing.T) {
+	for _, tc := range []struct{ ref, want string }{
+		{"svcnet/echo", "svcnet/echo"},
+		{"docker.io/svcnet/echo:1.0", "svcnet/echo"},
+		{"registry.k8s.io/pause:3.10.2", "pause"},
+		{"registry.k8s.io/pause@sha256:abc", "pause"},
+		{"busybox", "busybox"},
+		{"docker.io/library/busybox:1.36", "busybox"},
+		{"registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "busybox"},
+		{"host", "host"},
+		{"nginx", ""},
+		{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", ""},
+	} {
+		img, ok := Lookup(tc.ref)
+		if got := map[bool]string{true: img.Name, false: ""}[ok]; got != tc.want {
+			t.Errorf("Lookup(%q) = %q, want %q", tc.ref, got, tc.want)
+		}
+	}
+}
+
+func TestBusyboxArgv(t *testing.T) {
+	for _, tc := range []struct {
+		command, args []string
+		want          string
+	}{
+		{nil, nil, "sh"},
+		{[]string{"/bin/sh", "-c", "echo hi"}, nil, "sh -c echo hi"},
+		{nil, []string{"sleep", "10"}, "sleep 10"},
+		{[]string{"wget"}, []string{"-q", "-O-", "x"}, "wget -q -O- x"},
+	} {
+		argv, err := busyboxArgv(tc.command, tc.args)
+		if err != nil {
+			t.Fatalf("no busybox on this machine (make test installs busybox-static): %v", err)
+		}
+		if !strings.HasSuffix(argv[0], "busybox") || strings.Join(argv[1:], " ") != tc.want {
+			t.Errorf("busyboxArgv(%q, %q) = %q", tc.command, tc.args, argv)
+		}
+	}
+}
