@@ -24,8 +24,14 @@ import (
 // Dir is where `ip netns` keeps named namespaces.
 const Dir = "/run/netns"
 
-// Path is the file of the named namespace.
-func Path(name string) string { return filepath.Join(Dir, name) }
+// Path is the file of the named namespace; a name that is an absolute
+// path ("/proc/123/ns/net", a process's namespace) is its own file.
+func Path(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(Dir, name)
+}
 
 // Exists reports whether the named namespace exists.
 func Exists(name string) bool {

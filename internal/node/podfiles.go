@@ -7,8 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Hostname is the pod's hostname: spec.hostname, else its name.
+// Hostname is the pod's hostname: its node's for a hostNetwork pod, else
+// spec.hostname, else its name.
 func Hostname(pod *corev1.Pod) string {
+	if pod.Spec.HostNetwork && pod.Spec.NodeName != "" {
+		return pod.Spec.NodeName
+	}
 	if pod.Spec.Hostname != "" {
 		return pod.Spec.Hostname
 	}

@@ -48,3 +48,19 @@ func TestHostsFile(t *testing.T) {
 		t.Errorf("hostname of %d chars", len(h))
 	}
 }
+
+func TestHostname(t *testing.T) {
+	for _, tc := range []struct {
+		spec corev1.PodSpec
+		want string
+	}{
+		{corev1.PodSpec{}, "p"},
+		{corev1.PodSpec{Hostname: "web-0"}, "web-0"},
+		{corev1.PodSpec{HostNetwork: true, NodeName: "node-2", Hostname: "ignored"}, "node-2"},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: tc.spec}
+		if got := Hostname(pod); got != tc.want {
+			t.Errorf("Hostname(%+v) = %q, want %q", tc.spec, got, tc.want)
+		}
+	}
+}

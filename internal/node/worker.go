@@ -254,7 +254,29 @@ func (w *podWorker) reconcile(ctx context.Context) {
 // first time adopts the containers an earlier run of the agent left
 // running; it reports whether the sandbox is there.
 func (w *podWorker) ensureSandbox(ctx context.Context) bool {
+	if !w.ip.IsValid() && w.pod.Spec.HostNetwork {
+		// The node's own network: its address, the agent's namespace.
+		w.sandboxErr, w.ip, w.netns = "", w.a.cfg.NodeIP, fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
+		if err := w.writeFiles(); err != nil {
+			w.sandboxErr = err.Error()
+			w.ip = netip.Addr{}
+			return false
+		}
+		if !w.adopted {
+			w.adopted = true
+			w.adopt(ctx)
+		}
+	}
 	if !w.ip.IsValid() {
+		// Honest about what is not done: kubelet's CNI would map these.
+		for _, c := range w.pod.Spec.Containers {
+			for _, p := range c.Ports {
+				if p.HostPort != 0 {
+					w.a.event(w.pod, corev1.EventTypeWarning, "HostPortNotSupported",
+						"container %s asks for hostPort %d: svcnet's node agent maps no host ports (use hostNetwork: true, or a NodePort Service)", c.Name, p.HostPort)
+				}
+			}
+		}
 		ip, ns, err := w.a.net.Setup(string(w.uid))
 		if err != nil {
 			w.sandboxErr = err.Error()
@@ -649,7 +671,7 @@ func (w *podWorker) terminate(grace time.Duration) {
 }
 
 func (w *podWorker) teardownNetwork() {
-	if w.ip.IsValid() {
+	if w.ip.IsValid() && !w.pod.Spec.HostNetwork {
 		w.a.net.Teardown(string(w.uid))
 		w.ip = netip.Addr{}
 	}

@@ -41,6 +41,30 @@ func TestKubectlVerbs(t *testing.T) {
 			t.Errorf("a port the Service lacks: %v %s", err, errOut)
 		}
 	})
+	t.Run("hostNetwork pod", func(t *testing.T) {
+		c.kubectl.MustRun(`
+apiVersion: v1
+kind: Pod
+metadata: {name: on-the-node}
+spec:
+  hostNetwork: true
+  containers: [{name: c, image: svcnet/hostnames, args: [--port, "19376"], ports: [{containerPort: 19376}]}]
+`, "apply", "-f", "-")
+		c.until("the hostNetwork pod running", time.Minute, func() bool {
+			out, _, _ := c.kubectl.Run("", "get", "pod", "on-the-node", "-o", "jsonpath={.status.phase}")
+			return out == "Running"
+		})
+		podIP := c.kubectl.MustRun("", "get", "pod", "on-the-node", "-o", "jsonpath={.status.podIP}")
+		nodeIP := c.kubectl.MustRun("", "get", "node", "node-1", "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
+		if podIP != nodeIP {
+			t.Errorf("hostNetwork pod IP %s, want the node's %s", podIP, nodeIP)
+		}
+		// From outside the cluster, on the node's address; its hostname
+		// is the node's.
+		if out, err := c.exec("client", "curl", "-s", "--max-time", "5", nodeIP+":19376"); err != nil || strings.TrimSpace(out) != "node-1" {
+			t.Errorf("the hostNetwork pod on %s:19376 answered %q (%v)", nodeIP, out, err)
+		}
+	})
 	t.Run("pause and busybox images", func(t *testing.T) {
 		c.kubectl.MustRun("", "run", "pause", "--image=registry.k8s.io/pause:3.10.2")
 		c.kubectl.MustRun("", "run", "bb", "--image=registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "--restart=Never",
