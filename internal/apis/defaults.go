@@ -54,6 +54,7 @@ func addDefaultingFuncs(s *runtime.Scheme) {
 	s.AddTypeDefaultingFunc(&appsv1.Deployment{}, func(o any) { DefaultDeployment(o.(*appsv1.Deployment)) })
 	s.AddTypeDefaultingFunc(&appsv1.StatefulSet{}, func(o any) { DefaultStatefulSet(o.(*appsv1.StatefulSet)) })
 	s.AddTypeDefaultingFunc(&batchv1.Job{}, func(o any) { DefaultJob(o.(*batchv1.Job)) })
+	s.AddTypeDefaultingFunc(&appsv1.DaemonSet{}, func(o any) { DefaultDaemonSet(o.(*appsv1.DaemonSet)) })
 	s.AddTypeDefaultingFunc(&appsv1.ReplicaSet{}, func(o any) {
 		rs := o.(*appsv1.ReplicaSet)
 		if rs.Spec.Replicas == nil {
@@ -202,6 +203,30 @@ func DefaultService(s *corev1.Service) {
 	if s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.AllocateLoadBalancerNodePorts == nil {
 		s.Spec.AllocateLoadBalancerNodePorts = ptr.To(true)
 	}
+}
+
+// DefaultDaemonSet applies the apps/v1 DaemonSet defaults.
+func DefaultDaemonSet(d *appsv1.DaemonSet) {
+	if d.Spec.UpdateStrategy.Type == "" {
+		d.Spec.UpdateStrategy.Type = appsv1.RollingUpdateDaemonSetStrategyType
+	}
+	if d.Spec.UpdateStrategy.Type == appsv1.RollingUpdateDaemonSetStrategyType {
+		if d.Spec.UpdateStrategy.RollingUpdate == nil {
+			d.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
+		}
+		if d.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable == nil {
+			one := intstr.FromInt32(1)
+			d.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = &one
+		}
+		if d.Spec.UpdateStrategy.RollingUpdate.MaxSurge == nil {
+			zero := intstr.FromInt32(0)
+			d.Spec.UpdateStrategy.RollingUpdate.MaxSurge = &zero
+		}
+	}
+	if d.Spec.RevisionHistoryLimit == nil {
+		d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+	}
+	DefaultPodSpec(&d.Spec.Template.Spec)
 }
 
 // DefaultJob applies the batch/v1 Job defaults.

@@ -141,14 +141,16 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		},
 	})
 
-	for _, k := range []*registry.Kind{apps.Deployment, apps.ReplicaSet, apps.StatefulSet} {
+	for _, k := range []*registry.Kind{apps.Deployment, apps.ReplicaSet, apps.StatefulSet, apps.DaemonSet} {
 		store, err := registry.NewStore(k, optsGetter)
 		if err != nil {
 			return nil, err
 		}
 		add(k, "", registry.NewREST(k, store))
 		add(k, "status", registry.NewStatusREST(k, store))
-		add(k, "scale", &apps.ScaleREST{Store: store})
+		if k != apps.DaemonSet {
+			add(k, "scale", &apps.ScaleREST{Store: store})
+		}
 	}
 
 	jobs, err := registry.NewStore(batch.Job, optsGetter)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/daemonset"
 	"github.com/svcnet/svcnet/internal/controller/deployment"
 	"github.com/svcnet/svcnet/internal/controller/endpoints"
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
@@ -115,6 +116,10 @@ var controllers = []struct {
 	}},
 	{"replicaset", func(ctx context.Context, d deps) (func(context.Context), error) {
 		c := replicaset.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "replicaset-controller"))
+		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
+	}},
+	{"daemonset", func(ctx context.Context, d deps) (func(context.Context), error) {
+		c := daemonset.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "daemonset-controller"))
 		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
 	}},
 	{"job", func(ctx context.Context, d deps) (func(context.Context), error) {

@@ -10,8 +10,8 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// fit explains why a node cannot run a pod ("" when it can).
-func fit(pod *corev1.Pod, node *corev1.Node) string {
+// Fit explains why a node cannot run a pod ("" when it can).
+func Fit(pod *corev1.Pod, node *corev1.Node) string {
 	if node.DeletionTimestamp != nil {
 		return "node(s) were being deleted"
 	}
@@ -56,7 +56,7 @@ func choose(pod *corev1.Pod, nodes []*corev1.Node, load map[string]int) (string,
 	sorted := append([]*corev1.Node(nil), nodes...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, n := range sorted {
-		if why := fit(pod, n); why != "" {
+		if why := Fit(pod, n); why != "" {
 			reasons[why]++
 			continue
 		}

@@ -29,6 +29,19 @@ spec:
       containers: [{name: c, image: svcnet/hostnames, ports: [{containerPort: 9376}]}]
 `
 
+const daemon = `
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers: [{name: c, image: svcnet/hostnames, args: [--port, "9377"]}]
+`
+
 const jobs = `
 apiVersion: batch/v1
 kind: Job
@@ -66,14 +79,15 @@ spec:
 
 // TestStatefulSetsAndJobs: a StatefulSet's stable pod names, started in
 // order, each with its DNS name under the headless Service, scaled down
-// from the highest ordinal; Jobs run to completion, by index, and fail
-// past their backoff limit.
+// from the highest ordinal; a DaemonSet's pod on the node, rolled; Jobs
+// run to completion, by index, and fail past their backoff limit.
 func TestStatefulSetsAndJobs(t *testing.T) {
 	t.Parallel()
 	c := up(t, 1)
 	k := c.kubectl
 	k.MustRun(statefulWeb, "apply", "-f", "-")
 	k.MustRun(jobs, "apply", "-f", "-")
+	k.MustRun(daemon, "apply", "-f", "-")
 
 	t.Run("StatefulSet", func(t *testing.T) {
 		c.until("3 ready StatefulSet pods", 2*time.Minute, func() bool {
@@ -112,6 +126,21 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 		c.until("web-1 gone", time.Minute, func() bool {
 			_, _, err := k.Run("", "get", "pod", "web-1")
 			return err != nil
+		})
+	})
+
+	t.Run("DaemonSet", func(t *testing.T) {
+		k.MustRun("", "rollout", "status", "daemonset/agent", "--timeout=60s")
+		node := k.MustRun("", "get", "pods", "-l", "app=agent", "-o", "jsonpath={.items[*].spec.nodeName}")
+		if node != "node-1" {
+			t.Errorf("DaemonSet pods on %q, want one on node-1", node)
+		}
+		first := k.MustRun("", "get", "pods", "-l", "app=agent", "-o", "jsonpath={.items[*].metadata.name}")
+		k.MustRun("", "set", "env", "daemonset/agent", "ROLLED=1")
+		k.MustRun("", "rollout", "status", "daemonset/agent", "--timeout=60s")
+		c.until("the old pod replaced", time.Minute, func() bool {
+			now, _, _ := k.Run("", "get", "pods", "-l", "app=agent", "-o", "jsonpath={.items[*].metadata.name}")
+			return now != "" && now != first && !strings.Contains(now, " ")
 		})
 	})
 

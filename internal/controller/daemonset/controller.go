@@ -1,0 +1,149 @@
+package daemonset
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/svcnet/svcnet/internal/controller"
+)
+
+// Controller is the DaemonSet controller.
+type Controller struct {
+	client   kubernetes.Interface
+	sets     appslisters.DaemonSetLister
+	pods     corelisters.PodLister
+	nodes    corelisters.NodeLister
+	queue    *controller.Queue
+	recorder record.EventRecorder
+	expect   *controller.Expectations
+}
+
+// New wires the controller to factory's informers.
+func New(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder) *Controller {
+	c := &Controller{client: client, sets: factory.Apps().V1().DaemonSets().Lister(), pods: factory.Core().V1().Pods().Lister(),
+		nodes: factory.Core().V1().Nodes().Lister(), recorder: recorder, expect: controller.NewExpectations()}
+	c.queue = controller.NewQueue("daemonset", c.sync)
+	_, _ = factory.Apps().V1().DaemonSets().Informer().AddEventHandler(c.queue.Handler())
+	byOwner := func(obj any) {
+		pod, ok := controller.As[*corev1.Pod](obj)
+		if !ok {
+			return
+		}
+		if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "DaemonSet" && ref.APIVersion == "apps/v1" {
+			key := pod.Namespace + "/" + ref.Name
+			c.expect.CreationObserved(key)
+			c.queue.Add(key)
+		}
+	}
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: byOwner, UpdateFunc: func(_, n any) { byOwner(n) }, DeleteFunc: byOwner,
+	})
+	// A node that comes, goes or changes may change where every set runs.
+	all := func(any) {
+		sets, _ := c.sets.List(labels.Everything())
+		for _, ds := range sets {
+			c.queue.Add(ds.Namespace + "/" + ds.Name)
+		}
+	}
+	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: all, DeleteFunc: all,
+		UpdateFunc: func(o, n any) {
+			on, nn := o.(*corev1.Node), n.(*corev1.Node)
+			if !apiequality.Semantic.DeepEqual(on.Labels, nn.Labels) || !apiequality.Semantic.DeepEqual(on.Spec, nn.Spec) ||
+				nodeReady(on) != nodeReady(nn) {
+				all(n)
+			}
+		},
+	})
+	return c
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Run syncs until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
+
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	ds, err := c.sets.DaemonSets(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.expect.Forget(key)
+		return 0, nil
+	}
+	if err != nil || ds.DeletionTimestamp != nil {
+		return 0, err
+	}
+	if !c.expect.Satisfied(key) {
+		return 100 * time.Millisecond, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return 0, nil
+	}
+	all, err := c.pods.Pods(ns).List(sel)
+	if err != nil {
+		return 0, err
+	}
+	var owned []*corev1.Pod
+	for _, p := range all {
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == ds.UID {
+			owned = append(owned, p)
+		}
+	}
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return 0, err
+	}
+	steps := Plan(ds, nodes, owned)
+	if len(steps.Create) > 0 {
+		c.expect.ExpectCreations(key, len(steps.Create))
+	}
+	for i, p := range steps.Create {
+		if _, err := c.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			for range len(steps.Create) - i {
+				c.expect.CreationObserved(key)
+			}
+			c.recorder.Eventf(ds, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
+			return 0, fmt.Errorf("create pod of %s on %s: %w", key, p.Spec.NodeName, err)
+		}
+		c.recorder.Eventf(ds, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod on node %s", p.Spec.NodeName)
+	}
+	for _, p := range steps.Delete {
+		err := c.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return 0, err
+		}
+		c.recorder.Eventf(ds, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", p.Name)
+	}
+	if !apiequality.Semantic.DeepEqual(ds.Status, steps.Status) {
+		upd := ds.DeepCopy()
+		upd.Status = steps.Status
+		if _, err := c.client.AppsV1().DaemonSets(ns).UpdateStatus(ctx, upd, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+	}
+	return 0, nil
+}
