@@ -81,6 +81,13 @@ grant, nothing else, e.g.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := cluster.StateOf(name)
 			if !st.Exists() {
+				// `sudo svcnet up` left the invoking user a copy.
+				if home, err := os.UserHomeDir(); err == nil && user == "" && len(groups) == 0 {
+					if p := cluster.UserKubeconfigCopy(home, name); fileExists(p) {
+						fmt.Fprintln(cmd.OutOrStdout(), p)
+						return nil
+					}
+				}
 				return fmt.Errorf("no cluster %q (svcnet up --name %s creates it)", name, name)
 			}
 			if user == "" {
@@ -102,6 +109,11 @@ grant, nothing else, e.g.
 	cmd.Flags().StringVar(&user, "user", "", "make a kubeconfig for this user (a client certificate signed by the cluster CA)")
 	cmd.Flags().StringSliceVar(&groups, "group", nil, "groups of --user (repeatable)")
 	return cmd
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func newEdgeCommand() *cobra.Command {

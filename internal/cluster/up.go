@@ -81,7 +81,14 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "Cluster %q is ready in %.1fs.\n\n", opts.Name, time.Since(start).Seconds())
-	fmt.Fprint(out, Hints(opts, st.Kubeconfig(), invokedAs()))
+	kubeconfig := st.Kubeconfig()
+	// Under sudo the state is root's: the user who ran it gets a copy.
+	if mine, err := copyKubeconfigForInvoker(st, opts.Name, sudoInvoker()); err != nil {
+		fmt.Fprintf(out, "(could not copy the kubeconfig for %s: %v)\n", os.Getenv("SUDO_USER"), err)
+	} else if mine != "" {
+		kubeconfig = mine
+	}
+	fmt.Fprint(out, Hints(opts, kubeconfig, invokedAs()))
 	return nil
 }
 
@@ -160,6 +167,7 @@ func Down(name string, out io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("svcnet down needs root (run it with sudo)")
 	}
+	removeInvokerKubeconfig(name)
 	st := StateOf(name)
 	if left, _ := netns.List(NetnsPrefix(name)); !st.Exists() && len(left) == 0 {
 		return fmt.Errorf("no cluster %q (nothing in %s, no namespaces named %s*)", name, st.Dir, NetnsPrefix(name))

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,8 +51,13 @@ func Binary(t testing.TB) string {
 	buildOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-		dir, err := os.MkdirTemp("", "svcnet-e2e-bin-")
-		if err != nil {
+		// One directory per test process, named by its pid: a process
+		// cannot remove it when it ends (tests have no exit hook), so the
+		// next one removes those of processes that are gone — each holds
+		// a 130 MB binary, and a few hundred runs fill a disk.
+		removeStaleBinaries()
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", binDirPrefix, os.Getpid()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			buildErr = err
 			return
 		}
@@ -70,6 +76,21 @@ func Binary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+const binDirPrefix = "svcnet-e2e-bin-"
+
+// removeStaleBinaries removes the binary directories of test processes
+// that no longer run.
+func removeStaleBinaries() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binDirPrefix+"*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), binDirPrefix))
+		if err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
+			continue // its process still runs (or the number is a live pid)
+		}
+		_ = os.RemoveAll(d)
+	}
 }
 
 // APIServer is a running `svcnet apiserver` process.
