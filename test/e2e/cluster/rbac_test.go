@@ -94,12 +94,14 @@ func TestServiceAccountsAndRBAC(t *testing.T) {
 
 	t.Run("in-cluster client with the pod's token", func(t *testing.T) {
 		k.MustRun(strings.ReplaceAll(saPods, "KUBECTL", framework.KubectlPath(t, "1.33")), "apply", "-f", "-")
+		var phases string
 		c.until("the client pods done", 90*time.Second, func() bool {
-			out, _, _ := k.Run("", "-n", "team", "get", "pods", "reader", "nobody", "-o", "jsonpath={.items[*].status.phase}")
-			return out == "Succeeded Failed"
+			phases, _, _ = k.Run("", "-n", "team", "get", "pods", "reader", "nobody", "-o", "jsonpath={.items[*].status.phase}")
+			f := strings.Fields(phases)
+			return len(f) == 2 && f[0] != "Pending" && f[0] != "Running" && f[1] != "Pending" && f[1] != "Running"
 		})
-		if logs := k.MustRun("", "-n", "team", "logs", "reader"); strings.TrimSpace(logs) != "service/web" {
-			t.Errorf("the reader pod listed %q, want service/web", logs)
+		if logs := k.MustRun("", "-n", "team", "logs", "reader"); phases != "Succeeded Failed" || strings.TrimSpace(logs) != "service/web" {
+			t.Errorf("the reader pod (%s) listed %q, want service/web", phases, logs)
 		}
 		if logs := k.MustRun("", "-n", "team", "logs", "nobody"); !strings.Contains(logs, `User "system:serviceaccount:team:default" cannot list resource "services"`) {
 			t.Errorf("the default ServiceAccount was not refused:\n%s", logs)

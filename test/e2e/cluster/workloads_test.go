@@ -113,19 +113,25 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 			}
 		}
 		k.MustRun("", "scale", "statefulset", "web", "--replicas=1")
-		c.until("web-2 gone first", time.Minute, func() bool {
-			_, _, err2 := k.Run("", "get", "pod", "web-2")
-			if err2 == nil {
+		// OrderedReady: web-1's deletion starts only once web-2 is gone.
+		// One list is one consistent view of both.
+		c.until("web-2 and web-1 gone, in that order", time.Minute, func() bool {
+			out, _, err := k.Run("", "get", "pods", "-l", "app=web", "-o",
+				`jsonpath={range .items[*]}{.metadata.name}={.metadata.deletionTimestamp}{" "}{end}`)
+			if err != nil {
 				return false
 			}
-			if _, _, err1 := k.Run("", "get", "pod", "web-1"); err1 != nil {
-				t.Error("web-1 went before web-2 was gone")
+			seen := map[string]string{}
+			for _, f := range strings.Fields(out) {
+				name, deleting, _ := strings.Cut(f, "=")
+				seen[name] = deleting
 			}
-			return true
-		})
-		c.until("web-1 gone", time.Minute, func() bool {
-			_, _, err := k.Run("", "get", "pod", "web-1")
-			return err != nil
+			if _, web2 := seen["web-2"]; web2 && seen["web-1"] != "" {
+				t.Errorf("web-1 is being deleted while web-2 is still there: %s", out)
+			}
+			_, web1 := seen["web-1"]
+			_, web2 := seen["web-2"]
+			return !web1 && !web2
 		})
 	})
 
