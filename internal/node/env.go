@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/node/volumes"
 )
 
 // EnvSource reads the objects env variables may come from.
@@ -134,19 +136,10 @@ func envValue(ctx context.Context, pod *corev1.Pod, e corev1.EnvVar, vars map[st
 	return "", true, nil
 }
 
-// fieldValue resolves a downward-API field path.
+// fieldValue resolves a downward-API field path: the pod's status fields
+// here (environment only), its metadata and spec as in volumes.
 func fieldValue(pod *corev1.Pod, path string) (string, error) {
 	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
 	case "status.hostIP":
 		return pod.Status.HostIP, nil
 	case "status.podIP":
@@ -158,10 +151,5 @@ func fieldValue(pod *corev1.Pod, path string) (string, error) {
 		}
 		return strings.Join(ips, ","), nil
 	}
-	for prefix, m := range map[string]map[string]string{"metadata.labels": pod.Labels, "metadata.annotations": pod.Annotations} {
-		if rest, ok := strings.CutPrefix(path, prefix+"['"); ok && strings.HasSuffix(rest, "']") {
-			return m[strings.TrimSuffix(rest, "']")], nil
-		}
-	}
-	return "", fmt.Errorf("unsupported fieldPath %q", path)
+	return volumes.FieldValue(pod, path)
 }

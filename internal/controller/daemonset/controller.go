@@ -37,20 +37,10 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		nodes: factory.Core().V1().Nodes().Lister(), recorder: recorder, expect: controller.NewExpectations()}
 	c.queue = controller.NewQueue("daemonset", c.sync)
 	_, _ = factory.Apps().V1().DaemonSets().Informer().AddEventHandler(c.queue.Handler())
-	byOwner := func(obj any) {
-		pod, ok := controller.As[*corev1.Pod](obj)
-		if !ok {
-			return
-		}
-		if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "DaemonSet" && ref.APIVersion == "apps/v1" {
-			key := pod.Namespace + "/" + ref.Name
-			c.expect.CreationObserved(key)
-			c.queue.Add(key)
-		}
-	}
-	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: byOwner, UpdateFunc: func(_, n any) { byOwner(n) }, DeleteFunc: byOwner,
-	})
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(controller.OwnerHandler("apps/v1", "DaemonSet", func(key string) {
+		c.expect.CreationObserved(key)
+		c.queue.Add(key)
+	}))
 	// A node that comes, goes or changes may change where every set runs.
 	all := func(any) {
 		sets, _ := c.sets.List(labels.Everything())
@@ -99,19 +89,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if !c.expect.Satisfied(key) {
 		return 100 * time.Millisecond, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-	if err != nil {
-		return 0, nil
-	}
-	all, err := c.pods.Pods(ns).List(sel)
-	if err != nil {
+	owned, ok, err := controller.ControlledPods(c.pods, ns, ds.Spec.Selector, ds.UID)
+	if !ok || err != nil {
 		return 0, err
-	}
-	var owned []*corev1.Pod
-	for _, p := range all {
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == ds.UID {
-			owned = append(owned, p)
-		}
 	}
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
 )
 
@@ -63,18 +64,6 @@ type Steps struct {
 	Create []*corev1.Pod
 	Delete []*corev1.Pod
 	Status appsv1.DaemonSetStatus
-}
-
-func ready(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Plan decides a sync of ds given the nodes and the pods it owns.
@@ -127,7 +116,7 @@ func Plan(ds *appsv1.DaemonSet, nodes []*corev1.Node, owned []*corev1.Pod) Steps
 		st.Delete = append(st.Delete, live[1:]...)
 		p := live[0]
 		s.CurrentNumberScheduled++
-		if ready(p) {
+		if controller.PodRunningAndReady(p) {
 			s.NumberReady++
 			s.NumberAvailable++
 		} else {
@@ -163,9 +152,11 @@ func Plan(ds *appsv1.DaemonSet, nodes []*corev1.Node, owned []*corev1.Pod) Steps
 		}
 	}
 	// Old pods that are not ready go first: they cost no availability.
-	sort.SliceStable(old, func(i, j int) bool { return !ready(old[i]) && ready(old[j]) })
+	sort.SliceStable(old, func(i, j int) bool {
+		return !controller.PodRunningAndReady(old[i]) && controller.PodRunningAndReady(old[j])
+	})
 	for _, p := range old {
-		if ready(p) {
+		if controller.PodRunningAndReady(p) {
 			if unavailable >= maxUnavailable {
 				break
 			}

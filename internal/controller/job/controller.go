@@ -37,20 +37,10 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		recorder: recorder, expect: controller.NewExpectations()}
 	c.queue = controller.NewQueue("job", c.sync)
 	_, _ = factory.Batch().V1().Jobs().Informer().AddEventHandler(c.queue.Handler())
-	byOwner := func(obj any) {
-		pod, ok := controller.As[*corev1.Pod](obj)
-		if !ok {
-			return
-		}
-		if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "Job" && ref.APIVersion == "batch/v1" {
-			key := pod.Namespace + "/" + ref.Name
-			c.expect.CreationObserved(key)
-			c.queue.Add(key)
-		}
-	}
-	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: byOwner, UpdateFunc: func(_, n any) { byOwner(n) }, DeleteFunc: byOwner,
-	})
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(controller.OwnerHandler("batch/v1", "Job", func(key string) {
+		c.expect.CreationObserved(key)
+		c.queue.Add(key)
+	}))
 	return c
 }
 
@@ -74,19 +64,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if !c.expect.Satisfied(key) {
 		return 100 * time.Millisecond, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
-	if err != nil {
-		return 0, nil
-	}
-	all, err := c.pods.Pods(ns).List(sel)
-	if err != nil {
+	owned, ok, err := controller.ControlledPods(c.pods, ns, job.Spec.Selector, job.UID)
+	if !ok || err != nil {
 		return 0, err
-	}
-	var owned []*corev1.Pod
-	for _, p := range all {
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == job.UID {
-			owned = append(owned, p)
-		}
 	}
 	wasFinished := Finished(&job.Status)
 	steps := Plan(job, owned, time.Now())

@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // CompletionIndexAnnotation and its label give an Indexed Job's pod its index.
@@ -71,15 +73,6 @@ func podIndex(p *corev1.Pod) int {
 	return n
 }
 
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // Plan decides a sync of job given its pods.
 func Plan(job *batchv1.Job, pods []*corev1.Pod, now time.Time) Steps {
 	st := Steps{Status: *job.Status.DeepCopy()}
@@ -124,7 +117,7 @@ func Plan(job *batchv1.Job, pods []*corev1.Pod, now time.Time) Steps {
 	s.Terminating = &terminating
 	var readyN int32
 	for _, p := range active {
-		if ready(p) {
+		if controller.PodReady(p) {
 			readyN++
 		}
 	}

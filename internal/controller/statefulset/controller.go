@@ -34,18 +34,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		pods: factory.Core().V1().Pods().Lister(), recorder: recorder}
 	c.queue = controller.NewQueue("statefulset", c.sync)
 	_, _ = factory.Apps().V1().StatefulSets().Informer().AddEventHandler(c.queue.Handler())
-	byOwner := func(obj any) {
-		pod, ok := controller.As[*corev1.Pod](obj)
-		if !ok {
-			return
-		}
-		if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "StatefulSet" && ref.APIVersion == "apps/v1" {
-			c.queue.Add(pod.Namespace + "/" + ref.Name)
-		}
-	}
-	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: byOwner, UpdateFunc: func(_, n any) { byOwner(n) }, DeleteFunc: byOwner,
-	})
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(controller.OwnerHandler("apps/v1", "StatefulSet", c.queue.Add))
 	return c
 }
 
@@ -67,19 +56,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if set.DeletionTimestamp != nil {
 		return 0, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
-	if err != nil {
-		return 0, nil
-	}
-	all, err := c.pods.Pods(ns).List(sel)
-	if err != nil {
+	owned, ok, err := controller.ControlledPods(c.pods, ns, set.Spec.Selector, set.UID)
+	if !ok || err != nil {
 		return 0, err
-	}
-	var owned []*corev1.Pod
-	for _, p := range all {
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == set.UID {
-			owned = append(owned, p)
-		}
 	}
 	steps := Plan(set, owned)
 	for _, p := range steps.Create {

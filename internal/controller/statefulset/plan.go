@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // Labels the controller puts on its pods, as Kubernetes'.
@@ -82,18 +84,6 @@ type Steps struct {
 	Status appsv1.StatefulSetStatus
 }
 
-func runningAndReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func terminal(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 }
@@ -142,7 +132,7 @@ func Plan(set *appsv1.StatefulSet, owned []*corev1.Pod) Steps {
 				st.Delete = append(st.Delete, p)
 			}
 			blocked = blocked || !parallel
-		case !runningAndReady(p):
+		case !controller.PodRunningAndReady(p):
 			blocked = blocked || !parallel
 		}
 	}
@@ -194,7 +184,7 @@ func status(set *appsv1.StatefulSet, owned []*corev1.Pod, rev string) appsv1.Sta
 			continue
 		}
 		s.Replicas++
-		if runningAndReady(p) {
+		if controller.PodRunningAndReady(p) {
 			s.ReadyReplicas++
 			s.AvailableReplicas++
 		}

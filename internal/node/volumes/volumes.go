@@ -196,7 +196,7 @@ func FieldValue(pod *corev1.Pod, fieldPath string) (string, error) {
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
 	}
-	return "", fmt.Errorf("field %q is not supported", fieldPath)
+	return "", fmt.Errorf("unsupported fieldPath %q", fieldPath)
 }
 
 // subscript parses "metadata.labels['key']".
