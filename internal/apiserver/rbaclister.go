@@ -69,3 +69,51 @@ func (l *informerLister) waitSynced(ctx context.Context) bool {
 	defer cancel()
 	return cache.WaitForCacheSync(ctx.Done(), l.synced...)
 }
+
+// defaultsLister answers with the default policy what the informers do
+// not hold (yet): the components' ClusterRoles and bindings are in force
+// from the server's first request, not only once the bootstrap hook has
+// written them and the informers have seen them (a component refused
+// then backs off for up to half a minute before it lists again). A
+// stored object of the same name wins, so changes to the defaults count.
+type defaultsLister struct {
+	*informerLister
+	roles    map[string]*rbacv1.ClusterRole
+	bindings []*rbacv1.ClusterRoleBinding
+}
+
+func newDefaultsLister(l *informerLister, roles []*rbacv1.ClusterRole, bindings []*rbacv1.ClusterRoleBinding) *defaultsLister {
+	d := &defaultsLister{informerLister: l, roles: map[string]*rbacv1.ClusterRole{}, bindings: bindings}
+	for _, r := range roles {
+		d.roles[r.Name] = r
+	}
+	return d
+}
+
+func (d *defaultsLister) ClusterRole(name string) (*rbacv1.ClusterRole, error) {
+	r, err := d.informerLister.ClusterRole(name)
+	if err != nil {
+		if def, ok := d.roles[name]; ok && def.AggregationRule == nil {
+			return def, nil
+		}
+	}
+	return r, err
+}
+
+func (d *defaultsLister) ClusterRoleBindings() ([]*rbacv1.ClusterRoleBinding, error) {
+	stored, err := d.informerLister.ClusterRoleBindings()
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[string]bool, len(stored))
+	for _, b := range stored {
+		have[b.Name] = true
+	}
+	out := stored
+	for _, b := range d.bindings {
+		if !have[b.Name] {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}

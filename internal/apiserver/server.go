@@ -335,7 +335,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	rbacLister := newInformerLister(informerFactory)
-	authz.RBAC, authz.rbacSynced = &rbac.Authorizer{Lister: rbacLister}, rbacLister.waitSynced
+	authz.rbacSynced = rbacLister.waitSynced
 	config.AdmissionControl = admission.NewChainHandler(nsLifecycle, newServiceAccountAdmission(informerFactory),
 		newDefaultIngressClass(informerFactory), newEscalation(authz))
 
@@ -346,6 +346,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	authz.PodNode = res.podNode
+	policy := &policyHook{roles: defaultClusterRoles(res.served()), bindings: defaultClusterRoleBindings()}
+	authz.RBAC = &rbac.Authorizer{Lister: newDefaultsLister(rbacLister, policy.roles, policy.bindings)}
 	saAuth.serviceAccounts, saAuth.pods = res.getter("", "serviceaccounts"), res.getter("", "pods")
 	saAuth.secrets, saAuth.nodes = res.getter("", "secrets"), res.getter("", "nodes")
 
@@ -370,7 +372,6 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.generic.AddPostStartHookOrDie("svcnet-crd-discovery", crdDiscovery(s.generic, crdServer.Informers))
 	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), advertise: opts.AdvertiseAddress, port: port}
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
-	policy := &policyHook{roles: defaultClusterRoles(res.served()), bindings: defaultClusterRoleBindings()}
 	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
 	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", lifecycleControllers(ca.CertPEM))
 	s.generic.AddPostStartHookOrDie("svcnet-allocator-repair", func(ctx genericapiserver.PostStartHookContext) error {
