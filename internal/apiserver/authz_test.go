@@ -160,3 +160,18 @@ func TestDefaultAggregation(t *testing.T) {
 		}
 	}
 }
+
+func TestAdvertisedPort(t *testing.T) {
+	for _, tc := range []struct {
+		opts Options
+		want int
+	}{
+		{Options{}, 35000},
+		{Options{AdvertiseAddress: "172.18.0.1", AlsoListen: []NetnsListen{{Netns: "n", Addr: "172.18.0.1:6443"}}}, 6443},
+		{Options{AdvertiseAddress: "10.0.0.1", AlsoListen: []NetnsListen{{Netns: "n", Addr: "172.18.0.1:6443"}}}, 35000},
+	} {
+		if got := advertisedPort(tc.opts, 35000); got != tc.want {
+			t.Errorf("advertisedPort(%+v) = %d, want %d", tc.opts, got, tc.want)
+		}
+	}
+}

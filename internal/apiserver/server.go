@@ -370,7 +370,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.generic.AddPostStartHookOrDie("svcnet-crd-discovery", crdDiscovery(s.generic, crdServer.Informers))
-	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), advertise: opts.AdvertiseAddress, port: port}
+	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), advertise: opts.AdvertiseAddress, port: advertisedPort(opts, port)}
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
 	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
 	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", lifecycleControllers(ca.CertPEM))
@@ -383,6 +383,23 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// advertisedPort is the port of default/kubernetes' endpoints: the one the
+// server listens on at the advertised address — an extra listener's in a
+// network namespace when it has that address (svcnet up's in-cluster
+// 172.18.0.1:6443, whatever port the host side took), else the secure port.
+func advertisedPort(opts Options, securePort int) int {
+	for _, l := range opts.AlsoListen {
+		host, p, err := net.SplitHostPort(l.Addr)
+		if err != nil || host != opts.AdvertiseAddress {
+			continue
+		}
+		if n, err := strconv.Atoi(p); err == nil && n > 0 {
+			return n
+		}
+	}
+	return securePort
 }
 
 // Run serves until ctx ends.
