@@ -91,25 +91,17 @@ func (e *escalation) allowed(ctx context.Context, u user.Info, attrs authorizer.
 	return err == nil && d == authorizer.DecisionAllow
 }
 
-// refRules are the rules of the role a binding refers to.
+// refRules are the rules of the role a binding refers to (an unknown kind
+// is left to validation, which rejects it after admission).
 func (e *escalation) refRules(ref rbacv1.RoleRef, ns string) ([]rbacv1.PolicyRule, error) {
-	l := e.authz.RBAC.Lister
-	switch ref.Kind {
-	case "ClusterRole":
-		r, err := l.ClusterRole(ref.Name)
-		if err != nil {
-			return nil, fmt.Errorf("cannot bind ClusterRole %q: %w", ref.Name, err)
-		}
-		return r.Rules, nil
-	case "Role":
-		r, err := l.Role(ns, ref.Name)
-		if err != nil {
-			return nil, fmt.Errorf("cannot bind Role %q: %w", ref.Name, err)
-		}
-		return r.Rules, nil
+	if ref.Kind != "ClusterRole" && ref.Kind != "Role" {
+		return nil, nil
 	}
-	// Validation rejects any other kind after admission.
-	return nil, nil
+	rules, err := e.authz.RBAC.RoleRules(ref, ns)
+	if err != nil {
+		return nil, fmt.Errorf("cannot bind %s %q: %w", ref.Kind, ref.Name, err)
+	}
+	return rules, nil
 }
 
 func ruleString(r rbacv1.PolicyRule) string {

@@ -8,6 +8,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/svcnet/svcnet/internal/rbac"
 )
 
 // The default RBAC policy: Kubernetes' own default roles and bindings
@@ -51,7 +53,7 @@ func clusterRole(name string, labels map[string]string, rules ...rbacv1.PolicyRu
 		l[k] = v
 	}
 	return &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l, Annotations: map[string]string{"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l, Annotations: map[string]string{rbac.AutoUpdate: "true"}},
 		Rules:      rules,
 	}
 }
@@ -69,7 +71,7 @@ func aggregated(name string, labels map[string]string, from ...string) *rbacv1.C
 func binding(name, role string, subjects ...rbacv1.Subject) *rbacv1.ClusterRoleBinding {
 	return &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{bootstrapLabel: bootstrapValue},
-			Annotations: map[string]string{"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+			Annotations: map[string]string{rbac.AutoUpdate: "true"}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects: subjects,
 	}

@@ -1,9 +1,14 @@
 package controller
 
 import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -56,4 +61,18 @@ func ControlledPods(pods corelisters.PodLister, namespace string, selector *meta
 		}
 	}
 	return out, true, nil
+}
+
+// TemplateHash names a pod template: the "8548b869d7" of
+// hostnames-8548b869d7-j5lj9 and the controller-revision-hash of
+// StatefulSet and DaemonSet pods. The collision count changes it when
+// another template hashed the same.
+func TemplateHash(t *corev1.PodTemplateSpec, collisions *int32) string {
+	h := fnv.New32a()
+	data, _ := json.Marshal(t)
+	h.Write(data)
+	if collisions != nil {
+		fmt.Fprintf(h, "%d", *collisions)
+	}
+	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
 }

@@ -254,30 +254,8 @@ func (w *podWorker) reconcile(ctx context.Context) {
 // first time adopts the containers an earlier run of the agent left
 // running; it reports whether the sandbox is there.
 func (w *podWorker) ensureSandbox(ctx context.Context) bool {
-	if !w.ip.IsValid() && w.pod.Spec.HostNetwork {
-		// The node's own network: its address, the agent's namespace.
-		w.sandboxErr, w.ip, w.netns = "", w.a.cfg.NodeIP, fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
-		if err := w.writeFiles(); err != nil {
-			w.sandboxErr = err.Error()
-			w.ip = netip.Addr{}
-			return false
-		}
-		if !w.adopted {
-			w.adopted = true
-			w.adopt(ctx)
-		}
-	}
 	if !w.ip.IsValid() {
-		// Honest about what is not done: kubelet's CNI would map these.
-		for _, c := range w.pod.Spec.Containers {
-			for _, p := range c.Ports {
-				if p.HostPort != 0 {
-					w.a.event(w.pod, corev1.EventTypeWarning, "HostPortNotSupported",
-						"container %s asks for hostPort %d: svcnet's node agent maps no host ports (use hostNetwork: true, or a NodePort Service)", c.Name, p.HostPort)
-				}
-			}
-		}
-		ip, ns, err := w.a.net.Setup(string(w.uid))
+		ip, ns, err := w.setUpNetwork()
 		if err != nil {
 			w.sandboxErr = err.Error()
 			w.log().Warn("pod sandbox failed", "err", err)
@@ -300,6 +278,25 @@ func (w *podWorker) ensureSandbox(ctx context.Context) bool {
 	}
 	w.sandboxErr = ""
 	return true
+}
+
+// setUpNetwork gives the pod its network: the node's own for a
+// hostNetwork pod (its address, the agent's namespace), else a namespace
+// and an address of its own.
+func (w *podWorker) setUpNetwork() (netip.Addr, string, error) {
+	if w.pod.Spec.HostNetwork {
+		return w.a.cfg.NodeIP, fmt.Sprintf("/proc/%d/ns/net", os.Getpid()), nil
+	}
+	// Honest about what is not done: kubelet's CNI would map these.
+	for _, c := range w.pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				w.a.event(w.pod, corev1.EventTypeWarning, "HostPortNotSupported",
+					"container %s asks for hostPort %d: svcnet's node agent maps no host ports (use hostNetwork: true, or a NodePort Service)", c.Name, p.HostPort)
+			}
+		}
+	}
+	return w.a.net.Setup(string(w.uid))
 }
 
 func (w *podWorker) writeFiles() error {

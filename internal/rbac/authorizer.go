@@ -77,7 +77,7 @@ func (z *Authorizer) visitRules(u user.Info, namespace string, visit func(source
 		if !appliesToAny(b.Subjects, u, "") {
 			continue
 		}
-		rules, err := z.roleRules(b.RoleRef, "")
+		rules, err := z.RoleRules(b.RoleRef, "")
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -99,7 +99,7 @@ func (z *Authorizer) visitRules(u user.Info, namespace string, visit func(source
 		if !appliesToAny(b.Subjects, u, namespace) {
 			continue
 		}
-		rules, err := z.roleRules(b.RoleRef, namespace)
+		rules, err := z.RoleRules(b.RoleRef, namespace)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -122,9 +122,9 @@ func appliesToAny(subjects []rbacv1.Subject, u user.Info, ns string) bool {
 	return false
 }
 
-// roleRules resolves a roleRef: a ClusterRole, or a Role of the binding's
+// RoleRules resolves a roleRef: a ClusterRole, or a Role of the binding's
 // namespace.
-func (z *Authorizer) roleRules(ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, error) {
+func (z *Authorizer) RoleRules(ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, error) {
 	switch ref.Kind {
 	case "ClusterRole":
 		r, err := z.Lister.ClusterRole(ref.Name)

@@ -5,8 +5,6 @@
 package daemonset
 
 import (
-	"encoding/json"
-	"hash/fnv"
 	"sort"
 	"strconv"
 
@@ -14,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
@@ -23,10 +20,7 @@ import (
 
 // Revision is the controller-revision-hash of the template.
 func Revision(ds *appsv1.DaemonSet) string {
-	h := fnv.New32a()
-	b, _ := json.Marshal(ds.Spec.Template)
-	_, _ = h.Write(b)
-	return rand.SafeEncodeString(strconv.FormatUint(uint64(h.Sum32()), 10))
+	return controller.TemplateHash(&ds.Spec.Template, nil)
 }
 
 // tolerations every DaemonSet pod gets, as Kubernetes adds them.

@@ -162,7 +162,7 @@ func splitNew(d *appsv1.Deployment, all []*appsv1.ReplicaSet) (*appsv1.ReplicaSe
 }
 
 func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, all []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
-	hash := templateHash(&d.Spec.Template, d.Status.CollisionCount)
+	hash := controller.TemplateHash(&d.Spec.Template, d.Status.CollisionCount)
 	tmpl := d.Spec.Template.DeepCopy()
 	tmpl.Labels = withLabel(tmpl.Labels, PodTemplateHashLabel, hash)
 	sel := d.Spec.Selector.DeepCopy()

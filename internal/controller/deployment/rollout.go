@@ -1,18 +1,12 @@
 package deployment
 
 import (
-	"encoding/json"
-	"fmt"
-	"hash/fnv"
-
 	"sort"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 )
 
@@ -24,19 +18,6 @@ const (
 	MaxReplicasAnnotation     = "deployment.kubernetes.io/max-replicas"
 	PodTemplateHashLabel      = appsv1.DefaultDeploymentUniqueLabelKey
 )
-
-// templateHash names a pod template: the "8548b869d7" of
-// hostnames-8548b869d7-j5lj9. The collision count changes it when another
-// template hashed the same.
-func templateHash(t *corev1.PodTemplateSpec, collisions *int32) string {
-	h := fnv.New32a()
-	data, _ := json.Marshal(t)
-	h.Write(data)
-	if collisions != nil {
-		fmt.Fprintf(h, "%d", *collisions)
-	}
-	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
-}
 
 // sameTemplate compares a replica set's template with the deployment's,
 // ignoring the pod-template-hash label the replica set carries.

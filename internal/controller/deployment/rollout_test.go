@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 func dep(replicas int32, surge, unavail intstr.IntOrString) *appsv1.Deployment {
@@ -87,16 +89,16 @@ func TestUnhealthyOldReplicasGoFirst(t *testing.T) {
 
 func TestTemplateHash(t *testing.T) {
 	tmpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}}}
-	a, b := templateHash(tmpl, nil), templateHash(tmpl.DeepCopy(), nil)
+	a, b := controller.TemplateHash(tmpl, nil), controller.TemplateHash(tmpl.DeepCopy(), nil)
 	if a != b || len(a) < 8 {
 		t.Errorf("hash %q %q", a, b)
 	}
-	if c := templateHash(tmpl, ptr.To[int32](1)); c == a {
+	if c := controller.TemplateHash(tmpl, ptr.To[int32](1)); c == a {
 		t.Error("collision count does not change the hash")
 	}
 	other := tmpl.DeepCopy()
 	other.Labels["app"] = "y"
-	if templateHash(other, nil) == a {
+	if controller.TemplateHash(other, nil) == a {
 		t.Error("different templates, same hash")
 	}
 }

@@ -8,9 +8,7 @@
 package statefulset
 
 import (
-	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
@@ -34,10 +31,7 @@ const (
 // Revision names a template: <set>-<hash>, the controller-revision-hash
 // label of the pods made from it.
 func Revision(set *appsv1.StatefulSet) string {
-	h := fnv.New32a()
-	b, _ := json.Marshal(set.Spec.Template)
-	_, _ = h.Write(b)
-	return set.Name + "-" + rand.SafeEncodeString(strconv.FormatUint(uint64(h.Sum32()), 10))
+	return set.Name + "-" + controller.TemplateHash(&set.Spec.Template, nil)
 }
 
 // Ordinal of a pod of the set, or -1 if its name is not <set>-<n>.
