@@ -5,7 +5,9 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/svcnet
 # Debian packages that svcnet and its tests use.
-DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputils-ping procps busybox-static
+# netcat-openbsd: pods of the agnhost image run the machine's nc, as the
+# image's own.
+DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputils-ping procps busybox-static netcat-openbsd
 # What only the tests use: QEMU and busybox for the virtual machine that
 # has IPVS and the dummy link (this kernel has neither), and the IPVS tools.
 TEST_PACKAGES := qemu-system-x86 busybox-static ipvsadm ipset xz-utils
@@ -18,7 +20,7 @@ COREDNS := /var/cache/svcnet/coredns/v1.14.7/coredns
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
 
-.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean
+.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean conformance
 
 ## run: install what is missing, build, and start svcnet with the reference scenario
 run: deps build
@@ -72,6 +74,12 @@ check-kubectl:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/svcnet
+
+## conformance: Kubernetes' own e2e suite (v1.37.2, built once, outside our
+## module: long the first time) against a fresh cluster; writes
+## docs/conformance.md. Not part of make test.
+conformance: deps build
+	./hack/conformance.sh
 
 ## bench-deps: what only the benchmarks use: wrk, and nginx-light to compare
 ## the ingress with (installed with its service kept stopped: a policy-rc.d

@@ -63,6 +63,7 @@ func newInternalCommand() *cobra.Command {
 	f.StringVar(&o.Hosts, "hosts", "", "file to show as /etc/hosts")
 	f.StringVar(&o.Dir, "dir", "", "working directory")
 	f.StringVar(&security, "security", "", "the container's confinement (JSON: user, groups, capabilities, mounts)")
+	f.IntVar(&o.Join, "join", 0, "pid of the running container whose mount namespace to enter")
 	var ns string
 	netnsExec := &cobra.Command{
 		Use:   "netns-exec --netns NAME -- COMMAND [ARGS...]",
@@ -76,6 +77,7 @@ func newInternalCommand() *cobra.Command {
 	}
 	netnsExec.Flags().StringVar(&ns, "netns", "", "named network namespace")
 	var stateDir, logPath string
+	var stdio runtime.Stdio
 	shim := &cobra.Command{
 		Use:   "container-shim --state DIR --log FILE -- POD-EXEC-ARGS...",
 		Short: "Run one container and outlive the node agent that started it",
@@ -85,11 +87,14 @@ func newInternalCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runtime.RunShim(self, stateDir, logPath, args)
+			return runtime.RunShim(self, stateDir, logPath, stdio, args)
 		},
 	}
 	shim.Flags().StringVar(&stateDir, "state", "", "the container start's state directory")
 	shim.Flags().StringVar(&logPath, "log", "", "the container's log file")
+	shim.Flags().BoolVar(&stdio.Stdin, "stdin", false, "keep the container's stdin open for attach")
+	shim.Flags().BoolVar(&stdio.StdinOnce, "stdin-once", false, "close the container's stdin when the first attach's input ends")
+	shim.Flags().BoolVar(&stdio.TTY, "tty", false, "give the container a terminal")
 	root.AddCommand(podExec, netnsExec, shim, newSuperviseCommand())
 	return root
 }

@@ -26,6 +26,11 @@ func addParameterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodAttachOptions)(nil), func(a, b any, _ conversion.Scope) error {
+		return podAttachOptions(*a.(*url.Values), b.(*corev1.PodAttachOptions))
+	}); err != nil {
+		return err
+	}
 	// The proxies' path (the rest of the URL, put there by the server).
 	if err := s.AddConversionFunc((*url.Values)(nil), (*corev1.PodProxyOptions)(nil), func(a, b any, _ conversion.Scope) error {
 		b.(*corev1.PodProxyOptions).Path = a.(*url.Values).Get("path")
@@ -115,6 +120,17 @@ func podExecOptions(q url.Values, o *corev1.PodExecOptions) error {
 	var err error
 	o.Container = q.Get("container")
 	o.Command = q["command"]
+	for k, dst := range map[string]*bool{"stdin": &o.Stdin, "stdout": &o.Stdout, "stderr": &o.Stderr, "tty": &o.TTY} {
+		if *dst, err = boolParam(q, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func podAttachOptions(q url.Values, o *corev1.PodAttachOptions) error {
+	var err error
+	o.Container = q.Get("container")
 	for k, dst := range map[string]*bool{"stdin": &o.Stdin, "stdout": &o.Stdout, "stderr": &o.Stderr, "tty": &o.TTY} {
 		if *dst, err = boolParam(q, k); err != nil {
 			return err

@@ -11,13 +11,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/networking"
 )
 
 // bootstrapNamespaces exist from the start, as in every Kubernetes cluster.
@@ -26,9 +30,10 @@ var bootstrapNamespaces = []string{"default", "kube-system", "kube-public", "kub
 // bootstrap creates what a new cluster has: its namespaces and the
 // default/kubernetes Service that points at the API server.
 type bootstrap struct {
-	serviceIP netip.Addr // first address of the service range
-	advertise string     // address in the kubernetes endpoints ("" = none)
-	port      int
+	serviceIP   netip.Addr // first address of the service range
+	serviceCIDR string     // the service range, the default ServiceCIDR's
+	advertise   string     // address in the kubernetes endpoints ("" = none)
+	port        int
 }
 
 func (b *bootstrap) run(hookCtx genericapiserver.PostStartHookContext) error {
@@ -74,10 +79,40 @@ func (b *bootstrap) ensure(ctx context.Context, client kubernetes.Interface) err
 	} else if err != nil {
 		return err
 	}
+	if err := b.ensureServiceCIDR(ctx, client); err != nil {
+		return err
+	}
 	if b.advertise == "" {
 		return nil
 	}
 	return b.ensureEndpoints(ctx, client)
+}
+
+// ensureServiceCIDR keeps the default ServiceCIDR, the API server's
+// service range, Ready, as kube-apiserver's default-servicecidr
+// controller does.
+func (b *bootstrap) ensureServiceCIDR(ctx context.Context, client kubernetes.Interface) error {
+	if b.serviceCIDR == "" {
+		return nil
+	}
+	api := client.NetworkingV1().ServiceCIDRs()
+	sc, err := api.Get(ctx, networking.DefaultServiceCIDR, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		sc, err = api.Create(ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: networking.DefaultServiceCIDR},
+			Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{b.serviceCIDR}}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("default ServiceCIDR: %w", err)
+	}
+	if meta.IsStatusConditionTrue(sc.Status.Conditions, networkingv1.ServiceCIDRConditionReady) {
+		return nil
+	}
+	meta.SetStatusCondition(&sc.Status.Conditions, metav1.Condition{Type: networkingv1.ServiceCIDRConditionReady,
+		Status: metav1.ConditionTrue, Reason: "Ready", Message: "Kubernetes default Service CIDR is ready"})
+	if _, err := api.UpdateStatus(ctx, sc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("default ServiceCIDR status: %w", err)
+	}
+	return nil
 }
 
 // ensureEndpoints points default/kubernetes at the advertised address,

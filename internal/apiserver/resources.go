@@ -36,7 +36,7 @@ import (
 var plainKinds = []*registry.Kind{
 	core.Node, core.Endpoints, core.Secret, core.ConfigMap, core.ServiceAccount, core.Event,
 	discovery.EndpointSlice,
-	networking.Ingress, networking.IngressClass,
+	networking.Ingress, networking.IngressClass, networking.ServiceCIDR, networking.IPAddress,
 	coordination.Lease,
 	rbac.Role, rbac.ClusterRole, rbac.RoleBinding, rbac.ClusterRoleBinding,
 }
@@ -97,6 +97,7 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	add(core.Pod, "binding", &core.BindingREST{Store: pods})
 	add(core.Pod, "log", &core.LogREST{Pods: pods, Nodes: nodes})
 	add(core.Pod, "exec", &core.ExecREST{Pods: pods, Nodes: nodes})
+	add(core.Pod, "attach", &core.AttachREST{Pods: pods, Nodes: nodes})
 	add(core.Pod, "portforward", &core.PortForwardREST{Pods: pods, Nodes: nodes})
 	add(core.Pod, "proxy", &core.PodProxyREST{Pods: pods, Nodes: nodes})
 	r.podNode = func(ctx context.Context, ns, name string) (string, error) {

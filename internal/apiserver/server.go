@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -370,7 +371,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.generic.AddPostStartHookOrDie("svcnet-crd-discovery", crdDiscovery(s.generic, crdServer.Informers))
-	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), advertise: opts.AdvertiseAddress, port: advertisedPort(opts, port)}
+	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), serviceCIDR: canonicalCIDR(opts.ServiceCIDR), advertise: opts.AdvertiseAddress, port: advertisedPort(opts, port)}
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
 	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
 	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", lifecycleControllers(ca.CertPEM))
@@ -444,4 +445,14 @@ func privateDir(dir string) error {
 		return fmt.Errorf("%s is shared (mode %v): give the API server a directory of its own", dir, info.Mode())
 	}
 	return os.Chmod(dir, 0o700)
+}
+
+// canonicalCIDR is cidr as a ServiceCIDR names it (masked), or "" when
+// it does not parse (the allocator has refused it by then).
+func canonicalCIDR(cidr string) string {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return ""
+	}
+	return p.Masked().String()
 }

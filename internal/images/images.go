@@ -8,6 +8,7 @@ package images
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 )
@@ -28,6 +29,13 @@ type Image struct {
 	// Argv, when set, makes the whole command line from the container's
 	// command and args (images that run a program of the machine).
 	Argv func(command, args []string) ([]string, error)
+	// Cmd are the default args (an image's CMD): used when the container
+	// names neither command nor args.
+	Cmd []string
+	// Programs are paths at which the image's containers find svcnet
+	// itself, acting as the program the path names (agnhost's /agnhost):
+	// for commands and scripts that call the image's program by path.
+	Programs []string
 }
 
 // Host is the image that runs a host executable.
@@ -46,6 +54,13 @@ var Builtin = []Image{
 	{Name: "pause", Entrypoint: []string{"image", "pause"}, Run: runPause,
 		Aliases: []string{"registry.k8s.io/pause", "k8s.gcr.io/pause", "gcr.io/google-containers/pause"},
 		Doc:     "does nothing until the pod stops (registry.k8s.io/pause)"},
+	{Name: "agnhost", Entrypoint: []string{"image", "agnhost"}, Run: runAgnhost, Cmd: []string{"pause"}, Programs: []string{"/agnhost", "/agnhost-2"},
+		Aliases: []string{"registry.k8s.io/e2e-test-images/agnhost", "k8s.gcr.io/e2e-test-images/agnhost", "gcr.io/kubernetes-e2e-test-images/agnhost"},
+		Doc: "Kubernetes' e2e test image: the subcommands its network tests use (netexec, serve-hostname, porter, test-webserver, connect, pause, dns-suffix …) at /agnhost; " +
+			"shell commands run the machine's programs (sh, curl, nc, dig)"},
+	{Name: "dnsutils", Argv: machineArgv,
+		Aliases: []string{"registry.k8s.io/e2e-test-images/jessie-dnsutils", "registry.k8s.io/e2e-test-images/glibc-dns-testing", "k8s.gcr.io/e2e-test-images/jessie-dnsutils"},
+		Doc:     "the machine's DNS tools (dig, getent, nslookup, sh): the command runs as given, sh by default"},
 	{Name: "busybox", Argv: busyboxArgv,
 		Aliases: []string{"library/busybox", "registry.k8s.io/e2e-test-images/busybox", "gcr.io/google-containers/busybox", "registry.k8s.io/busybox"},
 		Doc:     "the machine's busybox (Debian's busybox-static): the command is an applet (sh -c …, wget, nslookup …), sh by default; the filesystem is the machine's, read-only"},
@@ -79,6 +94,19 @@ func Lookup(ref string) (Image, bool) {
 		return Image{}, false
 	}
 	return Builtin[i], true
+}
+
+// ByProgram finds the image whose program is named name (the base name
+// svcnet was started as: "agnhost").
+func ByProgram(name string) (Image, bool) {
+	for _, img := range Builtin {
+		for _, p := range img.Programs {
+			if path.Base(p) == name {
+				return img, true
+			}
+		}
+	}
+	return Image{}, false
 }
 
 // ErrNotBuiltin explains an unknown image.

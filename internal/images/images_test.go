@@ -16,7 +16,9 @@ func TestLookup(t *testing.T) {
 		{"registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "busybox"},
 		{"host", "host"},
 		{"nginx", ""},
-		{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", ""},
+		{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", "agnhost"},
+		{"registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7", "dnsutils"},
+		{"registry.k8s.io/e2e-test-images/nginx:1.14-4", ""},
 	} {
 		img, ok := Lookup(tc.ref)
 		if got := map[bool]string{true: img.Name, false: ""}[ok]; got != tc.want {
@@ -41,6 +43,17 @@ func TestBusyboxArgv(t *testing.T) {
 		}
 		if !strings.HasSuffix(argv[0], "busybox") || strings.Join(argv[1:], " ") != tc.want {
 			t.Errorf("busyboxArgv(%q, %q) = %q", tc.command, tc.args, argv)
+		}
+	}
+}
+
+func TestByProgram(t *testing.T) {
+	if img, ok := ByProgram("agnhost"); !ok || img.Name != "agnhost" || img.Run == nil {
+		t.Errorf("ByProgram(agnhost) = %q, %v", img.Name, ok)
+	}
+	for _, name := range []string{"svcnet", "busybox", "sh", ""} {
+		if img, ok := ByProgram(name); ok {
+			t.Errorf("ByProgram(%q) = %q: svcnet started as %s must stay svcnet", name, img.Name, name)
 		}
 	}
 }

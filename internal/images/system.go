@@ -30,3 +30,14 @@ func busyboxArgv(command, args []string) ([]string, error) {
 	argv[0] = path.Base(argv[0])
 	return append([]string{bin}, argv...), nil
 }
+
+// machineArgv runs the container's command as given, with the machine's
+// programs (sh when there is none): images that stand for a set of
+// common tools.
+func machineArgv(command, args []string) ([]string, error) {
+	argv := append(append([]string{}, command...), args...)
+	if len(argv) == 0 {
+		argv = []string{"sh"}
+	}
+	return argv, nil
+}

@@ -32,6 +32,7 @@ import (
 //
 //	GET /containerLogs/{namespace}/{pod}/{container}?follow&previous&timestamps&tailLines&sinceSeconds&limitBytes
 //	    /exec/{namespace}/{pod}/{container}?command=…&input=1&output=1&error=1&tty=1
+//	    /attach/{namespace}/{pod}/{container}?input=1&output=1&error=1&tty=1
 //
 // It serves TLS and requires a client certificate of the API server
 // signed by the cluster CA, as kubelet does (pods can reach this port).
@@ -64,11 +65,12 @@ func (a *Agent) serve(ctx context.Context) error {
 }
 
 // handler is the node server's: the API server's requests only, but for
-// /healthz. Attach is not served (404).
+// /healthz.
 func (a *Agent) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("/exec/{ns}/{pod}/{container}", a.serveExec)
+	mux.HandleFunc("/attach/{ns}/{pod}/{container}", a.serveAttach)
 	mux.HandleFunc("/portForward/{ns}/{pod}", a.servePortForward)
 	mux.HandleFunc("/proxy/{scheme}/{ip}/{port}/{path...}", a.serveProxy)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
@@ -101,6 +103,8 @@ type execTarget struct {
 	env                  []string
 	uid                  string
 	security             *runtime.Security
+	pid                  int // the running container's process (0: not running)
+	container            string
 }
 
 // worker finds the worker of a pod this node runs.
@@ -146,7 +150,8 @@ func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
 			image = c.Image
 		}
 	}
-	return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, image: image, env: env, uid: string(p.UID), security: sec}, nil
+	return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, image: image, env: env, uid: string(p.UID), security: sec,
+		pid: t.pids[container], container: container}, nil
 }
 
 func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error) {
@@ -169,7 +174,11 @@ func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error
 		if previous {
 			return "", fmt.Errorf("previous terminated container %q in pod %q not found", container, pod)
 		}
-		return "", fmt.Errorf("container %q in pod %q is waiting to start", container, pod)
+		why := ""
+		if t := w.exec.Load(); t != nil && t.waiting[container] != "" {
+			why = ": " + t.waiting[container]
+		}
+		return "", fmt.Errorf("container %q in pod %q is waiting to start%s", container, pod, why)
 	}
 	return path, nil
 }
@@ -312,6 +321,65 @@ func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
 		4*time.Hour, 30*time.Second, remotecommand.SupportedStreamingProtocols)
 }
 
+func (a *Agent) serveAttach(w http.ResponseWriter, r *http.Request) {
+	opts, err := remotecommand.NewOptions(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ns, pod, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
+	remotecommand.ServeAttach(w, r, &attacher{a: a, ns: ns}, pod, "", container, opts,
+		4*time.Hour, 30*time.Second, remotecommand.SupportedStreamingProtocols)
+}
+
+// attacher connects kubectl attach to a container's shim, which holds its
+// stdin and sees its output.
+type attacher struct {
+	a  *Agent
+	ns string
+}
+
+func (at *attacher) AttachContainer(ctx context.Context, pod, _ string, container string, in io.Reader,
+	out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
+	t, err := at.a.target(at.ns, pod, container)
+	if err != nil {
+		return err
+	}
+	if t.pid == 0 {
+		return fmt.Errorf("container %s of pod %s is not running", t.container, pod)
+	}
+	s := runtime.AttachStreams{Stdin: in}
+	if out != nil {
+		s.Stdout = out
+	}
+	if errw != nil {
+		s.Stderr = errw
+	}
+	if resize != nil {
+		sizes := make(chan [2]uint16)
+		s.Resize = sizes
+		go func() {
+			defer close(sizes)
+			for {
+				select {
+				case size, ok := <-resize:
+					if !ok {
+						return
+					}
+					select {
+					case sizes <- [2]uint16{size.Width, size.Height}:
+					case <-ctx.Done():
+						return
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	return runtime.Attach(filepath.Join(t.dir, t.container+".run"), s)
+}
+
 // executor runs kubectl exec commands in a pod's container.
 type executor struct {
 	a  *Agent
@@ -335,7 +403,7 @@ func (e *executor) ExecInContainer(ctx context.Context, pod, _ string, container
 func runInPod(ctx context.Context, self string, t *execTarget, argv []string, in io.Reader, out, errw io.Writer,
 	tty bool, resize <-chan remotecommand.TerminalSize) error {
 	o := runtime.ExecOptions{Netns: t.netns, Hostname: t.hostname, ResolvConf: filepath.Join(t.dir, "resolv.conf"),
-		Hosts: filepath.Join(t.dir, "hosts"), Argv: argv, Security: t.security}
+		Hosts: filepath.Join(t.dir, "hosts"), Argv: argv, Security: t.security, Join: t.pid}
 	c := exec.CommandContext(ctx, self, o.Args()...)
 	c.Env = t.env
 	c.SysProcAttr = runtime.SysProcAttr()

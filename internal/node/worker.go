@@ -65,13 +65,15 @@ type execInfo struct {
 	netns, hostname string
 	env             map[string][]string // by container
 	security        map[string]*runtime.Security
-	running         map[string]bool // log files being written
+	running         map[string]bool   // log files being written
+	pids            map[string]int    // running containers' processes, whose mounts exec enters
+	waiting         map[string]string // why containers that never ran wait ("ErrImagePull: …")
 }
 
 // publish refreshes the pod's execInfo after a container started or stopped.
 func (w *podWorker) publish() {
 	info := &execInfo{netns: w.netns, hostname: Hostname(w.pod), env: map[string][]string{},
-		security: map[string]*runtime.Security{}, running: map[string]bool{}}
+		security: map[string]*runtime.Security{}, running: map[string]bool{}, pids: map[string]int{}, waiting: map[string]string{}}
 	for _, c := range w.containers {
 		if c.env != nil {
 			info.env[c.Spec.Name] = c.env
@@ -79,8 +81,14 @@ func (w *podWorker) publish() {
 		if sec, err := w.security(c); err == nil {
 			info.security[c.Spec.Name] = sec
 		}
+		if wt := c.State.Waiting; wt != nil && wt.Reason != "" {
+			info.waiting[c.Spec.Name] = wt.Reason + ": " + wt.Message
+		}
 		if c.Running() {
 			info.running[c.logPath] = true
+			if c.proc != nil {
+				info.pids[c.Spec.Name] = c.proc.Pid()
+			}
 		}
 	}
 	w.exec.Store(info)
@@ -139,6 +147,9 @@ func (w *podWorker) run(ctx context.Context) {
 		w.startTime = metav1.Now()
 	}
 	terminal := podstate.Terminal(w.pod.Status.Phase)
+	if !terminal {
+		w.state.Rejected = unpullable(w.pod)
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -192,6 +203,25 @@ func (w *podWorker) run(ctx context.Context) {
 		case <-timer.C:
 		}
 	}
+}
+
+// unpullable fails a pod of no controller that names an image svcnet
+// does not have: no image ever appears on svcnet (they are built in), so
+// waiting in ImagePullBackOff as kubelet does would only make `kubectl
+// run -it --image=…` time out after a minute instead of saying why at
+// once. A controller's pods wait as in Kubernetes: failing them would
+// have the controller replace them in a loop.
+func unpullable(pod *corev1.Pod) *podstate.Rejection {
+	if metav1.GetControllerOf(pod) != nil {
+		return nil
+	}
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if _, ok := images.Lookup(c.Image); !ok {
+			return &podstate.Rejection{Reason: "ErrImagePull",
+				Message: fmt.Sprintf("container %s: %v", c.Name, images.ErrNotBuiltin(c.Image))}
+		}
+	}
+	return nil
 }
 
 // podAddr is the pod's address, or "" before its sandbox has one.
@@ -325,6 +355,7 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 			w.a.event(w.pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", c.Spec.Image, msg)
 		}
 		waiting("ErrImagePull", msg, 30*time.Second)
+		w.publish()
 		return
 	}
 	argv, err := w.argv(img, c)
@@ -383,6 +414,7 @@ func (w *podWorker) start(ctx context.Context, c *container) {
 			ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts"),
 			Dir: c.Spec.WorkingDir, Argv: argv, Security: sec},
 		Env: env, Log: logPath, StateDir: run,
+		Stdio: runtime.Stdio{Stdin: c.Spec.Stdin, StdinOnce: c.Spec.StdinOnce, TTY: c.Spec.TTY},
 	})
 	if err != nil {
 		waiting("RunContainerError", err.Error(), 10*time.Second)
@@ -474,7 +506,11 @@ func (w *podWorker) argv(img images.Image, c *container) ([]string, error) {
 	if len(c.Spec.Command) > 0 {
 		return append(append([]string{}, c.Spec.Command...), c.Spec.Args...), nil
 	}
-	return append(append([]string{w.a.self}, img.Entrypoint...), c.Spec.Args...), nil
+	args := c.Spec.Args
+	if len(args) == 0 {
+		args = img.Cmd
+	}
+	return append(append([]string{w.a.self}, img.Entrypoint...), args...), nil
 }
 
 func envMap(env []string) map[string]string {
@@ -496,6 +532,12 @@ func (w *podWorker) security(c *container) (*runtime.Security, error) {
 	sec, err := confine.For(w.pod, &c.Spec, w.dir)
 	if err != nil {
 		return nil, err
+	}
+	// The image's programs are svcnet itself, where the image has them.
+	if img, ok := images.Lookup(c.Spec.Image); ok {
+		for _, p := range img.Programs {
+			sec.Mounts = append(sec.Mounts, runtime.Mount{Source: w.a.self, Target: p, ReadOnly: true})
+		}
 	}
 	return &sec, nil
 }
@@ -533,6 +575,9 @@ func (w *podWorker) execIn(c *container) prober.Exec {
 		ResolvConf: filepath.Join(w.dir, "resolv.conf"), Hosts: filepath.Join(w.dir, "hosts")}
 	sec, err := w.security(c)
 	env, self, image := c.env, w.a.self, c.Spec.Image
+	if c.Running() && c.proc != nil {
+		opts.Join = c.proc.Pid()
+	}
 	return func(cmd []string, timeout time.Duration) ([]byte, int, error) {
 		if err != nil {
 			return nil, -1, err

@@ -78,7 +78,9 @@ func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security,
 		return runtime.Security{}, fmt.Errorf("container %s: user or group 0 (root) needs privileged: true on svcnet, "+
 			"whose containers share the machine's filesystem, which root owns", c.Name)
 	}
-	sec := runtime.Security{ReadOnlyHost: !privileged, UID: uint32(uid), GID: uint32(gid)}
+	// Every container has a root of its own over the machine's, its
+	// layer mounted (in its namespace only) on the pod's directory.
+	sec := runtime.Security{ReadOnlyHost: !privileged, UID: uint32(uid), GID: uint32(gid), RootLayer: podDir}
 
 	// Supplementary groups: the pod's, and fsGroup, as kubelet gives them.
 	groups := slices.Clone(psc.SupplementalGroups)

@@ -125,8 +125,12 @@ func TestFor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			// Every container, privileged or not, gets a root of its own
+			// whose layer is mounted on the pod's directory.
+			want := tc.want
+			want.RootLayer = "/pods/p"
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got  %+v\nwant %+v", got, want)
 			}
 		})
 	}

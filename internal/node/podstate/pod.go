@@ -13,6 +13,14 @@ import (
 // order, then the others.
 type Pod struct {
 	Containers []*Container
+	// Rejected, when set, fails the pod as a whole (kubelet's admission
+	// rejections): phase Failed with this reason and message.
+	Rejected *Rejection
+}
+
+// Rejection is why a pod failed without its containers running.
+type Rejection struct {
+	Reason, Message string
 }
 
 // New is the state of pod as the agent first sees it: its containers not
@@ -88,6 +96,9 @@ func (p *Pod) NextWake(now time.Time, sandboxFailing bool) time.Duration {
 
 // Phase applies kubelet's rules to the containers' states.
 func (p *Pod) Phase(policy corev1.RestartPolicy) corev1.PodPhase {
+	if p.Rejected != nil {
+		return corev1.PodFailed
+	}
 	var initFailed bool
 	for _, c := range p.Containers {
 		if !c.Init {
@@ -161,6 +172,9 @@ func (p *Pod) Status(in StatusInput) corev1.PodStatus {
 		HostIPs:   []corev1.HostIP{{IP: in.NodeIP.String()}},
 		StartTime: &in.StartTime,
 		QOSClass:  in.Pod.Status.QOSClass,
+	}
+	if p.Rejected != nil {
+		st.Reason, st.Message = p.Rejected.Reason, p.Rejected.Message
 	}
 	if in.PodIP.IsValid() {
 		st.PodIP = in.PodIP.String()

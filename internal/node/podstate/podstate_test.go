@@ -304,3 +304,15 @@ func TestAdopted(t *testing.T) {
 		})
 	}
 }
+
+// TestRejected: a rejected pod is Failed whatever its containers, with
+// the rejection's reason and message in its status.
+func TestRejected(t *testing.T) {
+	pod := podOf(corev1.RestartPolicyAlways, nil, spec("c"))
+	p := New(pod)
+	p.Rejected = &Rejection{Reason: "ErrImagePull", Message: "container c: image \"nginx\" is not built into svcnet"}
+	st := p.Status(StatusInput{Pod: pod, NodeIP: netip.MustParseAddr("172.18.0.11"), StartTime: metav1.NewTime(t0), Now: metav1.NewTime(t0)})
+	if st.Phase != corev1.PodFailed || st.Reason != "ErrImagePull" || !strings.Contains(st.Message, "nginx") {
+		t.Errorf("rejected pod: phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
+	}
+}

@@ -12,9 +12,10 @@ import (
 )
 
 // setUpMounts builds the container's view of the filesystem in its
-// private mount namespace: the pod's files over /etc's and, when
-// confined, the machine read-only under private writable places, with
-// the container's volumes on top.
+// private mount namespace: its own root (Security.RootLayer), the pod's
+// files over /etc's and, when confined, the machine's filesystems
+// read-only under private writable places, with the container's volumes
+// on top.
 func setUpMounts(o ExecOptions) error {
 	// Nothing below may propagate to the machine's namespace.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
@@ -62,10 +63,26 @@ func setUpMounts(o ExecOptions) error {
 			}
 		}
 	}
+	ownRoot := sec != nil && sec.RootLayer != ""
+	leave := func() error { return nil }
+	if ownRoot {
+		var err error
+		if leave, err = enterOwnRoot(sec.RootLayer); err != nil {
+			return err
+		}
+	}
 	if sec != nil && sec.ReadOnlyHost {
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, attr); err != nil {
 			return fmt.Errorf("make the machine's filesystem read-only: %w", err)
+		}
+		if ownRoot {
+			// The container's own layer is writable; the machine's
+			// filesystems under it are not.
+			attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+			if err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, attr); err != nil {
+				return fmt.Errorf("make the container's layer writable: %w", err)
+			}
 		}
 		for _, dir := range Private {
 			if _, err := os.Stat(dir); err != nil {
@@ -81,7 +98,7 @@ func setUpMounts(o ExecOptions) error {
 		}
 	}
 	for _, b := range binds {
-		if err := makeTarget(b.target, b.dir, sec != nil && sec.ReadOnlyHost); err != nil {
+		if err := makeTarget(b.target, b.dir, sec != nil && sec.ReadOnlyHost && !ownRoot); err != nil {
 			return err
 		}
 		src := fmt.Sprintf("/proc/self/fd/%d", b.fd)
@@ -97,7 +114,7 @@ func setUpMounts(o ExecOptions) error {
 			return fmt.Errorf("mount flags of %s: %w", b.target, err)
 		}
 	}
-	return nil
+	return leave()
 }
 
 // makeTarget makes sure a mount target exists. Under a confined

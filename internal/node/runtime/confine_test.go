@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -26,15 +28,16 @@ type checks struct {
 	CapBnd      string
 	NoNewPrivs  string
 	ResolvConf  string
-	WriteEtc    string // error writing a new file in /etc
-	WriteHost   string // error writing a file of the machine's the test made
-	WriteTmp    string // error writing in /tmp
-	WriteVolume string // error writing in a writable mount
-	ReadOnlyVol string // error writing in a read-only mount
-	LoadModule  string // error of init_module with a bogus image
-	ChangeNet   string // error setting lo up
-	Bind53      string // error binding port 53
-	SignalAgent string // error of kill(parent, 0)
+	WriteEtc    string   // error writing a new file in /etc
+	WriteHost   string   // error writing a file of the machine's the test made
+	WriteTmp    string   // error writing in /tmp
+	WriteVolume string   // error writing in a writable mount
+	ReadOnlyVol string   // error writing in a read-only mount
+	LoadModule  string   // error of init_module with a bogus image
+	ChangeNet   string   // error setting lo up
+	Bind53      string   // error binding port 53
+	SignalAgent string   // error of kill(parent, 0)
+	RWMounts    []string // mount points writable in the container
 }
 
 func errText(err error) string {
@@ -94,6 +97,14 @@ func confineCheck(args []string) {
 		c.Bind53 = errText(err)
 	}
 	c.SignalAgent = errText(unix.Kill(os.Getppid(), 0))
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 5 && slices.Contains(strings.Split(f[5], ","), "rw") {
+				c.RWMounts = append(c.RWMounts, unescapeMount(f[4]))
+			}
+		}
+	}
 	_ = json.NewEncoder(os.Stdout).Encode(c)
 }
 
@@ -246,4 +257,117 @@ func confinedFiles(c checks) (bad []string) {
 	expect("change the network", c.ChangeNet, "EPERM")
 	expect("signal the node's process", c.SignalAgent, "EPERM")
 	return bad
+}
+
+// TestOwnRoot: a container with a root layer writes anywhere in its own
+// root — the machine's files do not change — mounts a volume where the
+// machine has no such directory, keeps every machine filesystem read-only
+// but its own places, and an exec that joins it sees what it wrote.
+func TestOwnRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("containers enter network and mount namespaces: needs root; CI runs as root")
+	}
+	ns := testNetns(t, "ownroot")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	layer, vol := filepath.Join(dir, "layer"), filepath.Join(dir, "vol")
+	for _, d := range []string{layer, vol} {
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Chmod(d, 0o777)
+	}
+	hostDir, err := os.MkdirTemp("/var/tmp", "svcnet-ownroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(hostDir) })
+	_ = os.Chmod(hostDir, 0o777)
+	hostFile := filepath.Join(hostDir, "machine-file")
+	if err := os.WriteFile(hostFile, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(hostFile, 0o666)
+	// A target the machine does not have, as image paths (/results) are.
+	target := "/svcnet-ownroot-" + strconv.Itoa(os.Getpid())
+	if _, err := os.Stat(target); err == nil {
+		t.Fatalf("%s exists on the machine", target)
+	}
+	const user = 201235
+	sec := Security{ReadOnlyHost: true, UID: user, GID: user, NoNewPrivs: true, RootLayer: layer,
+		Mounts: []Mount{{Source: vol, Target: target}, {Source: vol, Target: "/svcnet-ro", ReadOnly: true}}}
+	o := ExecOptions{Netns: ns, Hostname: "own", Security: &sec,
+		Argv: []string{self, "confine-check", hostFile, target, "/svcnet-ro"}}
+	cmd := exec.Command(self, o.Args()...)
+	cmd.SysProcAttr = SysProcAttr()
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("%v: %s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var c checks
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for what, got := range map[string]string{"a machine file (mode 0666)": c.WriteHost, "the mounted volume": c.WriteVolume, "/tmp": c.WriteTmp} {
+		if got != "" {
+			t.Errorf("write %s in its own root: %s", what, got)
+		}
+	}
+	if c.WriteEtc != "EACCES" {
+		t.Errorf("write /etc as a user: %q, want EACCES (the layer is writable, /etc is root's)", c.WriteEtc)
+	}
+	if c.ReadOnlyVol != "EROFS" {
+		t.Errorf("write a read-only mount: %q", c.ReadOnlyVol)
+	}
+	slices.Sort(c.RWMounts)
+	if want := []string{"/", "/dev/shm", "/run", target, "/tmp"}; !slices.Equal(c.RWMounts, want) {
+		t.Errorf("writable mounts %q, want %q (the machine's filesystems read-only)", c.RWMounts, want)
+	}
+	if data, _ := os.ReadFile(hostFile); len(data) != 0 {
+		t.Errorf("the machine's file changed: %q", data)
+	}
+	if _, err := os.Stat(target); err == nil {
+		os.Remove(target)
+		t.Errorf("the mount target %s was made on the machine", target)
+	}
+	if _, err := os.Stat(filepath.Join(vol, "f")); err != nil {
+		t.Errorf("the volume did not get the file written through its mount: %v", err)
+	}
+
+	// A running container, and an exec joining its mounts.
+	run := ExecOptions{Netns: ns, Hostname: "own", Security: &sec,
+		Argv: []string{"sh", "-c", "echo layer > /tmp/written && echo ready && exec sleep 30"}}
+	ctr := exec.Command(self, run.Args()...)
+	ctr.SysProcAttr = SysProcAttr()
+	ctr.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	stdout, err := ctr.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ctr.Process.Kill(); _ = ctr.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("container: %q %v", line, err)
+	}
+	join := ExecOptions{Netns: ns, Hostname: "own", Security: &sec, Join: ctr.Process.Pid, Argv: []string{"cat", "/tmp/written"}}
+	got, code, err := RunOnce(self, join, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, 10*time.Second)
+	if err != nil || code != 0 || string(got) != "layer\n" {
+		t.Errorf("exec joining the container: %q, exit %d, %v; want what it wrote to its /tmp", got, code, err)
+	}
+	fresh := join
+	fresh.Join = 0
+	if got, code, _ := RunOnce(self, fresh, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, 10*time.Second); code == 0 {
+		t.Errorf("an exec that did not join sees the container's /tmp: %q", got)
+	}
 }

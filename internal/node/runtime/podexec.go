@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"syscall"
 
 	vnetns "github.com/vishvananda/netns"
@@ -30,6 +31,11 @@ type ExecOptions struct {
 	Argv       []string
 	// Security confines the process; nil for the node's own helpers.
 	Security *Security
+	// Join is the pid of a running container whose mount namespace the
+	// process enters (kubectl exec, probes, hooks: they see the
+	// container's files, its layer and /tmp included), instead of
+	// building the container's view again.
+	Join int
 }
 
 // Args encodes o as the arguments of `svcnet internal pod-exec`.
@@ -38,6 +44,9 @@ func (o ExecOptions) Args() []string {
 		"--resolv-conf", o.ResolvConf, "--hosts", o.Hosts, "--dir", o.Dir}
 	if o.Security != nil {
 		args = append(args, "--security", o.Security.encode())
+	}
+	if o.Join != 0 {
+		args = append(args, "--join", strconv.Itoa(o.Join))
 	}
 	return append(append(args, "--"), o.Argv...)
 }
@@ -69,18 +78,23 @@ func Exec(o ExecOptions) error {
 	if err := vnetns.Set(target); err != nil {
 		return fmt.Errorf("enter %s: %w", o.Netns, err)
 	}
-	path, err := exec.LookPath(o.Argv[0])
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.Argv[0], err)
-	}
 	// Opened first, as root and in the machine's view: the container's
 	// user may not reach the executable's directory, and its private
 	// /tmp may hide it (svcnet's own binary, for the built-in images).
-	exe, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	// A program only the container's view has (/agnhost) is looked up
+	// there.
+	exe := -1
+	if path, err := exec.LookPath(o.Argv[0]); err == nil {
+		if exe, err = unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
 	}
-	if o.ResolvConf != "" || o.Hosts != "" || o.Security != nil {
+	switch {
+	case o.Join != 0:
+		if err := joinMounts(o.Join); err != nil {
+			return err
+		}
+	case o.ResolvConf != "" || o.Hosts != "" || o.Security != nil:
 		// Only in the private mount namespace SysProcAttr gives: a
 		// process started without it shares its parent's, and must not
 		// change it.
@@ -92,6 +106,10 @@ func Exec(o ExecOptions) error {
 		if err := setUpMounts(o); err != nil {
 			return err
 		}
+	}
+	path, err := exec.LookPath(o.Argv[0])
+	if err != nil && exe < 0 {
+		return fmt.Errorf("%s: %w", o.Argv[0], err)
 	}
 	if o.Hostname != "" {
 		if err := unix.Sethostname([]byte(o.Hostname)); err != nil {
@@ -117,9 +135,45 @@ func Exec(o ExecOptions) error {
 	if os.Getppid() != parent {
 		return errors.New("the parent exited before the command started")
 	}
-	err = syscall.Exec(path, o.Argv, os.Environ())
-	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOENT) {
+	if path != "" {
+		err = syscall.Exec(path, o.Argv, os.Environ())
+	}
+	if exe >= 0 && (path == "" || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOENT)) {
 		err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", exe), o.Argv, os.Environ())
 	}
 	return err
+}
+
+// joinMounts enters the mount namespace and the root directory of
+// process pid (a running container's). The calling thread must be
+// locked, and then stops sharing its filesystem attributes with the
+// process's other threads, as setns requires; exec keeps them.
+func joinMounts(pid int) error {
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the container's mount namespace: %w", err)
+	}
+	defer unix.Close(fd)
+	// setns puts the caller at the namespace's root mount, which is the
+	// container's root only when the node's own root is its namespace's
+	// (not under a chroot, as in the test VM): take the container's
+	// root itself.
+	root, err := unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the container's root: %w", err)
+	}
+	defer unix.Close(root)
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unshare filesystem attributes: %w", err)
+	}
+	if err := unix.Setns(fd, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("enter the container's mount namespace: %w", err)
+	}
+	if err := unix.Fchdir(root); err != nil {
+		return fmt.Errorf("the container's root: %w", err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return fmt.Errorf("the container's root: %w", err)
+	}
+	return os.Chdir("/")
 }

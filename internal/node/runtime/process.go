@@ -26,6 +26,7 @@ type Spec struct {
 	// StateDir is this start's state, where its shim records the pid
 	// and the exit code; the caller makes it (empty) first.
 	StateDir string
+	Stdio    Stdio
 }
 
 // Process is a running container process, watched through its shim.
@@ -52,7 +53,7 @@ func Start(self string, spec Spec) (*Process, error) {
 		return nil, err
 	}
 	defer shimLog.Close()
-	cmd := exec.Command(self, ShimOptions{StateDir: spec.StateDir, Log: spec.Log, Exec: spec.Exec}.Args()...)
+	cmd := exec.Command(self, ShimOptions{StateDir: spec.StateDir, Log: spec.Log, Stdio: spec.Stdio, Exec: spec.Exec}.Args()...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	cmd.Stdout, cmd.Stderr = shimLog, shimLog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -14,8 +14,9 @@ import (
 // one (the node's confinement rules make it from the pod's
 // securityContext); the node agent's own helpers run without.
 type Security struct {
-	// ReadOnlyHost: the machine's filesystem is read-only, with private
-	// writable /tmp, /run and /dev/shm (not for privileged containers).
+	// ReadOnlyHost: the machine's filesystems are read-only, with private
+	// writable /tmp, /run and /dev/shm (not for privileged containers);
+	// with a RootLayer, / itself is the container's, writable.
 	ReadOnlyHost bool     `json:"readOnlyHost,omitempty"`
 	UID          uint32   `json:"uid"`
 	GID          uint32   `json:"gid"`
@@ -23,6 +24,12 @@ type Security struct {
 	Caps         []string `json:"caps,omitempty"` // CAP_ names the process keeps; every other one is gone for good
 	NoNewPrivs   bool     `json:"noNewPrivs,omitempty"`
 	Mounts       []Mount  `json:"mounts,omitempty"`
+	// RootLayer, when set, gives the container a root filesystem of its
+	// own: the machine's root under a copy-on-write layer (a tmpfs
+	// mounted on this existing directory, in the container's mount
+	// namespace only), so that it writes anywhere without changing the
+	// machine, and mount targets need not exist on the machine.
+	RootLayer string `json:"rootLayer,omitempty"`
 }
 
 // Mount shows a file or directory of the node inside the container.

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // A container's process is the child of a shim (`svcnet internal
@@ -35,19 +37,26 @@ const (
 type ShimOptions struct {
 	StateDir string // the container start's state, created by the agent
 	Log      string // its CRI log
+	Stdio    Stdio
 	Exec     ExecOptions
 }
 
 // Args encodes o as the arguments of `svcnet internal container-shim`.
 func (o ShimOptions) Args() []string {
-	return append([]string{"internal", "container-shim", "--state", o.StateDir, "--log", o.Log, "--"}, o.Exec.Args()...)
+	args := []string{"internal", "container-shim", "--state", o.StateDir, "--log", o.Log}
+	for flag, on := range map[string]bool{"--stdin": o.Stdio.Stdin, "--stdin-once": o.Stdio.StdinOnce, "--tty": o.Stdio.TTY} {
+		if on {
+			args = append(args, flag)
+		}
+	}
+	return append(append(args, "--"), o.Exec.Args()...)
 }
 
 // RunShim is the shim: it starts `self podExecArgs...` (the container,
 // entering its pod), copies its output to the log, records its pid and
 // then its exit code, and returns when it has exited. The container dies
 // with the shim (its parent-death signal).
-func RunShim(self, stateDir, logPath string, podExecArgs []string) error {
+func RunShim(self, stateDir, logPath string, stdio Stdio, podExecArgs []string) error {
 	// The agent stops a container through its process group; the shim
 	// has nothing to stop for but its container's end. Caught, not
 	// ignored: an ignored signal would stay ignored in the container.
@@ -66,16 +75,48 @@ func RunShim(self, stateDir, logPath string, podExecArgs []string) error {
 	// itself (a Go program) runs with the agent's minimal one.
 	cmd.Env = env
 	cmd.SysProcAttr = SysProcAttr()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return writeExit(stateDir, 128, err)
+	outputs := map[string]io.Reader{}
+	var in io.WriteCloser
+	var term, termSlave *os.File
+	if stdio.TTY {
+		// A terminal of its own, as its controlling one: output is all
+		// stdout, as kubelet logs a tty container's.
+		if term, termSlave, err = pty.Open(); err != nil {
+			return writeExit(stateDir, 128, err)
+		}
+		defer term.Close()
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = termSlave, termSlave, termSlave
+		cmd.SysProcAttr.Setpgid = false
+		cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty = true, true
+		outputs["stdout"] = term
+		if stdio.Stdin {
+			in = term
+		}
+	} else {
+		if stdio.Stdin {
+			if in, err = cmd.StdinPipe(); err != nil {
+				return writeExit(stateDir, 128, err)
+			}
+		}
+		if outputs["stdout"], err = cmd.StdoutPipe(); err != nil {
+			return writeExit(stateDir, 128, err)
+		}
+		if outputs["stderr"], err = cmd.StderrPipe(); err != nil {
+			return writeExit(stateDir, 128, err)
+		}
 	}
-	stderr, err := cmd.StderrPipe()
+	hub := newAttachHub(stdio, in, term)
+	attach, err := listenAttach(stateDir)
 	if err != nil {
-		return writeExit(stateDir, 128, err)
+		return writeExit(stateDir, 128, fmt.Errorf("attach socket: %w", err))
 	}
+	defer attach.Close()
+	go hub.serve(attach)
 	if err := cmd.Start(); err != nil {
 		return writeExit(stateDir, 128, err)
+	}
+	if termSlave != nil {
+		termSlave.Close() // the container's now
 	}
 	started := time.Now()
 	record := fmt.Sprintf("%d %d %d", cmd.Process.Pid, os.Getpid(), started.UnixNano())
@@ -87,15 +128,28 @@ func RunShim(self, stateDir, logPath string, podExecArgs []string) error {
 	}
 	var logMu sync.Mutex
 	var wg sync.WaitGroup
-	for stream, r := range map[string]io.Reader{"stdout": stdout, "stderr": stderr} {
+	for stream, r := range outputs {
+		kind := byte(frameStdout)
+		if stream == "stderr" {
+			kind = frameStderr
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			copyLog(logf, &logMu, stream, r)
+			copyLog(logf, &logMu, stream, io.TeeReader(r, hub.output(kind)))
 		}()
+	}
+	if stdio.TTY {
+		// A terminal's output ends (EIO) only when every holder of
+		// its other side has gone: the container's exit ends it.
+		werr := cmd.Wait()
+		wg.Wait()
+		hub.closeAll()
+		return writeExit(stateDir, exitCode(cmd, werr), nil)
 	}
 	wg.Wait() // output first, so readers of the log see it all at exit
 	werr := cmd.Wait()
+	hub.closeAll()
 	return writeExit(stateDir, exitCode(cmd, werr), nil)
 }
 

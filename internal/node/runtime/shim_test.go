@@ -3,10 +3,12 @@ package runtime
 import (
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,9 +24,17 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "internal" {
 		switch os.Args[2] {
 		case "container-shim":
-			// --state DIR --log FILE -- pod-exec args…
-			state, log := os.Args[4], os.Args[6]
-			if err := RunShim(os.Args[0], state, log, os.Args[8:]); err != nil {
+			// --state DIR --log FILE [stdio flags] -- pod-exec args…
+			var state, log string
+			var stdio Stdio
+			fs := flag.NewFlagSet("container-shim", flag.ExitOnError)
+			fs.StringVar(&state, "state", "", "")
+			fs.StringVar(&log, "log", "", "")
+			fs.BoolVar(&stdio.Stdin, "stdin", false, "")
+			fs.BoolVar(&stdio.StdinOnce, "stdin-once", false, "")
+			fs.BoolVar(&stdio.TTY, "tty", false, "")
+			_ = fs.Parse(os.Args[3:])
+			if err := RunShim(os.Args[0], state, log, stdio, fs.Args()); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(1)
 			}
@@ -57,6 +67,7 @@ func parsePodExec(args []string) (ExecOptions, error) {
 	fs.StringVar(&o.Hosts, "hosts", "", "")
 	fs.StringVar(&o.Dir, "dir", "", "")
 	fs.StringVar(&security, "security", "", "")
+	fs.IntVar(&o.Join, "join", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -183,4 +194,101 @@ func running(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(stat), ')')
 	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
+}
+
+// TestAttach: a container with stdin gets an attached client's input and
+// sends it its output; with stdinOnce its stdin ends with the client's;
+// with a tty it has a terminal. Attach returns when the container exits.
+func TestAttach(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("containers enter network and mount namespaces: needs root; CI runs as root")
+	}
+	ns := testNetns(t, "attach")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each input is sent once the output so far has the line before it:
+	// a shell's read may take more than its line from a pipe.
+	cases := []struct {
+		name   string
+		stdio  Stdio
+		argv   []string
+		inputs []string
+		want   []string // output after each input, then at the end
+	}{
+		{"stdin once", Stdio{Stdin: true, StdinOnce: true},
+			[]string{"sh", "-c", `read line; echo "got $line"; cat; echo "done $?" >&2`}, []string{"abc\n", "rest\n"},
+			[]string{"got abc\n", "rest\n", "done 0\n"}},
+		{"tty", Stdio{Stdin: true, StdinOnce: true, TTY: true},
+			[]string{"sh", "-c", `read x; echo "tty:$x"; test -t 0 && echo isatty`}, []string{"abc\n"},
+			[]string{"tty:abc", "isatty"}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			// Deeper than a unix socket address can name (108 bytes), as
+			// state directories under a test's temporary one are.
+			state, log := filepath.Join(dir, strings.Repeat("a-long-directory-name/", 5), "run"), filepath.Join(dir, "log")
+			if err := os.MkdirAll(state, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			p, err := Start(self, Spec{Exec: ExecOptions{Netns: ns, Hostname: fmt.Sprint("attach", i), Argv: tc.argv},
+				Env: []string{"PATH=" + os.Getenv("PATH")}, Log: log, StateDir: state, Stdio: tc.stdio})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { Kill(state) })
+			var out lockedBuffer
+			in, feed := io.Pipe()
+			done := make(chan error, 1)
+			go func() { done <- Attach(state, AttachStreams{Stdin: in, Stdout: &out, Stderr: &out}) }()
+			go func() {
+				for j, chunk := range tc.inputs {
+					if j > 0 {
+						for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), tc.want[j-1]) && time.Now().Before(deadline); {
+							time.Sleep(10 * time.Millisecond)
+						}
+					}
+					_, _ = feed.Write([]byte(chunk))
+				}
+				feed.Close()
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("attach did not end with the container; output so far %q", out.String())
+			}
+			<-p.Done()
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("attached output %q lacks %q", out.String(), w)
+				}
+			}
+			if p.ExitCode() != 0 {
+				t.Errorf("exit code %d", p.ExitCode())
+			}
+		})
+	}
+}
+
+// lockedBuffer collects output written from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

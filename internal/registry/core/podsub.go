@@ -166,19 +166,59 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot exec into a container in a completed pod; current phase is %s", pod.Status.Phase))
 	}
 	loc.Path = fmt.Sprintf("/exec/%s/%s/%s", pod.Namespace, pod.Name, container)
-	q := url.Values{"command": o.Command}
-	for k, v := range map[string]bool{"input": o.Stdin, "output": o.Stdout, "error": o.Stderr, "tty": o.TTY} {
+	loc.RawQuery = url.Values{"command": o.Command}.Encode()
+	return streamToNode(loc, r.Nodes.Transport(), responder, o.Stdin, o.Stdout, o.Stderr, o.TTY), nil
+}
+
+// AttachREST serves pods/attach (kubectl attach, kubectl run -i) by
+// proxying the stream to the node agent, which joins the container's
+// shim.
+type AttachREST struct {
+	Pods  *genericregistry.Store
+	Nodes NodeConnection
+}
+
+func (r *AttachREST) New() runtime.Object { return &corev1.Pod{} }
+func (r *AttachREST) Destroy()            {}
+
+// NewConnectOptions implements rest.Connecter.
+func (r *AttachREST) NewConnectOptions() (runtime.Object, bool, string) {
+	return &corev1.PodAttachOptions{}, false, ""
+}
+
+// ConnectMethods implements rest.Connecter.
+func (r *AttachREST) ConnectMethods() []string { return []string{"GET", "POST"} }
+
+// Connect returns the handler that upgrades the connection and pipes it
+// to the node agent, SPDY or WebSocket as for exec.
+func (r *AttachREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
+	o := opts.(*corev1.PodAttachOptions)
+	pod, container, loc, err := nodeTarget(ctx, r.Pods, r.Nodes, name, o.Container)
+	if err != nil {
+		return nil, err
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot attach to a container in a completed pod; current phase is %s", pod.Status.Phase))
+	}
+	loc.Path = fmt.Sprintf("/attach/%s/%s/%s", pod.Namespace, pod.Name, container)
+	return streamToNode(loc, r.Nodes.Transport(), responder, o.Stdin, o.Stdout, o.Stderr, o.TTY), nil
+}
+
+// streamToNode proxies an exec or attach stream to the node agent.
+func streamToNode(loc *url.URL, transport http.RoundTripper, responder rest.Responder, stdin, stdout, stderr, tty bool) http.Handler {
+	q := loc.Query()
+	for k, v := range map[string]bool{"input": stdin, "output": stdout, "error": stderr, "tty": tty} {
 		if v {
 			q.Set(k, "1")
 		}
 	}
 	loc.RawQuery = q.Encode()
-	spdy := proxy.NewUpgradeAwareHandler(loc, r.Nodes.Transport(), false, true, proxy.NewErrorResponder(responder))
+	spdy := proxy.NewUpgradeAwareHandler(loc, transport, false, true, proxy.NewErrorResponder(responder))
 	// kubectl 1.30+ speaks WebSocket (v5.channel.k8s.io); like
 	// kube-apiserver, translate it to SPDY towards the node.
-	translator := apiproxy.NewStreamTranslatorHandler(loc, r.Nodes.Transport(), 0,
-		apiproxy.Options{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY})
-	return apiproxy.NewTranslatingHandler(spdy, translator, wsstream.IsWebSocketRequestWithStreamCloseProtocol), nil
+	translator := apiproxy.NewStreamTranslatorHandler(loc, transport, 0,
+		apiproxy.Options{Stdin: stdin, Stdout: stdout, Stderr: stderr, Tty: tty})
+	return apiproxy.NewTranslatingHandler(spdy, translator, wsstream.IsWebSocketRequestWithStreamCloseProtocol)
 }
 
 // PortForwardREST serves pods/portforward by proxying the streams to the
@@ -231,5 +271,6 @@ func (r *PortForwardREST) Connect(ctx context.Context, name string, opts runtime
 var (
 	_ rest.GetterWithOptions = (*LogREST)(nil)
 	_ rest.Connecter         = (*ExecREST)(nil)
+	_ rest.Connecter         = (*AttachREST)(nil)
 	_ rest.Connecter         = (*PortForwardREST)(nil)
 )

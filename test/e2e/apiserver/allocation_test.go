@@ -8,7 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -188,4 +190,69 @@ func TestAllocationRangesAndRelease(t *testing.T) {
 		t.Fatalf("ExternalName: %v %+v", err, ext)
 	}
 	assertDistinct(t, listServices(t, c))
+}
+
+// TestServiceCIDRAndIPAddressAPI: the default ServiceCIDR names the API
+// server's range and is Ready; ServiceCIDRs and IPAddresses are stored
+// with Kubernetes' validation (canonical names and CIDRs, immutable
+// fields).
+func TestServiceCIDRAndIPAddressAPI(t *testing.T) {
+	s := framework.StartAPIServer(t, "--service-cluster-ip-range", "10.0.0.1/24")
+	c := s.Client()
+	ctx := framework.Context(t, time.Minute)
+	var def *networkingv1.ServiceCIDR
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		def, err = c.NetworkingV1().ServiceCIDRs().Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err == nil && meta.IsStatusConditionTrue(def.Status.Conditions, networkingv1.ServiceCIDRConditionReady) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the default ServiceCIDR, Ready: %v %+v", err, def)
+		}
+	}
+	if fmt.Sprint(def.Spec.CIDRs) != "[10.0.0.0/24]" {
+		t.Errorf("default ServiceCIDR %v, want the API server's range, masked", def.Spec.CIDRs)
+	}
+	for _, tc := range []struct {
+		name  string
+		cidrs []string
+		ok    bool
+	}{
+		{"dual", []string{"10.100.0.0/16", "fd00:10:96::/112"}, true},
+		{"not-canonical", []string{"10.100.0.1/16"}, false},
+		{"two-v4", []string{"10.100.0.0/16", "10.101.0.0/16"}, false},
+		{"none", nil, false},
+	} {
+		_, err := c.NetworkingV1().ServiceCIDRs().Create(ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: tc.name},
+			Spec: networkingv1.ServiceCIDRSpec{CIDRs: tc.cidrs}}, metav1.CreateOptions{})
+		if (err == nil) != tc.ok || (err != nil && !apierrors.IsInvalid(err)) {
+			t.Errorf("ServiceCIDR %s %v: %v, want ok=%v or Invalid", tc.name, tc.cidrs, err, tc.ok)
+		}
+	}
+	dual, _ := c.NetworkingV1().ServiceCIDRs().Get(ctx, "dual", metav1.GetOptions{})
+	dual.Spec.CIDRs = []string{"10.200.0.0/16"}
+	if _, err := c.NetworkingV1().ServiceCIDRs().Update(ctx, dual, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("changing a ServiceCIDR's range: %v, want Invalid (immutable)", err)
+	}
+
+	ref := &networkingv1.ParentReference{Group: "mygroup", Resource: "things", Namespace: "ns", Name: "a"}
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{{"255.255.255.255", true}, {"fe80::42:1dff:fe84:f9e2", true}, {"10.0.0.01", false}, {"FE80::1", false}, {"not-an-ip", false}} {
+		_, err := c.NetworkingV1().IPAddresses().Create(ctx, &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: tc.name},
+			Spec: networkingv1.IPAddressSpec{ParentRef: ref}}, metav1.CreateOptions{})
+		if (err == nil) != tc.ok {
+			t.Errorf("IPAddress %q: %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+	ip, err := c.NetworkingV1().IPAddresses().Get(ctx, "255.255.255.255", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip.Spec.ParentRef = &networkingv1.ParentReference{Resource: "other", Name: "b"}
+	if _, err := c.NetworkingV1().IPAddresses().Update(ctx, ip, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("changing an IPAddress's parent: %v, want Invalid (immutable)", err)
+	}
 }

@@ -29,6 +29,7 @@ type localCluster struct {
 	t       testing.TB
 	name    string
 	home    string
+	lastErr error // of the last command names ran that failed, for timeouts
 	bin     string
 	kubectl *framework.Kubectl
 }
@@ -153,7 +154,7 @@ func (c *localCluster) until(what string, timeout time.Duration, cond func() boo
 		return cond(), nil
 	})
 	if err != nil {
-		c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		c.t.Fatalf("timed out after %s waiting for %s (last command error: %v)", timeout, what, c.lastErr)
 	}
 }
 
@@ -162,6 +163,9 @@ func (c *localCluster) names(target string, n int, argv ...string) map[string]in
 	seen := map[string]int{}
 	for range n {
 		out, err := c.exec(target, argv...)
+		if err != nil {
+			c.lastErr = fmt.Errorf("%s %v: %w: %s", target, argv, err, out)
+		}
 		if err == nil {
 			seen[strings.TrimSpace(out)]++
 		}

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"bufio"
 	"context"
 	"os/exec"
 	"strings"
@@ -128,11 +129,23 @@ spec:
 	}
 	// kubectl logs -f streams as the container writes.
 	c.until("ticker running", time.Minute, func() bool { return phase("ticker") == "Running" })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	follow, _ := exec.CommandContext(ctx, k.Path, "--kubeconfig", k.Kubeconfig, "logs", "-f", "ticker").Output()
+	// Five lines beyond the last one written when it started: lines
+	// that only following can deliver (bounded at 30s, not timed).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	before := strings.Count(k.MustRun("", "logs", "ticker"), "tick")
+	follow := exec.CommandContext(ctx, k.Path, "--kubeconfig", k.Kubeconfig, "logs", "-f", "ticker")
+	stdout, _ := follow.StdoutPipe()
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc, lines := bufio.NewScanner(stdout), 0
+	for sc.Scan() && lines < before+5 {
+		lines++
+	}
 	cancel()
-	if n := strings.Count(string(follow), "tick"); n < 5 {
-		t.Errorf("logs -f got %d lines in 3s:\n%s", n, follow)
+	_ = follow.Wait()
+	if lines < before+5 {
+		t.Errorf("logs -f delivered %d lines, want the %d there were and 5 more as they were written", lines, before)
 	}
 	// kubectl exec -it gets a terminal in the pod (script gives kubectl one).
 	for _, version := range []string{"1.27", "1.33"} {

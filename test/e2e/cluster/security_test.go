@@ -137,7 +137,7 @@ func (c *localCluster) podsConfined(t *testing.T) {
 		allowed           bool
 	}{
 		{"plain", "write /etc", "touch /etc/svcnet-confined", false},
-		{"plain", "write a machine file it could otherwise (/var/tmp is 1777)", "touch /var/tmp/svcnet-confined", false},
+		{"plain", "write /var/tmp in its own root (the machine's stays as it is, checked below)", "touch /var/tmp/svcnet-confined", true},
 		{"plain", "read the cluster's credentials", "ls " + stateDir, false},
 		{"plain", "write its private /tmp", "echo x > /tmp/f && cat /tmp/f", true},
 		{"plain", "change the pod's network", "ip link set lo mtu 1400", false},

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -94,8 +95,108 @@ spec:
 			t.Errorf("the pause pod took %v to stop (it exits at SIGTERM)", d)
 		}
 	})
+	t.Run("agnhost image", func(t *testing.T) {
+		// As Kubernetes' e2e suite runs it: args to the image's
+		// entrypoint, /agnhost by path, a volume where the machine has
+		// no such directory.
+		c.kubectl.MustRun(`
+apiVersion: v1
+kind: Pod
+metadata: {name: netexec}
+spec:
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/agnhost:2.66.1
+    args: [netexec, --http-port=8080, --udp-port=8081]
+    volumeMounts: [{name: results, mountPath: /results}]
+  - name: hostname
+    image: registry.k8s.io/e2e-test-images/agnhost:2.66.1
+    command: [/agnhost, serve-hostname, --port, "9377"]
+  volumes: [{name: results, emptyDir: {}}]
+`, "apply", "-f", "-")
+		c.until("the agnhost pod ready", time.Minute, func() bool {
+			out, _, _ := c.kubectl.Run("", "get", "pod", "netexec", "-o", "jsonpath={.status.phase} {.status.conditions[?(@.type==\"Ready\")].status}")
+			return out == "Running True"
+		})
+		if out := c.kubectl.MustRun("", "get", "--raw", "/api/v1/namespaces/default/pods/netexec:8080/proxy/hostname"); out != "netexec" {
+			t.Errorf("netexec /hostname through pods/proxy: %q", out)
+		}
+		if out := c.kubectl.MustRun("", "get", "--raw", "/api/v1/namespaces/default/pods/netexec:9377/proxy/"); out != "netexec" {
+			t.Errorf("/agnhost serve-hostname: %q", out)
+		}
+		if out := c.kubectl.MustRun("", "exec", "netexec", "-c", "c", "--", "/agnhost", "dns-suffix"); !strings.Contains(out, "default.svc.cluster.local") {
+			t.Errorf("/agnhost dns-suffix: %q", out)
+		}
+		if out, errOut, err := c.kubectl.Run("", "exec", "netexec", "-c", "c", "--", "/bin/sh", "-c", "/agnhost connect --timeout=3s hostnames:80"); err != nil {
+			t.Errorf("/agnhost connect to a Service from a shell: %v %s %s", err, out, errOut)
+		}
+		// netexec's /dial, from the pod to a hostnames pod.
+		ip := c.kubectl.MustRun("", "get", "pod", pods[0], "-o", "jsonpath={.status.podIP}")
+		dial := "http://localhost:8080/dial?request=hostname&protocol=http&host=" + ip + "&port=9376&tries=1"
+		if out := c.kubectl.MustRun("", "exec", "netexec", "-c", "c", "--", "curl", "-s", dial); !strings.Contains(out, `"responses":["`+pods[0]) {
+			t.Errorf("netexec /dial: %q", out)
+		}
+		// The volume at /results (which the machine lacks) is the pod's,
+		// and the machine did not get a /results.
+		c.kubectl.MustRun("", "exec", "netexec", "-c", "c", "--", "sh", "-c", "echo hi > /results/f && cat /results/f")
+		if _, err := os.Stat("/results"); err == nil {
+			t.Error("a pod's mount target was made on the machine")
+		}
+	})
+	t.Run("kubectl cp", func(t *testing.T) {
+		local := filepath.Join(t.TempDir(), "f.txt")
+		if err := os.WriteFile(local, []byte("copied in\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.kubectl.MustRun("", "cp", local, "bbsleep:/tmp/f.txt")
+		if out := c.kubectl.MustRun("", "exec", "bbsleep", "--", "cat", "/tmp/f.txt"); out != "copied in\n" {
+			t.Errorf("after kubectl cp into the pod, exec reads %q", out)
+		}
+		back := filepath.Join(t.TempDir(), "back.txt")
+		c.kubectl.MustRun("", "cp", "bbsleep:/tmp/f.txt", back)
+		if data, _ := os.ReadFile(back); string(data) != "copied in\n" {
+			t.Errorf("kubectl cp out of the pod: %q", data)
+		}
+	})
+	t.Run("unknown image fails at once", func(t *testing.T) {
+		out, errOut, err := c.kubectl.Run("", "run", "nope", "-i", "--rm", "--restart=Never", "--image=nginx:1.27", "--", "true")
+		if err == nil || !strings.Contains(out+errOut, "not built into svcnet") {
+			t.Errorf("kubectl run -i of an image svcnet lacks: %v\nstdout %s\nstderr %s", err, out, errOut)
+		}
+		if reason := c.kubectl.MustRun("", "get", "events", "--field-selector", "involvedObject.name=nope", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(reason, "Failed") {
+			t.Logf("events of the failed pod: %q", reason)
+		}
+	})
 	for _, v := range framework.KubectlVersions {
 		k := framework.NewKubectl(t, v, c.kubectl.Kubeconfig)
+		t.Run("run -i --rm with kubectl "+v, func(t *testing.T) {
+			name := "runi-" + strings.ReplaceAll(v, ".", "-")
+			out, errOut, err := k.Run("hello\n", "run", name, "-i", "--rm", "--restart=Never", "--image=busybox",
+				"--", "sh", "-c", `read x; echo "got $x"`)
+			if err != nil || !strings.Contains(out, "got hello") {
+				t.Errorf("kubectl run -i: %v\nstdout %q\nstderr %s", err, out, errOut)
+			}
+		})
+		t.Run("attach with kubectl "+v, func(t *testing.T) {
+			name := "attach-" + strings.ReplaceAll(v, ".", "-")
+			k.MustRun(`
+apiVersion: v1
+kind: Pod
+metadata: {name: `+name+`}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: c, image: busybox, stdin: true, stdinOnce: true, command: [sh, -c, 'while read l; do echo "echo:$l"; done; echo bye']}
+`, "apply", "-f", "-")
+			c.until(name+" running", time.Minute, func() bool {
+				out, _, _ := k.Run("", "get", "pod", name, "-o", "jsonpath={.status.phase}")
+				return out == "Running"
+			})
+			out, errOut, err := k.Run("a\nb\n", "attach", "-i", name)
+			if err != nil || !strings.Contains(out, "echo:a\necho:b\nbye") {
+				t.Errorf("kubectl attach -i: %v\nstdout %q\nstderr %s", err, out, errOut)
+			}
+		})
 		t.Run("port-forward to a pod with kubectl "+v, func(t *testing.T) {
 			if got := portForwardGet(t, k, "pod/"+pods[0], "9376"); got != pods[0] {
 				t.Errorf("through the forwarded port: %q, want %q", got, pods[0])

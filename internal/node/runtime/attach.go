@@ -1,0 +1,359 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// Attaching to a running container (kubectl attach, kubectl run -i) goes
+// through its shim, which holds the container's stdin and sees its output:
+// the shim listens on a unix socket in the start's state directory (0700,
+// the node agent's alone), and each connection speaks frames
+//
+//	kind byte, length uint32 (big endian), payload
+//
+// The client sends a hello first (JSON attachHello), then stdin data,
+// stdin's end and terminal sizes; the shim sends the container's output.
+// The shim ends every connection when the container exits.
+const (
+	attachSock = "attach.sock"
+
+	frameHello  = 'h'
+	frameStdin  = 'i'
+	frameEOF    = 'c' // the client's stdin ended
+	frameResize = 'r' // width, height: uint16 each
+	frameStdout = 'o'
+	frameStderr = 'e'
+
+	maxFrame = 1 << 20
+)
+
+// Stdio is how a container's standard streams are set up (its spec's
+// stdin, stdinOnce and tty).
+type Stdio struct {
+	Stdin     bool `json:"stdin,omitempty"`
+	StdinOnce bool `json:"stdinOnce,omitempty"`
+	TTY       bool `json:"tty,omitempty"`
+}
+
+type attachHello struct {
+	Stdin, Stdout, Stderr bool
+}
+
+func writeFrame(w io.Writer, kind byte, payload []byte) error {
+	var hdr [5]byte
+	hdr[0] = kind
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
+	if _, err := w.Write(append(hdr[:], payload...)); err != nil {
+		return err
+	}
+	return nil
+}
+
+func readFrame(r io.Reader) (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n > maxFrame {
+		return 0, nil, fmt.Errorf("attach frame of %d bytes", n)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return 0, nil, err
+	}
+	return hdr[0], buf, nil
+}
+
+// attachHub is the shim's side: it hands the container's output to the
+// attached clients and their input to the container.
+type attachHub struct {
+	stdio Stdio
+	in    io.WriteCloser // the container's stdin (nil without stdin)
+	tty   *os.File       // the terminal's master, for sizes (nil without tty)
+
+	mu      sync.Mutex
+	clients map[*attachClient]bool
+	closed  bool // stdin closed for good (stdinOnce)
+}
+
+type attachClient struct {
+	hello attachHello
+	out   chan frame
+	conn  net.Conn
+}
+
+type frame struct {
+	kind byte
+	data []byte
+}
+
+func newAttachHub(stdio Stdio, in io.WriteCloser, tty *os.File) *attachHub {
+	return &attachHub{stdio: stdio, in: in, tty: tty, clients: map[*attachClient]bool{}}
+}
+
+// serve accepts attach connections until l is closed.
+func (h *attachHub) serve(l net.Listener) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go h.handle(conn)
+	}
+}
+
+func (h *attachHub) handle(conn net.Conn) {
+	defer conn.Close()
+	kind, data, err := readFrame(conn)
+	if err != nil || kind != frameHello {
+		return
+	}
+	c := &attachClient{conn: conn, out: make(chan frame, 256)}
+	if json.Unmarshal(data, &c.hello) != nil {
+		return
+	}
+	h.mu.Lock()
+	h.clients[c] = true
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for f := range c.out {
+			if writeFrame(conn, f.kind, f.data) != nil {
+				break
+			}
+		}
+		// Dropped, or the container ended: the client's reads end too.
+		conn.Close()
+		for range c.out {
+		}
+	}()
+	h.input(c)
+	h.drop(c)
+	<-done
+}
+
+// input copies a client's frames to the container until it goes.
+func (h *attachHub) input(c *attachClient) {
+	sawStdin := false
+	for {
+		kind, data, err := readFrame(c.conn)
+		if err != nil {
+			if sawStdin {
+				h.stdinEnded()
+			}
+			return
+		}
+		switch kind {
+		case frameStdin:
+			sawStdin = true
+			if h.in != nil && c.hello.Stdin && !h.isClosed() {
+				_, _ = h.in.Write(data)
+			}
+		case frameEOF:
+			if c.hello.Stdin {
+				h.stdinEnded()
+				sawStdin = false
+			}
+		case frameResize:
+			if h.tty != nil && len(data) == 4 {
+				w, ht := binary.BigEndian.Uint16(data), binary.BigEndian.Uint16(data[2:])
+				_ = pty.Setsize(h.tty, &pty.Winsize{Cols: w, Rows: ht})
+			}
+		}
+	}
+}
+
+func (h *attachHub) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+// stdinEnded: an attached client's input ended. With stdinOnce the
+// container's stdin ends too (end of file; on a terminal, its EOF
+// character), as kubelet closes it after the first attach.
+func (h *attachHub) stdinEnded() {
+	if !h.stdio.StdinOnce || h.in == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	if h.tty != nil {
+		_, _ = h.in.Write([]byte{4})
+		return
+	}
+	_ = h.in.Close()
+}
+
+func (h *attachHub) drop(c *attachClient) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.clients[c] {
+		delete(h.clients, c)
+		close(c.out)
+	}
+}
+
+// output is a writer of one of the container's streams to the clients
+// that want it. A client too slow to keep up is dropped rather than
+// holding the container's output (and its log) back.
+func (h *attachHub) output(kind byte) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		data := append([]byte(nil), p...)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for c := range h.clients {
+			if (kind == frameStdout && !c.hello.Stdout) || (kind == frameStderr && !c.hello.Stderr) {
+				continue
+			}
+			select {
+			case c.out <- frame{kind, data}:
+			default:
+				delete(h.clients, c)
+				close(c.out)
+			}
+		}
+		return len(p), nil
+	})
+}
+
+// closeAll ends every connection (the container has exited), after what
+// was queued for them is written.
+func (h *attachHub) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients {
+		delete(h.clients, c)
+		close(c.out)
+	}
+}
+
+// unixPath names socket name in dir by a path short enough for a unix
+// socket address (108 bytes; state directories can be longer), through
+// an open descriptor of dir, which the caller closes once bound or
+// connected.
+func unixPath(dir, name string) (string, func(), error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("/proc/self/fd/%d/%s", fd, name), func() { unix.Close(fd) }, nil
+}
+
+// listenAttach listens on the attach socket of stateDir.
+func listenAttach(stateDir string) (net.Listener, error) {
+	_ = os.Remove(filepath.Join(stateDir, attachSock))
+	path, done, err := unixPath(stateDir, attachSock)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return net.Listen("unix", path)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// AttachStreams are a client's ends of an attach.
+type AttachStreams struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Resize delivers terminal sizes (width, height) while attached.
+	Resize <-chan [2]uint16
+}
+
+// ErrNotAttachable: the start has no shim listening (it ended, or was
+// started before attaching existed).
+var ErrNotAttachable = errors.New("the container cannot be attached to")
+
+// Attach connects to the container started from stateDir and copies the
+// streams until the container exits or stdin ends (when the container
+// has no stdin to end, until it exits).
+func Attach(stateDir string, s AttachStreams) error {
+	path, done, err := unixPath(stateDir, attachSock)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotAttachable, err)
+	}
+	conn, err := net.Dial("unix", path)
+	done()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotAttachable, err)
+	}
+	defer conn.Close()
+	hello, _ := json.Marshal(attachHello{Stdin: s.Stdin != nil, Stdout: s.Stdout != nil, Stderr: s.Stderr != nil})
+	var wmu sync.Mutex
+	send := func(kind byte, data []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return writeFrame(conn, kind, data)
+	}
+	if err := send(frameHello, hello); err != nil {
+		return err
+	}
+	if s.Stdin != nil {
+		go func() {
+			buf := make([]byte, 32*1024)
+			for {
+				n, err := s.Stdin.Read(buf)
+				if n > 0 && send(frameStdin, buf[:n]) != nil {
+					return
+				}
+				if err != nil {
+					_ = send(frameEOF, nil)
+					return
+				}
+			}
+		}()
+	}
+	if s.Resize != nil {
+		go func() {
+			for size := range s.Resize {
+				var b [4]byte
+				binary.BigEndian.PutUint16(b[:], size[0])
+				binary.BigEndian.PutUint16(b[2:], size[1])
+				if send(frameResize, b[:]) != nil {
+					return
+				}
+			}
+		}()
+	}
+	for {
+		kind, data, err := readFrame(conn)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		var w io.Writer
+		switch kind {
+		case frameStdout:
+			w = s.Stdout
+		case frameStderr:
+			w = s.Stderr
+		}
+		if w != nil {
+			if _, err := w.Write(data); err != nil {
+				return err
+			}
+		}
+	}
+}
