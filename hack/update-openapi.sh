@@ -11,6 +11,7 @@ go tool openapi-gen \
 	k8s.io/api/core/v1 k8s.io/api/apps/v1 k8s.io/api/discovery/v1 k8s.io/api/networking/v1 \
 	k8s.io/api/coordination/v1 k8s.io/api/autoscaling/v1 k8s.io/api/rbac/v1 k8s.io/api/batch/v1 \
 	k8s.io/api/authentication/v1 k8s.io/api/authorization/v1 k8s.io/api/scheduling/v1alpha3 \
+	k8s.io/metrics/pkg/apis/metrics/v1beta1 \
 	k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime \
 	k8s.io/apimachinery/pkg/util/intstr k8s.io/apimachinery/pkg/api/resource \
 	k8s.io/apimachinery/pkg/version

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 var (
@@ -54,6 +55,7 @@ var groups = []group{
 	{rbacv1.SchemeGroupVersion, rbacv1.AddToScheme},
 	{authenticationv1.SchemeGroupVersion, authenticationv1.AddToScheme},
 	{authorizationv1.SchemeGroupVersion, authorizationv1.AddToScheme},
+	{metricsv1beta1.SchemeGroupVersion, metricsv1beta1.AddToScheme},
 }
 
 func init() {

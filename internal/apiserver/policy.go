@@ -148,6 +148,11 @@ func defaultClusterRoles(res served) []*rbacv1.ClusterRole {
 			rule(readVerbs, "events.k8s.io", "events"),
 			rule(readVerbs, "coordination.k8s.io", "leases")),
 
+		// As metrics-server's manifest adds it: who may view may read the
+		// resource metrics (kubectl top).
+		clusterRole("system:aggregated-metrics-reader", map[string]string{aggregateToView: "true", aggregateToEdit: "true", aggregateToAdmin: "true"},
+			rule([]string{"get", "list", "watch"}, "metrics.k8s.io", "pods", "nodes")),
+
 		// svcnet's components.
 		clusterRole(ControllerManagerUser, nil, rule([]string{"*"}, "*", "*")),
 		clusterRole(SchedulerUser, nil,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/svcnet/svcnet/internal/apis"
 	"github.com/svcnet/svcnet/internal/pki"
@@ -24,6 +25,7 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/coordination"
 	"github.com/svcnet/svcnet/internal/registry/core"
 	"github.com/svcnet/svcnet/internal/registry/discovery"
+	"github.com/svcnet/svcnet/internal/registry/metrics"
 	"github.com/svcnet/svcnet/internal/registry/networking"
 	"github.com/svcnet/svcnet/internal/registry/rbac"
 	"github.com/svcnet/svcnet/internal/registry/review"
@@ -70,6 +72,7 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		r.byGroup[g][path] = s
 	}
 	var nodes core.NodeConnection
+	var nodeStore metrics.Store
 	for _, k := range plainKinds {
 		store, err := registry.NewStore(k, optsGetter)
 		if err != nil {
@@ -78,6 +81,9 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		add(k, "", registry.NewREST(k, store))
 		if k.Status {
 			add(k, "status", registry.NewStatusREST(k, store))
+		}
+		if k == core.Node {
+			nodeStore = store
 		}
 		if k == core.Node && nodeOpts.Enabled {
 			conn, err := newNodeConn(store, nodeOpts, ca)
@@ -100,6 +106,15 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	add(core.Pod, "attach", &core.AttachREST{Pods: pods, Nodes: nodes})
 	add(core.Pod, "portforward", &core.PortForwardREST{Pods: pods, Nodes: nodes})
 	add(core.Pod, "proxy", &core.PodProxyREST{Pods: pods, Nodes: nodes})
+	if nodes != nil {
+		// metrics.k8s.io, from the node agents (what metrics-server adds
+		// to a cluster).
+		sums := metrics.Summaries{Nodes: nodes}
+		r.byGroup[metricsv1beta1.GroupName] = map[string]rest.Storage{
+			"nodes": metrics.NewNodeMetrics(nodeStore, sums),
+			"pods":  metrics.NewPodMetrics(pods, sums),
+		}
+	}
 	r.podNode = func(ctx context.Context, ns, name string) (string, error) {
 		obj, err := pods.Get(request.WithNamespace(ctx, ns), name, &metav1.GetOptions{})
 		if err != nil {
@@ -213,6 +228,11 @@ func (r *resources) install(s *genericapiserver.GenericAPIServer) error {
 		"rbac.authorization.k8s.io", "authentication.k8s.io", "authorization.k8s.io"} {
 		info := genericapiserver.NewDefaultAPIGroupInfo(g, apis.Scheme, apis.ParameterCodec, apis.Codecs)
 		info.VersionedResourcesStorageMap["v1"] = r.byGroup[g]
+		groups = append(groups, &info)
+	}
+	if m := r.byGroup[metricsv1beta1.GroupName]; m != nil {
+		info := genericapiserver.NewDefaultAPIGroupInfo(metricsv1beta1.GroupName, apis.Scheme, apis.ParameterCodec, apis.Codecs)
+		info.VersionedResourcesStorageMap["v1beta1"] = m
 		groups = append(groups, &info)
 	}
 	if err := s.InstallAPIGroups(groups...); err != nil {

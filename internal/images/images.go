@@ -58,6 +58,9 @@ var Builtin = []Image{
 		Aliases: []string{"registry.k8s.io/e2e-test-images/agnhost", "k8s.gcr.io/e2e-test-images/agnhost", "gcr.io/kubernetes-e2e-test-images/agnhost"},
 		Doc: "Kubernetes' e2e test image: the subcommands its network tests use (netexec, serve-hostname, porter, test-webserver, connect, pause, dns-suffix …) at /agnhost; " +
 			"shell commands run the machine's programs (sh, curl, nc, dig)"},
+	{Name: "nginx", Entrypoint: []string{"image", "nginx"}, Run: runNginx, Programs: []string{"/usr/sbin/nginx"},
+		Aliases: []string{"library/nginx", "registry.k8s.io/e2e-test-images/nginx", "k8s.gcr.io/e2e-test-images/nginx", "nginxinc/nginx-unprivileged"},
+		Doc:     "a stand-in for nginx as a placeholder web server: HTTP on port 80, nginx's welcome page at /; reads no nginx configuration"},
 	{Name: "dnsutils", Argv: machineArgv,
 		Aliases: []string{"registry.k8s.io/e2e-test-images/jessie-dnsutils", "registry.k8s.io/e2e-test-images/glibc-dns-testing", "k8s.gcr.io/e2e-test-images/jessie-dnsutils"},
 		Doc:     "the machine's DNS tools (dig, getent, nslookup, sh): the command runs as given, sh by default"},

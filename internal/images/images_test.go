@@ -1,8 +1,15 @@
 package images
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLookup(t *testing.T) {
@@ -15,10 +22,12 @@ func TestLookup(t *testing.T) {
 		{"docker.io/library/busybox:1.36", "busybox"},
 		{"registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "busybox"},
 		{"host", "host"},
-		{"nginx", ""},
+		{"nginx", "nginx"},
 		{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", "agnhost"},
 		{"registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7", "dnsutils"},
-		{"registry.k8s.io/e2e-test-images/nginx:1.14-4", ""},
+		{"registry.k8s.io/e2e-test-images/nginx:1.27.0-2", "nginx"},
+		{"nginx:1.27", "nginx"},
+		{"httpd", ""},
 	} {
 		img, ok := Lookup(tc.ref)
 		if got := map[bool]string{true: img.Name, false: ""}[ok]; got != tc.want {
@@ -55,5 +64,43 @@ func TestByProgram(t *testing.T) {
 		if img, ok := ByProgram(name); ok {
 			t.Errorf("ByProgram(%q) = %q: svcnet started as %s must stay svcnet", name, img.Name, name)
 		}
+	}
+}
+
+// TestNginx: the nginx stand-in answers / with nginx's welcome page and
+// other paths with 404.
+func TestNginx(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	done := make(chan error, 1)
+	go func() { done <- runNginx(ctx, []string{"-g", "daemon off;", "--port", strconv.Itoa(port)}) }()
+	get := func(path string) (int, string) {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+			if err == nil {
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+		}
+	}
+	if code, body := get("/"); code != 200 || !strings.Contains(body, "Welcome to nginx!") {
+		t.Errorf("GET / = %d %q", code, body)
+	}
+	if code, _ := get("/nope"); code != 404 {
+		t.Errorf("GET /nope = %d, want 404", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("stop: %v", err)
 	}
 }

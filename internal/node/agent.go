@@ -104,6 +104,7 @@ type Agent struct {
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
+	stats   statsSampler
 	wg      sync.WaitGroup
 }
 
@@ -163,6 +164,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if len(a.cfg.NodeCache) > 0 {
 		go a.runDaemon(ctx, "node-cache", a.cfg.NodeCache)
 	}
+	go a.sampleStats(ctx)
 	if a.cfg.ServerAddress != "" {
 		go func() {
 			if err := a.serve(ctx); err != nil {

@@ -56,6 +56,12 @@ func (n *PodNetwork) wire(uid, ns string, ip netip.Addr) error {
 	if err := netns.Create(ns); err != nil {
 		return err
 	}
+	// Any user of the pod may bind ports below 1024 in its own network
+	// namespace, as containerd 2 and Docker set it up (servers listen on
+	// 80 as users, as Kubernetes' e2e tests have them do).
+	if err := netns.Sysctl(ns, "net.ipv4.ip_unprivileged_port_start", "0"); err != nil {
+		return err
+	}
 	br, err := netlink.LinkByName(n.Bridge)
 	if err != nil {
 		return fmt.Errorf("pod bridge %s: %w", n.Bridge, err)

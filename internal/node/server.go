@@ -33,6 +33,7 @@ import (
 //	GET /containerLogs/{namespace}/{pod}/{container}?follow&previous&timestamps&tailLines&sinceSeconds&limitBytes
 //	    /exec/{namespace}/{pod}/{container}?command=…&input=1&output=1&error=1&tty=1
 //	    /attach/{namespace}/{pod}/{container}?input=1&output=1&error=1&tty=1
+//	GET /stats/summary   (CPU and memory of the node's containers, kubelet's shape)
 //
 // It serves TLS and requires a client certificate of the API server
 // signed by the cluster CA, as kubelet does (pods can reach this port).
@@ -73,6 +74,7 @@ func (a *Agent) handler() http.Handler {
 	mux.HandleFunc("/attach/{ns}/{pod}/{container}", a.serveAttach)
 	mux.HandleFunc("/portForward/{ns}/{pod}", a.servePortForward)
 	mux.HandleFunc("/proxy/{scheme}/{ip}/{port}/{path...}", a.serveProxy)
+	mux.HandleFunc("GET /stats/summary", a.serveStats)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && !apiServerClient(r) {

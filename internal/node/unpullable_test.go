@@ -19,9 +19,9 @@ func TestUnpullable(t *testing.T) {
 		want   string // "" : not rejected; else in the message
 	}{
 		{"built-in images", nil, []string{"busybox", "registry.k8s.io/e2e-test-images/agnhost:2.66.1"}, "", ""},
-		{"a bare pod with an unknown image", nil, []string{"busybox", "nginx:1.27"}, "", `image "nginx:1.27" is not built into svcnet`},
+		{"a bare pod with an unknown image", nil, []string{"busybox", "httpd:2.4"}, "", `image "httpd:2.4" is not built into svcnet`},
 		{"an unknown init container image", nil, []string{"busybox"}, "alpine", `container init: image "alpine"`},
-		{"a controller's pod waits instead", owned, []string{"nginx"}, "", ""},
+		{"a controller's pod waits instead", owned, []string{"httpd"}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: tc.owners}}

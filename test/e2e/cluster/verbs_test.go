@@ -158,8 +158,32 @@ spec:
 			t.Errorf("kubectl cp out of the pod: %q", data)
 		}
 	})
+	t.Run("kubectl top", func(t *testing.T) {
+		// The node agents measure every 10s; a rate needs two measures.
+		var out string
+		c.until("kubectl top pods to show the hostnames pods", time.Minute, func() bool {
+			out, _, _ = c.kubectl.Run("", "top", "pods", "-l", "app=hostnames", "--no-headers")
+			return strings.Count(out, "hostnames-") == len(pods)
+		})
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 3 || !strings.HasSuffix(f[1], "m") || !strings.HasSuffix(f[2], "Mi") || f[2] == "0Mi" {
+				t.Errorf("kubectl top pods row %q: want NAME CPU(m) MEMORY(Mi), some memory", line)
+			}
+		}
+		c.until("kubectl top nodes", time.Minute, func() bool {
+			out, _, _ = c.kubectl.Run("", "top", "nodes", "--no-headers")
+			return strings.HasPrefix(out, "node-1 ")
+		})
+		if f := strings.Fields(out); len(f) < 5 || !strings.HasSuffix(f[3], "Mi") {
+			t.Errorf("kubectl top nodes: %q", out)
+		}
+		if out := c.kubectl.MustRun("", "top", "pod", "netexec", "--containers", "--no-headers"); strings.Count(out, "netexec") != 2 {
+			t.Errorf("kubectl top pod --containers: %q, want the pod's two containers", out)
+		}
+	})
 	t.Run("unknown image fails at once", func(t *testing.T) {
-		out, errOut, err := c.kubectl.Run("", "run", "nope", "-i", "--rm", "--restart=Never", "--image=nginx:1.27", "--", "true")
+		out, errOut, err := c.kubectl.Run("", "run", "nope", "-i", "--rm", "--restart=Never", "--image=httpd:2.4", "--", "true")
 		if err == nil || !strings.Contains(out+errOut, "not built into svcnet") {
 			t.Errorf("kubectl run -i of an image svcnet lacks: %v\nstdout %s\nstderr %s", err, out, errOut)
 		}

@@ -1,0 +1,146 @@
+// Package stats measures what a node's containers use — CPU and memory —
+// from /proc, and carries it in the shape of kubelet's summary API
+// (/stats/summary), which the API server's metrics.k8s.io reads as
+// metrics-server reads kubelet's.
+//
+// A container is its process group (each container process leads one):
+// its CPU is the user and system time of the group's processes, its
+// memory their resident set. kubelet reads the same from the container's
+// cgroup (working set: resident memory less inactive file pages); svcnet's
+// containers have no cgroup of their own, and processes that leave their
+// group are not counted.
+package stats
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// ClockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's
+// times (100 on every Linux architecture svcnet runs on).
+const ClockTicks = 100
+
+// Usage is what a set of processes used: CPU time so far, memory now.
+type Usage struct {
+	CPUNanoSeconds uint64
+	MemoryBytes    uint64
+}
+
+// Add sums two usages.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{CPUNanoSeconds: u.CPUNanoSeconds + v.CPUNanoSeconds, MemoryBytes: u.MemoryBytes + v.MemoryBytes}
+}
+
+// ParseStat reads a /proc/<pid>/stat line: the process group, the CPU
+// time (user+system, in clock ticks) and the resident set (in pages).
+// The command name may hold spaces and parentheses: fields are counted
+// after its last ')'.
+func ParseStat(line []byte) (pgrp int, ticks, rssPages uint64, err error) {
+	end := bytes.LastIndexByte(line, ')')
+	if end < 0 {
+		return 0, 0, 0, fmt.Errorf("stat line without a command name: %q", line)
+	}
+	// After ") ": state(3) ppid(4) pgrp(5) … utime(14) stime(15) … rss(24).
+	f := bytes.Fields(line[end+1:])
+	if len(f) < 22 {
+		return 0, 0, 0, fmt.Errorf("stat line with %d fields after the name", len(f))
+	}
+	field := func(n int) (uint64, error) { return strconv.ParseUint(string(f[n-3]), 10, 64) }
+	g, err1 := strconv.Atoi(string(f[5-3]))
+	ut, err2 := field(14)
+	st, err3 := field(15)
+	rss, err4 := strconv.ParseInt(string(f[24-3]), 10, 64)
+	for _, e := range []error{err1, err2, err3, err4} {
+		if e != nil {
+			return 0, 0, 0, fmt.Errorf("stat line: %w", e)
+		}
+	}
+	if rss < 0 {
+		rss = 0
+	}
+	return g, ut + st, uint64(rss), nil
+}
+
+// Groups sums the usage of every process under procDir (/proc) by
+// process group.
+func Groups(procDir string) (map[int]Usage, error) {
+	entries, err := os.ReadDir(procDir)
+	if err != nil {
+		return nil, err
+	}
+	page := uint64(os.Getpagesize())
+	out := map[int]Usage{}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(procDir, e.Name(), "stat"))
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		g, ticks, rss, err := ParseStat(data)
+		if err != nil {
+			continue
+		}
+		out[g] = out[g].Add(Usage{CPUNanoSeconds: ticks * uint64(time.Second) / ClockTicks, MemoryBytes: rss * page})
+	}
+	return out, nil
+}
+
+// NanoCores is the CPU rate between two measures of the same processes
+// taken d apart (0 when the time went backwards: the group restarted).
+func NanoCores(prev, cur Usage, d time.Duration) uint64 {
+	if d <= 0 || cur.CPUNanoSeconds < prev.CPUNanoSeconds {
+		return 0
+	}
+	return uint64(float64(cur.CPUNanoSeconds-prev.CPUNanoSeconds) * float64(time.Second) / float64(d))
+}
+
+// The summary, as much of kubelet's stats/v1alpha1 Summary as
+// metrics.k8s.io needs, with its JSON names.
+type (
+	Summary struct {
+		Node NodeStats  `json:"node"`
+		Pods []PodStats `json:"pods"`
+	}
+	NodeStats struct {
+		NodeName  string       `json:"nodeName"`
+		StartTime time.Time    `json:"startTime"`
+		CPU       *CPUStats    `json:"cpu,omitempty"`
+		Memory    *MemoryStats `json:"memory,omitempty"`
+	}
+	PodStats struct {
+		PodRef     PodReference     `json:"podRef"`
+		StartTime  time.Time        `json:"startTime"`
+		Containers []ContainerStats `json:"containers"`
+		CPU        *CPUStats        `json:"cpu,omitempty"`
+		Memory     *MemoryStats     `json:"memory,omitempty"`
+	}
+	PodReference struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+		UID       string `json:"uid"`
+	}
+	ContainerStats struct {
+		Name      string       `json:"name"`
+		StartTime time.Time    `json:"startTime"`
+		CPU       *CPUStats    `json:"cpu,omitempty"`
+		Memory    *MemoryStats `json:"memory,omitempty"`
+	}
+	// CPUStats: the rate over Window ending at Time, and the total.
+	CPUStats struct {
+		Time                 time.Time     `json:"time"`
+		Window               time.Duration `json:"window"` // svcnet's: kubelet has no window here
+		UsageNanoCores       uint64        `json:"usageNanoCores"`
+		UsageCoreNanoSeconds uint64        `json:"usageCoreNanoSeconds"`
+	}
+	MemoryStats struct {
+		Time            time.Time `json:"time"`
+		WorkingSetBytes uint64    `json:"workingSetBytes"`
+		RSSBytes        uint64    `json:"rssBytes"`
+	}
+)
