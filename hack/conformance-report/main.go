@@ -21,6 +21,7 @@ type testcase struct {
 	Failure *struct {
 		Message string `xml:"message,attr"`
 		Type    string `xml:"type,attr"`
+		Text    string `xml:",chardata"` // ginkgo puts the failure here
 	} `xml:"failure"`
 	Skipped *struct {
 		Message string `xml:"message,attr"`
@@ -85,7 +86,7 @@ func run(junit, version, command, notesPath string) error {
 	for _, c := range ran {
 		why := ""
 		if c.Failure != nil {
-			why = firstLine(c.Failure.Message)
+			why = firstLine(strings.TrimPrefix(strings.TrimSpace(c.Failure.Message+"\n"+c.Failure.Text), "[FAILED] "))
 		}
 		if c.Skipped != nil && c.Status == "skipped" {
 			why = firstLine(c.Skipped.Message)

@@ -173,6 +173,11 @@ func DefaultService(s *corev1.Service) {
 	if s.Spec.SessionAffinity == "" {
 		s.Spec.SessionAffinity = corev1.ServiceAffinityNone
 	}
+	if s.Spec.SessionAffinity == corev1.ServiceAffinityNone {
+		// As kube-apiserver's defaulting: switching affinity off drops
+		// its configuration instead of refusing the update.
+		s.Spec.SessionAffinityConfig = nil
+	}
 	if s.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
 		if s.Spec.SessionAffinityConfig == nil {
 			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{}

@@ -102,10 +102,11 @@ type Agent struct {
 	// volumeSource reads what projected, configMap and secret volumes show.
 	volumeSource volumes.Source
 
-	mu      sync.Mutex
-	workers map[types.UID]*podWorker
-	stats   statsSampler
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	workers   map[types.UID]*podWorker
+	stats     statsSampler
+	hostPorts hostPortTable
+	wg        sync.WaitGroup
 }
 
 // New prepares an agent.

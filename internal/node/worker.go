@@ -22,6 +22,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/images"
 	"github.com/svcnet/svcnet/internal/node/confine"
+	"github.com/svcnet/svcnet/internal/node/hostports"
 	"github.com/svcnet/svcnet/internal/node/podstate"
 	"github.com/svcnet/svcnet/internal/node/prober"
 	"github.com/svcnet/svcnet/internal/node/runtime"
@@ -317,16 +318,16 @@ func (w *podWorker) setUpNetwork() (netip.Addr, string, error) {
 	if w.pod.Spec.HostNetwork {
 		return w.a.cfg.NodeIP, fmt.Sprintf("/proc/%d/ns/net", os.Getpid()), nil
 	}
-	// Honest about what is not done: kubelet's CNI would map these.
-	for _, c := range w.pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.HostPort != 0 {
-				w.a.event(w.pod, corev1.EventTypeWarning, "HostPortNotSupported",
-					"container %s asks for hostPort %d: svcnet's node agent maps no host ports (use hostNetwork: true, or a NodePort Service)", c.Name, p.HostPort)
-			}
-		}
+	ip, ns, err := w.a.net.Setup(string(w.uid))
+	if err != nil {
+		return ip, ns, err
 	}
-	return w.a.net.Setup(string(w.uid))
+	// The hostPorts belong to the sandbox, as kubelet's CNI portmap maps
+	// them with the pod's network.
+	if err := w.a.setHostPorts(w.uid, hostports.FromPod(w.pod, ip)); err != nil {
+		return netip.Addr{}, "", fmt.Errorf("hostPorts: %w", err)
+	}
+	return ip, ns, nil
 }
 
 func (w *podWorker) writeFiles() error {
@@ -713,6 +714,9 @@ func (w *podWorker) terminate(grace time.Duration) {
 }
 
 func (w *podWorker) teardownNetwork() {
+	if err := w.a.setHostPorts(w.uid, nil); err != nil {
+		w.log().Warn("remove the pod's hostPorts", "err", err)
+	}
 	if w.ip.IsValid() && !w.pod.Spec.HostNetwork {
 		w.a.net.Teardown(string(w.uid))
 		w.ip = netip.Addr{}

@@ -50,7 +50,8 @@ func tolerates(pod *corev1.Pod, taint corev1.Taint) bool {
 // choose picks the feasible node running the fewest pods (ties by name),
 // spreading pods evenly; it returns "" and kube-scheduler's style of
 // explanation when none fits.
-func choose(pod *corev1.Pod, nodes []*corev1.Node, load map[string]int) (string, string) {
+func choose(pod *corev1.Pod, nodes []*corev1.Node, load map[string]int, used map[string][]hostPort) (string, string) {
+	want := hostPortsOf(pod)
 	reasons := map[string]int{}
 	best, bestLoad := "", 0
 	sorted := append([]*corev1.Node(nil), nodes...)
@@ -58,6 +59,10 @@ func choose(pod *corev1.Pod, nodes []*corev1.Node, load map[string]int) (string,
 	for _, n := range sorted {
 		if why := Fit(pod, n); why != "" {
 			reasons[why]++
+			continue
+		}
+		if conflicts(want, used[n.Name]) {
+			reasons["node(s) didn't have free ports for the requested pod ports"]++
 			continue
 		}
 		if best == "" || load[n.Name] < bestLoad {
@@ -77,4 +82,45 @@ func choose(pod *corev1.Pod, nodes []*corev1.Node, load map[string]int) (string,
 		msg += ": " + strings.Join(parts, ", ")
 	}
 	return "", msg + "."
+}
+
+// hostPort is a port a pod takes on its node's addresses.
+type hostPort struct {
+	ip    string // "0.0.0.0": all of them
+	port  int32
+	proto corev1.Protocol
+}
+
+func hostPortsOf(pod *corev1.Pod) []hostPort {
+	var out []hostPort
+	for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, p := range c.Ports {
+			if p.HostPort == 0 {
+				continue
+			}
+			hp := hostPort{ip: p.HostIP, port: p.HostPort, proto: p.Protocol}
+			if hp.ip == "" || hp.ip == "::" {
+				hp.ip = "0.0.0.0"
+			}
+			if hp.proto == "" {
+				hp.proto = corev1.ProtocolTCP
+			}
+			out = append(out, hp)
+		}
+	}
+	return out
+}
+
+// conflicts reports whether a port of want is taken, as kube-scheduler's
+// NodePorts filter judges: the same port and protocol on the same
+// address, or on all of them.
+func conflicts(want, used []hostPort) bool {
+	for _, w := range want {
+		for _, u := range used {
+			if w.port == u.port && w.proto == u.proto && (w.ip == u.ip || w.ip == "0.0.0.0" || u.ip == "0.0.0.0") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -51,9 +51,41 @@ func TestChoose(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, why := choose(c.pod, c.nodes, c.load)
+			got, why := choose(c.pod, c.nodes, c.load, nil)
 			if got != c.want || !strings.Contains(why, c.why) {
 				t.Errorf("choose = %q, %q; want %q, %q", got, why, c.want, c.why)
+			}
+		})
+	}
+}
+
+// TestHostPortConflicts: a node whose pods hold a hostPort is no place
+// for another pod asking for it on the same address (or all of them) and
+// protocol; another address or protocol fits, as kube-scheduler judges.
+func TestHostPortConflicts(t *testing.T) {
+	pod := func(ip string, port int32, proto corev1.Protocol) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
+			Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: port, HostIP: ip, Protocol: proto}}}}}}
+	}
+	held := hostPortsOf(pod("127.0.0.1", 54323, ""))
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		fits bool
+	}{
+		{"same address, port and protocol", pod("127.0.0.1", 54323, corev1.ProtocolTCP), false},
+		{"all addresses", pod("", 54323, ""), false},
+		{"another address", pod("172.18.0.11", 54323, ""), true},
+		{"another protocol", pod("127.0.0.1", 54323, corev1.ProtocolUDP), true},
+		{"another port", pod("127.0.0.1", 54324, ""), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := choose(tc.pod, []*corev1.Node{node("a", true)}, nil, map[string][]hostPort{"a": held})
+			if (got == "a") != tc.fits {
+				t.Errorf("choose = %q (%s), want fits=%v", got, why, tc.fits)
+			}
+			if !tc.fits && !strings.Contains(why, "free ports") {
+				t.Errorf("reason %q", why)
 			}
 		})
 	}

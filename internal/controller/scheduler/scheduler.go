@@ -107,22 +107,24 @@ func (s *Scheduler) requeuePending() {
 }
 
 // load counts the running and assumed pods per node.
-func (s *Scheduler) load() map[string]int {
-	load := map[string]int{}
+func (s *Scheduler) load() (map[string]int, map[string][]hostPort) {
+	load, used := map[string]int{}, map[string][]hostPort{}
 	pods, _ := s.pods.List(labels.Everything())
 	for _, p := range pods {
 		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			load[p.Spec.NodeName]++
+			used[p.Spec.NodeName] = append(used[p.Spec.NodeName], hostPortsOf(p)...)
 		}
 	}
 	s.mu.Lock()
 	for key, node := range s.assumed {
 		if p, err := s.podByKey(key); err == nil && p.Spec.NodeName == "" {
 			load[node]++
+			used[node] = append(used[node], hostPortsOf(p)...)
 		}
 	}
 	s.mu.Unlock()
-	return load
+	return load, used
 }
 
 func (s *Scheduler) podByKey(key string) (*corev1.Pod, error) {
@@ -151,7 +153,8 @@ func (s *Scheduler) schedule(ctx context.Context, key string) (time.Duration, er
 	if err != nil {
 		return 0, err
 	}
-	node, why := choose(pod, nodes, s.load())
+	load, used := s.load()
+	node, why := choose(pod, nodes, load, used)
 	if node == "" {
 		return 10 * time.Second, s.unschedulable(ctx, pod, why)
 	}

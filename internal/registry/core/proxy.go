@@ -36,7 +36,37 @@ func nodeProxy(ctx context.Context, nodes NodeConnection, node, scheme, ip strin
 		scheme = "http"
 	}
 	loc.Path = path.Join("/proxy", scheme, ip, strconv.Itoa(port)) + "/" + strings.TrimLeft(subpath, "/")
-	return proxy.NewUpgradeAwareHandler(loc, nodes.Transport(), false, false, proxy.NewErrorResponder(responder)), nil
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// As kube-apiserver: absolute links and redirects in what the
+		// backend answers are rewritten to stay under the proxy's path
+		// (<a href="/x"> becomes …/proxy/x).
+		rewrite := &proxy.Transport{PathPrepend: proxyPrefix(r.URL.Path), RoundTripper: nodes.Transport()}
+		h := proxy.NewUpgradeAwareHandler(loc, rewrite, false, false, proxy.NewErrorResponder(responder))
+		// A GET or HEAD of …/proxy (no path) is sent to …/proxy/ with a
+		// permanent redirect, so that relative links resolve under it.
+		if subpath == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !strings.HasSuffix(r.URL.Path, "/") {
+			to := r.URL.Path + "/"
+			if r.URL.RawQuery != "" {
+				to += "?" + r.URL.RawQuery
+			}
+			w.Header().Set("Location", to)
+			w.WriteHeader(http.StatusMovedPermanently)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), nil
+}
+
+// proxyPrefix is the API path of a proxy request up to its …/proxy:
+// /api/v1/namespaces/NS/pods/NAME[:PORT]/proxy.
+func proxyPrefix(p string) string {
+	segs := strings.Split(p, "/")
+	for i := 0; i+2 < len(segs); i++ {
+		if (segs[i] == "pods" || segs[i] == "services") && segs[i+2] == "proxy" {
+			return strings.Join(segs[:i+3], "/")
+		}
+	}
+	return ""
 }
 
 // PodProxyREST is pods/proxy: HTTP to a port of the pod

@@ -389,6 +389,23 @@ func keepAllocated(svc, old *corev1.Service) {
 			p.NodePort = 0
 		}
 	}
+	// Fields of the old type that the update left as they were go with
+	// it, as kube-apiserver drops them (a NodePort made ExternalName keeps
+	// no externalTrafficPolicy to be refused for).
+	if old.Spec.Type == corev1.ServiceTypeExternalName && svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ExternalName == old.Spec.ExternalName {
+		svc.Spec.ExternalName = ""
+	}
+	if externallyAccessible(old) && !externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == old.Spec.ExternalTrafficPolicy {
+		svc.Spec.ExternalTrafficPolicy = ""
+	}
+	if old.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		if ptrEqual(svc.Spec.AllocateLoadBalancerNodePorts, old.Spec.AllocateLoadBalancerNodePorts) {
+			svc.Spec.AllocateLoadBalancerNodePorts = nil
+		}
+		if ptrEqual(svc.Spec.LoadBalancerClass, old.Spec.LoadBalancerClass) {
+			svc.Spec.LoadBalancerClass = nil
+		}
+	}
 	if needsHealthCheckPort(svc) && needsHealthCheckPort(old) && svc.Spec.HealthCheckNodePort == 0 {
 		svc.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
 	} else if !needsHealthCheckPort(svc) && svc.Spec.HealthCheckNodePort == old.Spec.HealthCheckNodePort {
@@ -409,4 +426,15 @@ func released(svc, old *corev1.Service) []value {
 		}
 	}
 	return out
+}
+
+// externallyAccessible: reachable from outside the cluster, where
+// externalTrafficPolicy means something.
+func externallyAccessible(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort ||
+		(svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.ExternalIPs) > 0)
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }

@@ -136,15 +136,23 @@ func TestKeepAllocatedOnUpdate(t *testing.T) {
 		t.Errorf("released %v, want the node port", rel)
 	}
 
+	old.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
 	toExternal := old.DeepCopy()
 	toExternal.Spec.Type = corev1.ServiceTypeExternalName
 	toExternal.Spec.ExternalName = "example.com"
 	keepAllocated(toExternal, old)
-	if toExternal.Spec.ClusterIP != "" || len(toExternal.Spec.IPFamilies) != 0 || toExternal.Spec.Ports[0].NodePort != 0 {
+	if toExternal.Spec.ClusterIP != "" || len(toExternal.Spec.IPFamilies) != 0 || toExternal.Spec.Ports[0].NodePort != 0 ||
+		toExternal.Spec.ExternalTrafficPolicy != "" {
 		t.Errorf("ExternalName keeps %+v", toExternal.Spec)
 	}
 	if len(released(toExternal, old)) != 2 {
 		t.Errorf("released %v, want IP and port", released(toExternal, old))
+	}
+	back := toExternal.DeepCopy()
+	back.Spec.Type = corev1.ServiceTypeClusterIP
+	keepAllocated(back, toExternal)
+	if back.Spec.ExternalName != "" {
+		t.Errorf("ExternalName made ClusterIP keeps externalName %q", back.Spec.ExternalName)
 	}
 }
 

@@ -30,6 +30,8 @@ func TestKubectlVerbs(t *testing.T) {
 			{"/api/v1/namespaces/default/pods/http:" + pods[1] + ":9376/proxy/any/path?x=1", pods[1]},
 			// The pod's first declared container port.
 			{"/api/v1/namespaces/default/pods/" + pods[2] + "/proxy/", pods[2]},
+			// No path: redirected to …/proxy/, as kube-apiserver does.
+			{"/api/v1/namespaces/default/pods/" + pods[2] + "/proxy", pods[2]},
 			{"/api/v1/namespaces/default/services/hostnames:80/proxy/", "hostnames-"},
 			{"/api/v1/namespaces/default/services/http:hostnames:80/proxy/", "hostnames-"},
 		} {
@@ -95,6 +97,31 @@ spec:
 			t.Errorf("the pause pod took %v to stop (it exits at SIGTERM)", d)
 		}
 	})
+	t.Run("hostPort", func(t *testing.T) {
+		c.kubectl.MustRun(`
+apiVersion: v1
+kind: Pod
+metadata: {name: hostport}
+spec:
+  containers: [{name: c, image: svcnet/hostnames, ports: [{containerPort: 9376, hostPort: 18080}]}]
+`, "apply", "-f", "-")
+		c.until("the hostPort pod running", time.Minute, func() bool {
+			out, _, _ := c.kubectl.Run("", "get", "pod", "hostport", "-o", "jsonpath={.status.phase}")
+			return out == "Running"
+		})
+		// From outside, on the node's address; from the node itself, on
+		// its loopback (as a hostNetwork pod reaches it).
+		for _, tc := range []struct{ target, addr string }{{"client", "172.18.0.11:18080"}, {"node/node-1", "127.0.0.1:18080"}} {
+			if out, err := c.exec(tc.target, "curl", "-s", "--max-time", "5", tc.addr); err != nil || strings.TrimSpace(out) != "hostport" {
+				t.Errorf("from %s, %s answered %q (%v), want the pod's name", tc.target, tc.addr, out, err)
+			}
+		}
+		// Gone with the pod.
+		c.kubectl.MustRun("", "delete", "pod", "hostport", "--wait")
+		if out, err := c.exec("client", "curl", "-s", "--max-time", "2", "172.18.0.11:18080"); err == nil {
+			t.Errorf("the hostPort still answers after its pod is gone: %q", out)
+		}
+	})
 	t.Run("agnhost image", func(t *testing.T) {
 		// As Kubernetes' e2e suite runs it: args to the image's
 		// entrypoint, /agnhost by path, a volume where the machine has
@@ -121,9 +148,12 @@ spec:
 		if out := c.kubectl.MustRun("", "get", "--raw", "/api/v1/namespaces/default/pods/netexec:8080/proxy/hostname"); out != "netexec" {
 			t.Errorf("netexec /hostname through pods/proxy: %q", out)
 		}
-		if out := c.kubectl.MustRun("", "get", "--raw", "/api/v1/namespaces/default/pods/netexec:9377/proxy/"); out != "netexec" {
-			t.Errorf("/agnhost serve-hostname: %q", out)
-		}
+		// The second container is ready once started, maybe before it
+		// listens.
+		c.until("/agnhost serve-hostname to answer", 30*time.Second, func() bool {
+			out, _, _ := c.kubectl.Run("", "get", "--raw", "/api/v1/namespaces/default/pods/netexec:9377/proxy/")
+			return out == "netexec"
+		})
 		if out := c.kubectl.MustRun("", "exec", "netexec", "-c", "c", "--", "/agnhost", "dns-suffix"); !strings.Contains(out, "default.svc.cluster.local") {
 			t.Errorf("/agnhost dns-suffix: %q", out)
 		}
