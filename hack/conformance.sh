@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make conformance`: Kubernetes' own e2e suite (e2e.test of $K8S_VERSION,
 # built once by hack/e2e-build.sh) against a fresh `svcnet up` cluster.
-# Runs the [sig-network] [Conformance] specs (FOCUS overrides), writes the
-# JUnit report under $SVCNET_CONFORMANCE_DIR/report and the pass/fail table
-# to docs/conformance.md (when WRITE_DOC=1, the default).
+# Runs the [sig-network] [Conformance] specs (FOCUS and SKIP override),
+# writes the JUnit report under $REPORT (default
+# $SVCNET_CONFORMANCE_DIR/report) and the pass/fail table to $DOC (default
+# docs/conformance.md, with docs/conformance-notes.md; WRITE_DOC=0: none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,8 @@ trap '$svcnet down --name "$name" >/dev/null 2>&1 || true' EXIT
 $svcnet up --name "$name" --nodes "$NODES" --no-ingress
 kubeconfig=$($svcnet kubeconfig --name "$name")
 
-report=$WORK/report
+report=${REPORT:-$WORK/report}
+doc=${DOC:-docs/conformance.md}
 rm -rf "$report"
 mkdir -p "$report"
 set +e
@@ -46,7 +48,7 @@ if [ "${WRITE_DOC:-1}" = 1 ]; then
 	go run ./hack/conformance-report \
 		--junit "$report/junit_01.xml" --version "$K8S_VERSION" \
 		--command "make conformance (FOCUS='$FOCUS', SKIP='$SKIP', $NODES nodes), svcnet $(git rev-parse --short HEAD 2>/dev/null), $(grep -o 'Ran [0-9]* of [0-9]* Specs in [0-9.]* seconds' "$report/e2e.log" | tail -1)" \
-		--notes docs/conformance-notes.md > docs/conformance.md
-	echo "conformance: docs/conformance.md written"
+		--notes docs/conformance-notes.md > "$doc"
+	echo "conformance: $doc written"
 fi
 exit "$rc"

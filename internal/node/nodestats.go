@@ -122,8 +122,9 @@ func (a *Agent) measure(now time.Time) {
 		nodeMem += ps.Memory.WorkingSetBytes
 		sum.Pods = append(sum.Pods, ps)
 	}
-	// The node's own processes: its agent, and the daemons it runs (the
-	// service proxy, the DNS cache) in its process group.
+	// The node's own process group: its agent (the daemons it runs, the
+	// service proxy and the DNS cache, lead groups of their own and are
+	// not counted).
 	self := syscall.Getpgrp()
 	cpu, mem, ok := rate("node/"+strconv.Itoa(self), groups[self])
 	if ok && nodeComplete {
