@@ -55,6 +55,7 @@ func addDefaultingFuncs(s *runtime.Scheme) {
 	s.AddTypeDefaultingFunc(&appsv1.StatefulSet{}, func(o any) { DefaultStatefulSet(o.(*appsv1.StatefulSet)) })
 	s.AddTypeDefaultingFunc(&batchv1.Job{}, func(o any) { DefaultJob(o.(*batchv1.Job)) })
 	s.AddTypeDefaultingFunc(&appsv1.DaemonSet{}, func(o any) { DefaultDaemonSet(o.(*appsv1.DaemonSet)) })
+	s.AddTypeDefaultingFunc(&corev1.ReplicationController{}, func(o any) { DefaultReplicationController(o.(*corev1.ReplicationController)) })
 	s.AddTypeDefaultingFunc(&appsv1.ReplicaSet{}, func(o any) {
 		rs := o.(*appsv1.ReplicaSet)
 		if rs.Spec.Replicas == nil {
@@ -287,6 +288,23 @@ func DefaultStatefulSet(s *appsv1.StatefulSet) {
 			WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType}
 	}
 	DefaultPodSpec(&s.Spec.Template.Spec)
+}
+
+// DefaultReplicationController applies the core/v1 defaults: one
+// replica, and the selector and labels taken from the template when empty.
+func DefaultReplicationController(rc *corev1.ReplicationController) {
+	if rc.Spec.Replicas == nil {
+		rc.Spec.Replicas = ptr.To[int32](1)
+	}
+	if t := rc.Spec.Template; t != nil {
+		if len(rc.Spec.Selector) == 0 {
+			rc.Spec.Selector = t.Labels
+		}
+		if len(rc.Labels) == 0 {
+			rc.Labels = t.Labels
+		}
+		DefaultPodSpec(&t.Spec)
+	}
 }
 
 // DefaultDeployment applies the apps/v1 Deployment defaults.

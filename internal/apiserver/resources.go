@@ -157,7 +157,7 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		},
 	})
 
-	for _, k := range []*registry.Kind{apps.Deployment, apps.ReplicaSet, apps.StatefulSet, apps.DaemonSet} {
+	for _, k := range []*registry.Kind{apps.Deployment, apps.ReplicaSet, apps.StatefulSet, apps.DaemonSet, core.ReplicationController} {
 		store, err := registry.NewStore(k, optsGetter)
 		if err != nil {
 			return nil, err

@@ -118,6 +118,10 @@ var controllers = []struct {
 		c := replicaset.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "replicaset-controller"))
 		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
 	}},
+	{"replicationcontroller", func(ctx context.Context, d deps) (func(context.Context), error) {
+		c := replicaset.NewReplicationManager(d.client, d.factory, controller.NewRecorder(ctx, d.client, "replication-controller"))
+		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
+	}},
 	{"daemonset", func(ctx context.Context, d deps) (func(context.Context), error) {
 		c := daemonset.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "daemonset-controller"))
 		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil

@@ -2,7 +2,9 @@
 // kube-controller-manager's ReplicaSet controller does: it creates pods
 // from the template (named <replicaset>-<random>), deletes the least
 // valuable ones first, adopts matching orphans, releases pods that stopped
-// matching, and reports status.
+// matching, and reports status. The same controller keeps core/v1
+// ReplicationControllers, seen as ReplicaSets (replicationcontroller.go),
+// as kube-controller-manager's replication manager does.
 package replicaset
 
 import (
@@ -18,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -34,12 +37,42 @@ import (
 // burst bounds the pods created or deleted in one sync.
 const burst = 500
 
-var kind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+// sets reads and writes the objects the controller keeps, as ReplicaSets.
+type sets interface {
+	kind() schema.GroupVersionKind
+	get(ns, name string) (*appsv1.ReplicaSet, error)
+	list(ns string) ([]*appsv1.ReplicaSet, error)
+	updateStatus(ctx context.Context, rs *appsv1.ReplicaSet) error
+}
+
+// replicaSets are the apps/v1 ReplicaSets themselves.
+type replicaSets struct {
+	client kubernetes.Interface
+	lister appslisters.ReplicaSetLister
+}
+
+func (replicaSets) kind() schema.GroupVersionKind {
+	return appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+}
+
+func (r replicaSets) get(ns, name string) (*appsv1.ReplicaSet, error) {
+	return r.lister.ReplicaSets(ns).Get(name)
+}
+
+func (r replicaSets) list(ns string) ([]*appsv1.ReplicaSet, error) {
+	return r.lister.ReplicaSets(ns).List(labels.Everything())
+}
+
+func (r replicaSets) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet) error {
+	_, err := r.client.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{})
+	return err
+}
 
 // Controller is the ReplicaSet controller.
 type Controller struct {
 	client   kubernetes.Interface
-	sets     appslisters.ReplicaSetLister
+	sets     sets
+	kind     schema.GroupVersionKind
 	pods     corelisters.PodLister
 	queue    *controller.Queue
 	expect   *controller.Expectations
@@ -48,15 +81,21 @@ type Controller struct {
 
 // New wires the controller to factory's informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder) *Controller {
+	inf := factory.Apps().V1().ReplicaSets()
+	return newController("replicaset", client, factory, replicaSets{client, inf.Lister()}, inf.Informer(), recorder)
+}
+
+func newController(name string, client kubernetes.Interface, factory informers.SharedInformerFactory, s sets, inf cache.SharedIndexInformer, recorder record.EventRecorder) *Controller {
 	c := &Controller{
 		client:   client,
-		sets:     factory.Apps().V1().ReplicaSets().Lister(),
+		sets:     s,
+		kind:     s.kind(),
 		pods:     factory.Core().V1().Pods().Lister(),
 		expect:   controller.NewExpectations(),
 		recorder: recorder,
 	}
-	c.queue = controller.NewQueue("replicaset", c.sync)
-	_, _ = factory.Apps().V1().ReplicaSets().Informer().AddEventHandler(c.queue.Handler())
+	c.queue = controller.NewQueue(name, c.sync)
+	_, _ = inf.AddEventHandler(c.queue.Handler())
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.podAdded,
 		UpdateFunc: c.podUpdated,
@@ -68,9 +107,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 // Run syncs until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
-func ownerKey(pod *corev1.Pod) (string, bool) {
+func (c *Controller) ownerKey(pod *corev1.Pod) (string, bool) {
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "ReplicaSet" || ref.APIVersion != "apps/v1" {
+	if apiVersion, kind := c.kind.ToAPIVersionAndKind(); ref == nil || ref.Kind != kind || ref.APIVersion != apiVersion {
 		return "", false
 	}
 	return pod.Namespace + "/" + ref.Name, true
@@ -78,7 +117,7 @@ func ownerKey(pod *corev1.Pod) (string, bool) {
 
 func (c *Controller) podAdded(obj any) {
 	pod := obj.(*corev1.Pod)
-	if key, ok := ownerKey(pod); ok {
+	if key, ok := c.ownerKey(pod); ok {
 		c.expect.CreationObserved(key)
 		if pod.DeletionTimestamp != nil {
 			c.expect.DeletionObserved(key, pod.Name)
@@ -91,7 +130,7 @@ func (c *Controller) podAdded(obj any) {
 
 func (c *Controller) podUpdated(old, obj any) {
 	pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
-	if key, ok := ownerKey(pod); ok {
+	if key, ok := c.ownerKey(pod); ok {
 		if pod.DeletionTimestamp != nil {
 			c.expect.DeletionObserved(key, pod.Name)
 		}
@@ -99,7 +138,7 @@ func (c *Controller) podUpdated(old, obj any) {
 	} else {
 		c.enqueueMatching(pod)
 	}
-	if key, ok := ownerKey(oldPod); ok {
+	if key, ok := c.ownerKey(oldPod); ok {
 		c.queue.Add(key)
 	}
 }
@@ -109,7 +148,7 @@ func (c *Controller) podDeleted(obj any) {
 	if !ok {
 		return
 	}
-	if key, ok := ownerKey(pod); ok {
+	if key, ok := c.ownerKey(pod); ok {
 		c.expect.DeletionObserved(key, pod.Name)
 		c.queue.Add(key)
 	}
@@ -119,8 +158,8 @@ func (c *Controller) enqueueMatching(pod *corev1.Pod) {
 	if pod.DeletionTimestamp != nil {
 		return
 	}
-	sets, _ := c.sets.ReplicaSets(pod.Namespace).List(labels.Everything())
-	for _, rs := range sets {
+	all, _ := c.sets.list(pod.Namespace)
+	for _, rs := range all {
 		if sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
 			c.queue.Add(rs.Namespace + "/" + rs.Name)
 		}
@@ -132,7 +171,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, nil
 	}
-	rs, err := c.sets.ReplicaSets(ns).Get(name)
+	rs, err := c.sets.get(ns, name)
 	if apierrors.IsNotFound(err) {
 		c.expect.Forget(key)
 		return 0, nil
@@ -141,8 +180,8 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, err
 	}
 	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-	if err != nil {
-		return 0, nil // invalid selectors are refused by the API server
+	if err != nil || selector.Empty() {
+		return 0, nil // invalid and empty selectors are refused by the API server
 	}
 	all, err := c.pods.Pods(ns).List(labels.Everything())
 	if err != nil {
@@ -191,7 +230,7 @@ func (c *Controller) claim(ctx context.Context, rs *appsv1.ReplicaSet, sel label
 				return nil, err
 			}
 		case ref == nil && matches && p.DeletionTimestamp == nil && rs.DeletionTimestamp == nil:
-			refs, _ := json.Marshal(append(p.OwnerReferences, *metav1.NewControllerRef(rs, kind)))
+			refs, _ := json.Marshal(append(p.OwnerReferences, *metav1.NewControllerRef(rs, c.kind)))
 			patch := fmt.Appendf(nil, `{"metadata":{"ownerReferences":%s,"uid":%q}}`, refs, p.UID)
 			adopted, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 			if err != nil {
@@ -260,7 +299,7 @@ func (c *Controller) createPods(ctx context.Context, key string, rs *appsv1.Repl
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, podFromTemplate(rs), metav1.CreateOptions{}); err != nil {
+				if _, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, podFromTemplate(rs, c.kind), metav1.CreateOptions{}); err != nil {
 					c.expect.CreationObserved(key)
 					errs <- err
 				}
@@ -288,7 +327,7 @@ func (c *Controller) createPods(ctx context.Context, key string, rs *appsv1.Repl
 	return created, nil
 }
 
-func podFromTemplate(rs *appsv1.ReplicaSet) *corev1.Pod {
+func podFromTemplate(rs *appsv1.ReplicaSet, kind schema.GroupVersionKind) *corev1.Pod {
 	t := rs.Spec.Template.DeepCopy()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -332,7 +371,7 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, ac
 	}
 	upd := rs.DeepCopy()
 	upd.Status = st
-	_, err := c.client.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+	err := c.sets.updateStatus(ctx, upd)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // a newer version will be synced
 	}

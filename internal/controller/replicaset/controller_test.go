@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -46,10 +47,15 @@ func replicaSet(replicas int32) *appsv1.ReplicaSet {
 
 func run(t *testing.T, client *fake.Clientset) {
 	t.Helper()
+	runWith(t, client, New)
+}
+
+func runWith(t *testing.T, client *fake.Clientset, newController func(kubernetes.Interface, informers.SharedInformerFactory, record.EventRecorder) *Controller) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c := New(client, factory, record.NewFakeRecorder(100))
+	c := newController(client, factory, record.NewFakeRecorder(100))
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	go c.Run(ctx, 2)
@@ -118,6 +124,43 @@ func TestDeletesSurplusAndAdopts(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d web pods, want the adopted orphan only", n)
+	}
+}
+
+func TestReplicationController(t *testing.T) {
+	rc := &corev1.ReplicationController{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "rc-uid", Generation: 1},
+		Spec: corev1.ReplicationControllerSpec{Replicas: ptr.To[int32](2), Selector: map[string]string{"app": "web"},
+			Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web", "tier": "1"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "svcnet/echo"}}}}},
+	}
+	orphan := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: "default", UID: "orphan-uid", Labels: map[string]string{"app": "web"}}}
+	// Owned by a ReplicaSet: matching labels do not make it the RC's.
+	rsPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rs-pod", Namespace: "default", Labels: map[string]string{"app": "web"},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(replicaSet(1), appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}}}
+	client := fakeClient(rc, orphan, rsPod)
+	runWith(t, client, NewReplicationManager)
+	waitPods(t, client, 3) // the RS's pod, the adopted orphan, one created
+	for _, p := range pods(t, client) {
+		ref := metav1.GetControllerOf(&p)
+		switch {
+		case p.Name == "rs-pod":
+			if ref.Kind != "ReplicaSet" {
+				t.Errorf("the ReplicaSet's pod was taken: %v", p.OwnerReferences)
+			}
+		case ref == nil || ref.Kind != "ReplicationController" || ref.APIVersion != "v1" || ref.Name != "web" || ref.UID != "rc-uid":
+			t.Errorf("pod %s: owner %+v, want the ReplicationController", p.Name, ref)
+		case p.Name != "orphan" && (p.GenerateName != "web-" || p.Labels["tier"] != "1"):
+			t.Errorf("pod %s not made from the template: %v %v", p.Name, p.GenerateName, p.Labels)
+		}
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := client.CoreV1().ReplicationControllers("default").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && got.Status.Replicas == 2 && got.Status.FullyLabeledReplicas == 1 && got.Status.ObservedGeneration == 1, nil
+	})
+	if err != nil {
+		got, _ := client.CoreV1().ReplicationControllers("default").Get(context.Background(), "web", metav1.GetOptions{})
+		t.Errorf("status %+v, want 2 replicas, 1 fully labeled (the orphan lacks tier), generation 1", got.Status)
 	}
 }
 

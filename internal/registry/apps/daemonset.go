@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/core"
 )
 
 // DaemonSet describes apps/v1 DaemonSets.
@@ -27,7 +28,7 @@ var DaemonSet = &registry.Kind{
 		d := obj.(*appsv1.DaemonSet)
 		errs := registry.ValidateMeta(d, true, registry.DNS1123Domain)
 		spec := field.NewPath("spec")
-		errs = append(errs, validateTemplate(nil, d.Spec.Selector, &d.Spec.Template, spec)...)
+		errs = append(errs, core.ValidateTemplate(nil, d.Spec.Selector, &d.Spec.Template, spec)...)
 		switch s := d.Spec.UpdateStrategy; s.Type {
 		case appsv1.OnDeleteDaemonSetStrategyType, appsv1.RollingUpdateDaemonSetStrategyType:
 			if ru := s.RollingUpdate; ru != nil && intOrPercentIsZero(ru.MaxUnavailable) && (ru.MaxSurge == nil || intOrPercentIsZero(ru.MaxSurge)) {
@@ -56,7 +57,7 @@ var DaemonSet = &registry.Kind{
 		},
 		Row: func(obj runtime.Object) []any {
 			d := obj.(*appsv1.DaemonSet)
-			names, images := containerColumns(&d.Spec.Template.Spec)
+			names, images := core.ContainerColumns(&d.Spec.Template.Spec)
 			sel := "<none>"
 			if len(d.Spec.Template.Spec.NodeSelector) > 0 {
 				sel = ""

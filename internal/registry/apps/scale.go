@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,7 +17,8 @@ import (
 )
 
 // ScaleREST serves the scale subresource (autoscaling/v1 Scale) of
-// Deployments and ReplicaSets, as `kubectl scale` uses it.
+// Deployments, ReplicaSets, StatefulSets and ReplicationControllers, as
+// `kubectl scale` uses it.
 type ScaleREST struct {
 	Store *genericregistry.Store
 }
@@ -39,6 +41,11 @@ func replicasOf(obj runtime.Object) (*int32, *metav1.LabelSelector, int32) {
 			w.Spec.Replicas = new(int32)
 		}
 		return w.Spec.Replicas, w.Spec.Selector, w.Status.Replicas
+	case *corev1.ReplicationController:
+		if w.Spec.Replicas == nil {
+			w.Spec.Replicas = new(int32)
+		}
+		return w.Spec.Replicas, &metav1.LabelSelector{MatchLabels: w.Spec.Selector}, w.Status.Replicas
 	}
 	panic(fmt.Sprintf("scale of unexpected type %T", obj))
 }
@@ -68,6 +75,8 @@ func metaOf(obj runtime.Object) (*metav1.ObjectMeta, error) {
 	case *appsv1.ReplicaSet:
 		return &w.ObjectMeta, nil
 	case *appsv1.StatefulSet:
+		return &w.ObjectMeta, nil
+	case *corev1.ReplicationController:
 		return &w.ObjectMeta, nil
 	}
 	return nil, fmt.Errorf("scale of unexpected type %T", obj)

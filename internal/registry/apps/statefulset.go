@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/core"
 )
 
 // StatefulSet describes apps/v1 StatefulSets.
@@ -32,7 +33,7 @@ var StatefulSet = &registry.Kind{
 		// DNS labels: the set's name is one.
 		errs := registry.ValidateMeta(s, true, registry.DNS1123Label)
 		spec := field.NewPath("spec")
-		errs = append(errs, validateTemplate(s.Spec.Replicas, s.Spec.Selector, &s.Spec.Template, spec)...)
+		errs = append(errs, core.ValidateTemplate(s.Spec.Replicas, s.Spec.Selector, &s.Spec.Template, spec)...)
 		switch s.Spec.PodManagementPolicy {
 		case appsv1.OrderedReadyPodManagement, appsv1.ParallelPodManagement:
 		default:
@@ -96,7 +97,7 @@ var StatefulSet = &registry.Kind{
 		},
 		Row: func(obj runtime.Object) []any {
 			s := obj.(*appsv1.StatefulSet)
-			names, images := containerColumns(&s.Spec.Template.Spec)
+			names, images := core.ContainerColumns(&s.Spec.Template.Spec)
 			return []any{fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, replicas(s.Spec.Replicas)), registry.CreationAge(s), names, images}
 		},
 	},

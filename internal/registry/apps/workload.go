@@ -8,12 +8,9 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -39,7 +36,7 @@ var Deployment = &registry.Kind{
 		d := obj.(*appsv1.Deployment)
 		errs := registry.ValidateMeta(d, true, registry.DNS1123Domain)
 		spec := field.NewPath("spec")
-		errs = append(errs, validateTemplate(d.Spec.Replicas, d.Spec.Selector, &d.Spec.Template, spec)...)
+		errs = append(errs, core.ValidateTemplate(d.Spec.Replicas, d.Spec.Selector, &d.Spec.Template, spec)...)
 		errs = append(errs, validateStrategy(&d.Spec.Strategy, spec.Child("strategy"))...)
 		if l := d.Spec.RevisionHistoryLimit; l != nil && *l < 0 {
 			errs = append(errs, field.Invalid(spec.Child("revisionHistoryLimit"), *l, "must be greater than or equal to 0"))
@@ -64,7 +61,7 @@ var Deployment = &registry.Kind{
 		},
 		Row: func(obj runtime.Object) []any {
 			d := obj.(*appsv1.Deployment)
-			names, images := containerColumns(&d.Spec.Template.Spec)
+			names, images := core.ContainerColumns(&d.Spec.Template.Spec)
 			return []any{fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, replicas(d.Spec.Replicas)),
 				int64(d.Status.UpdatedReplicas), int64(d.Status.AvailableReplicas), registry.CreationAge(d),
 				names, images, selectorString(d.Spec.Selector)}
@@ -87,7 +84,7 @@ var ReplicaSet = &registry.Kind{
 	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
 		rs := obj.(*appsv1.ReplicaSet)
 		errs := registry.ValidateMeta(rs, true, registry.DNS1123Domain)
-		return append(errs, validateTemplate(rs.Spec.Replicas, rs.Spec.Selector, &rs.Spec.Template, field.NewPath("spec"))...)
+		return append(errs, core.ValidateTemplate(rs.Spec.Replicas, rs.Spec.Selector, &rs.Spec.Template, field.NewPath("spec"))...)
 	},
 	ValidateUpdate: func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		return validateSelectorImmutable(obj.(*appsv1.ReplicaSet).Spec.Selector, old.(*appsv1.ReplicaSet).Spec.Selector)
@@ -107,7 +104,7 @@ var ReplicaSet = &registry.Kind{
 		},
 		Row: func(obj runtime.Object) []any {
 			rs := obj.(*appsv1.ReplicaSet)
-			names, images := containerColumns(&rs.Spec.Template.Spec)
+			names, images := core.ContainerColumns(&rs.Spec.Template.Spec)
 			return []any{int64(replicas(rs.Spec.Replicas)), int64(rs.Status.Replicas), int64(rs.Status.ReadyReplicas),
 				registry.CreationAge(rs), names, images, selectorString(rs.Spec.Selector)}
 		},
@@ -119,30 +116,6 @@ func replicas(r *int32) int32 {
 		return 1
 	}
 	return *r
-}
-
-func validateTemplate(reps *int32, sel *metav1.LabelSelector, tmpl *corev1.PodTemplateSpec, spec *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if reps != nil && *reps < 0 {
-		errs = append(errs, field.Invalid(spec.Child("replicas"), *reps, "must be greater than or equal to 0"))
-	}
-	if sel == nil {
-		return append(errs, field.Required(spec.Child("selector"), ""))
-	}
-	errs = append(errs, metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, spec.Child("selector"))...)
-	if len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
-		errs = append(errs, field.Invalid(spec.Child("selector"), sel, "empty selector is invalid for deployment"))
-	}
-	selector, err := metav1.LabelSelectorAsSelector(sel)
-	if err == nil && !selector.Empty() && !selector.Matches(labels.Set(tmpl.Labels)) {
-		errs = append(errs, field.Invalid(spec.Child("template", "metadata", "labels"), tmpl.Labels, "`selector` does not match template `labels`"))
-	}
-	errs = append(errs, metav1validation.ValidateLabels(tmpl.Labels, spec.Child("template", "metadata", "labels"))...)
-	errs = append(errs, core.ValidatePodSpec(&tmpl.Spec, spec.Child("template", "spec"))...)
-	if tmpl.Spec.RestartPolicy != "" && tmpl.Spec.RestartPolicy != corev1.RestartPolicyAlways {
-		errs = append(errs, field.NotSupported(spec.Child("template", "spec", "restartPolicy"), tmpl.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
-	}
-	return errs
 }
 
 func validateStrategy(s *appsv1.DeploymentStrategy, path *field.Path) field.ErrorList {
@@ -191,15 +164,6 @@ func validateSelectorImmutable(sel, old *metav1.LabelSelector) field.ErrorList {
 		return field.ErrorList{field.Invalid(field.NewPath("spec", "selector"), sel, "field is immutable")}
 	}
 	return nil
-}
-
-func containerColumns(spec *corev1.PodSpec) (string, string) {
-	var names, images []string
-	for _, c := range spec.Containers {
-		names = append(names, c.Name)
-		images = append(images, c.Image)
-	}
-	return strings.Join(names, ","), strings.Join(images, ",")
 }
 
 func selectorString(sel *metav1.LabelSelector) string {

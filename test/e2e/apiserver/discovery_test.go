@@ -20,7 +20,7 @@ import (
 func TestDiscoveryAndOpenAPI(t *testing.T) {
 	s := framework.StartAPIServer(t)
 	want := []string{"pods", "services", "endpoints", "nodes", "namespaces", "secrets", "configmaps", "events",
-		"serviceaccounts", "deployments", "replicasets", "endpointslices", "ingresses", "ingressclasses", "leases"}
+		"serviceaccounts", "deployments", "replicasets", "replicationcontrollers", "endpointslices", "ingresses", "ingressclasses", "leases"}
 	for _, version := range framework.KubectlVersions {
 		t.Run(version, func(t *testing.T) {
 			k := framework.NewKubectl(t, version, s.Kubeconfig)

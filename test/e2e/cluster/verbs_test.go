@@ -174,21 +174,6 @@ spec:
 			t.Error("a pod's mount target was made on the machine")
 		}
 	})
-	t.Run("kubectl cp", func(t *testing.T) {
-		local := filepath.Join(t.TempDir(), "f.txt")
-		if err := os.WriteFile(local, []byte("copied in\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c.kubectl.MustRun("", "cp", local, "bbsleep:/tmp/f.txt")
-		if out := c.kubectl.MustRun("", "exec", "bbsleep", "--", "cat", "/tmp/f.txt"); out != "copied in\n" {
-			t.Errorf("after kubectl cp into the pod, exec reads %q", out)
-		}
-		back := filepath.Join(t.TempDir(), "back.txt")
-		c.kubectl.MustRun("", "cp", "bbsleep:/tmp/f.txt", back)
-		if data, _ := os.ReadFile(back); string(data) != "copied in\n" {
-			t.Errorf("kubectl cp out of the pod: %q", data)
-		}
-	})
 	t.Run("kubectl top", func(t *testing.T) {
 		// The node agents measure every 10s; a rate needs two measures.
 		var out string
@@ -230,6 +215,31 @@ spec:
 				"--", "sh", "-c", `read x; echo "got $x"`)
 			if err != nil || !strings.Contains(out, "got hello") {
 				t.Errorf("kubectl run -i: %v\nstdout %q\nstderr %s", err, out, errOut)
+			}
+		})
+		t.Run("cp with kubectl "+v, func(t *testing.T) {
+			// kubectl cp is tar through exec: in, then out again.
+			local := filepath.Join(t.TempDir(), "f.txt")
+			if err := os.WriteFile(local, []byte("copied in by "+v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			k.MustRun("", "cp", local, "bbsleep:/tmp/f-"+v+".txt")
+			if out := k.MustRun("", "exec", "bbsleep", "--", "cat", "/tmp/f-"+v+".txt"); out != "copied in by "+v+"\n" {
+				t.Errorf("after kubectl cp into the pod, exec reads %q", out)
+			}
+			back := filepath.Join(t.TempDir(), "back.txt")
+			k.MustRun("", "cp", "bbsleep:/tmp/f-"+v+".txt", back)
+			if data, _ := os.ReadFile(back); string(data) != "copied in by "+v+"\n" {
+				t.Errorf("kubectl cp out of the pod: %q", data)
+			}
+		})
+		t.Run("top with kubectl "+v, func(t *testing.T) {
+			// The metrics are there (the kubectl top subtest waited).
+			if out := k.MustRun("", "top", "pods", "-l", "app=hostnames", "--no-headers"); strings.Count(out, "hostnames-") != len(pods) {
+				t.Errorf("kubectl top pods: %q", out)
+			}
+			if out := k.MustRun("", "top", "nodes", "--no-headers"); !strings.HasPrefix(out, "node-1 ") {
+				t.Errorf("kubectl top nodes: %q", out)
 			}
 		})
 		t.Run("attach with kubectl "+v, func(t *testing.T) {

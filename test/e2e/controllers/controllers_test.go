@@ -4,6 +4,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -535,4 +536,97 @@ func TestPodGC(t *testing.T) {
 		per, err := perNode(ctx)
 		return err == nil && per["node-1"] == 4 && per["node-2"] == 0, err
 	})
+}
+
+// TestReplicationController: a v1 ReplicationController as old manifests
+// write it (no selector: the template's labels), kept at its count,
+// scaled and exposed with kubectl, refused when invalid, and its pods
+// deleted with it.
+func TestReplicationController(t *testing.T) {
+	c := startCluster(t)
+	ctx := framework.Context(t, 2*time.Minute)
+	for _, version := range []string{"1.27", "1.33"} {
+		t.Run("kubectl "+version, func(t *testing.T) {
+			k := framework.NewKubectl(t, version, c.api.Kubeconfig)
+			name := "rc-" + strings.ReplaceAll(version, ".", "")
+			k.MustRun(fmt.Sprintf(`
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: %s}
+spec:
+  replicas: 2
+  template:
+    metadata: {labels: {app: %s}}
+    spec:
+      containers: [{name: c, image: svcnet/hostnames, ports: [{containerPort: 9376}]}]
+`, name, name), "apply", "-f", "-")
+			rc, err := c.client.CoreV1().ReplicationControllers("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || rc.Spec.Selector["app"] != name || rc.Labels["app"] != name {
+				t.Fatalf("selector and labels not defaulted from the template: %v %+v", err, rc)
+			}
+			ready := func(n int32) func(ctx context.Context) (bool, error) {
+				return func(ctx context.Context) (bool, error) {
+					rc, err := c.client.CoreV1().ReplicationControllers("default").Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return false, err
+					}
+					pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+					return err == nil && len(pods.Items) == int(n) && rc.Status.ReadyReplicas == n && rc.Status.Replicas == n &&
+						rc.Status.ObservedGeneration == rc.Generation, err
+				}
+			}
+			until(t, "2 ready replicas", 30*time.Second, ready(2))
+			pods, _ := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+			for _, p := range pods.Items {
+				if ref := metav1.GetControllerOf(&p); ref == nil || ref.Kind != "ReplicationController" || ref.UID != rc.UID || !strings.HasPrefix(p.Name, name+"-") {
+					t.Errorf("pod %s owned by %+v", p.Name, ref)
+				}
+			}
+
+			k.MustRun("", "scale", "rc", name, "--replicas=3")
+			until(t, "3 ready replicas after kubectl scale", 30*time.Second, ready(3))
+			if out := k.MustRun("", "get", "rc", name, "--no-headers"); !strings.HasPrefix(strings.Join(strings.Fields(out), " "), name+" 3 3 3 ") {
+				t.Errorf("kubectl get rc: %q, want name desired current ready", out)
+			}
+			k.MustRun("", "expose", "rc", name, "--port=80", "--target-port=9376")
+			until(t, "the exposed Service's 3 endpoints", 30*time.Second, func(ctx context.Context) (bool, error) {
+				sl, err := c.client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+				n := 0
+				if err == nil {
+					for _, s := range sl.Items {
+						n += len(s.Endpoints)
+					}
+				}
+				return n == 3, err
+			})
+
+			// A pod deleted is replaced.
+			victim := pods.Items[0].Name
+			k.MustRun("", "delete", "pod", victim, "--wait=false")
+			until(t, "the deleted pod replaced", 30*time.Second, func(ctx context.Context) (bool, error) {
+				ok, err := ready(3)(ctx)
+				if !ok {
+					return false, err
+				}
+				_, err = c.client.CoreV1().Pods("default").Get(ctx, victim, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
+
+			k.MustRun("", "delete", "rc", name)
+			until(t, "the pods deleted with their RC", 30*time.Second, func(ctx context.Context) (bool, error) {
+				pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+				return err == nil && len(pods.Items) == 0, err
+			})
+		})
+	}
+	k := framework.NewKubectl(t, "1.33", c.api.Kubeconfig)
+	for _, tc := range []struct{ manifest, want string }{
+		{`{"apiVersion":"v1","kind":"ReplicationController","metadata":{"name":"bad"},"spec":{"selector":{"app":"x"}}}`, "spec.template: Required value"},
+		{`{"apiVersion":"v1","kind":"ReplicationController","metadata":{"name":"bad"},"spec":{"replicas":-1,"template":{"metadata":{"labels":{"app":"x"}},"spec":{"containers":[{"name":"c","image":"svcnet/echo"}]}}}}`, "spec.replicas: Invalid value: -1"},
+		{`{"apiVersion":"v1","kind":"ReplicationController","metadata":{"name":"bad"},"spec":{"selector":{"app":"y"},"template":{"metadata":{"labels":{"app":"x"}},"spec":{"containers":[{"name":"c","image":"svcnet/echo"}]}}}}`, "`selector` does not match template `labels`"},
+	} {
+		if out := k.MustFail(tc.manifest, "create", "-f", "-"); !strings.Contains(out, "is invalid") || !strings.Contains(out, tc.want) {
+			t.Errorf("invalid RC: %q, want %q", out, tc.want)
+		}
+	}
 }
