@@ -371,6 +371,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.generic.AddPostStartHookOrDie("svcnet-crd-discovery", crdDiscovery(s.generic, crdServer.Informers))
+	s.generic.AddPostStartHookOrDie("svcnet-crd-openapi", crdOpenAPI(s.generic, crdServer.Informers))
 	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), serviceCIDR: canonicalCIDR(opts.ServiceCIDR), advertise: opts.AdvertiseAddress, port: advertisedPort(opts, port)}
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
 	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)

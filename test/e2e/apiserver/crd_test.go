@@ -34,7 +34,7 @@ spec:
           spec:
             type: object
             properties:
-              cronSpec: {type: string}
+              cronSpec: {type: string, description: "When the job runs, in cron syntax."}
               image: {type: string}
               replicas: {type: integer, minimum: 1, default: 1}
     additionalPrinterColumns:
@@ -43,8 +43,9 @@ spec:
 `
 
 // TestCustomResources: a CRD manifest applies with kubectl 1.27 and 1.33;
-// its objects are created (defaulted, validated by the schema), listed
-// with the CRD's columns, watched, and go with the CRD.
+// its schema is explained; its objects are created (defaulted, validated
+// by the schema), listed with the CRD's columns, watched, and go with the
+// CRD.
 func TestCustomResources(t *testing.T) {
 	s := framework.StartAPIServer(t)
 	admin := framework.NewKubectl(t, "1.33", s.Kubeconfig)
@@ -63,6 +64,17 @@ func TestCustomResources(t *testing.T) {
 			})
 			if err != nil {
 				t.Fatalf("kubectl %s never found crontabs: %s", version, k.MustFail("", append(n, "get", "crontabs")...))
+			}
+
+			// The schema is in the served OpenAPI documents (v3 for kubectl
+			// 1.27 and later's explain), written a moment after the CRD.
+			err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				out, _, err := k.Run("", "explain", "crontab.spec.cronSpec")
+				return err == nil && strings.Contains(out, "When the job runs, in cron syntax."), nil
+			})
+			if err != nil {
+				out, errOut, _ := k.Run("", "explain", "crontab.spec.cronSpec")
+				t.Errorf("kubectl explain of the custom resource: %s %s", out, errOut)
 			}
 
 			watch := exec.Command(k.Path, append(n, "get", "ct", "-w", "--output-watch-events")...)
