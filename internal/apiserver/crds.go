@@ -8,6 +8,7 @@ import (
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -40,6 +41,12 @@ func newCRDServer(base *genericapiserver.Config, informerFactory informers.Share
 	if err := opts.ApplyWithStorageFactoryTo(factory, &cfg); err != nil {
 		return nil, fmt.Errorf("CustomResourceDefinition storage: %w", err)
 	}
+	// The base config has the etcd checks already, and applying the etcd
+	// options adds them again: two checks of one name register one path
+	// twice (a logged error at every start).
+	cfg.HealthzChecks = uniqueChecks(cfg.HealthzChecks)
+	cfg.LivezChecks = uniqueChecks(cfg.LivezChecks)
+	cfg.ReadyzChecks = uniqueChecks(cfg.ReadyzChecks)
 	config := apiextensionsapiserver.Config{
 		GenericConfig: &genericapiserver.RecommendedConfig{Config: cfg, SharedInformerFactory: informerFactory},
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
@@ -48,4 +55,17 @@ func newCRDServer(base *genericapiserver.Config, informerFactory informers.Share
 		},
 	}
 	return config.Complete().New(delegate)
+}
+
+// uniqueChecks keeps the first check of each name.
+func uniqueChecks(checks []healthz.HealthChecker) []healthz.HealthChecker {
+	seen := map[string]bool{}
+	var out []healthz.HealthChecker
+	for _, c := range checks {
+		if !seen[c.Name()] {
+			seen[c.Name()] = true
+			out = append(out, c)
+		}
+	}
+	return out
 }

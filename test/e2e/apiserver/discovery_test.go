@@ -19,6 +19,13 @@ import (
 // them from the served OpenAPI schemas; tables have kube-apiserver's columns.
 func TestDiscoveryAndOpenAPI(t *testing.T) {
 	s := framework.StartAPIServer(t)
+	// The server and the CRD server behind it register each health
+	// check path once.
+	defer func() {
+		if logs := s.Logs(); strings.Contains(logs, "duplicate path registration") {
+			t.Errorf("the API server registered a path twice:\n%s", logs)
+		}
+	}()
 	want := []string{"pods", "services", "endpoints", "nodes", "namespaces", "secrets", "configmaps", "events",
 		"serviceaccounts", "deployments", "replicasets", "replicationcontrollers", "endpointslices", "ingresses", "ingressclasses", "leases"}
 	for _, version := range framework.KubectlVersions {
