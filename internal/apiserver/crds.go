@@ -8,7 +8,6 @@ import (
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/apiserver/pkg/server/healthz"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -36,17 +35,15 @@ func newCRDServer(base *genericapiserver.Config, informerFactory informers.Share
 	cfg.MergedResourceConfig = resources
 	factory := serverstorage.NewDefaultStorageFactory(*storageConfig, "application/json", apiextensionsapiserver.Codecs,
 		serverstorage.NewDefaultResourceEncodingConfigForEffectiveVersion(apiextensionsapiserver.Scheme, cfg.EffectiveVersion), resources, nil)
+	// Health checks: only its own (the etcd ones its options add below);
+	// the front server has the base's and merges the delegate's by name.
+	// Inherited ones would be added twice and register a path twice.
+	cfg.HealthzChecks, cfg.LivezChecks, cfg.ReadyzChecks = nil, nil, nil
 	opts := *etcdOpts
 	opts.DefaultStorageMediaType = "application/json"
 	if err := opts.ApplyWithStorageFactoryTo(factory, &cfg); err != nil {
 		return nil, fmt.Errorf("CustomResourceDefinition storage: %w", err)
 	}
-	// The base config has the etcd checks already, and applying the etcd
-	// options adds them again: two checks of one name register one path
-	// twice (a logged error at every start).
-	cfg.HealthzChecks = uniqueChecks(cfg.HealthzChecks)
-	cfg.LivezChecks = uniqueChecks(cfg.LivezChecks)
-	cfg.ReadyzChecks = uniqueChecks(cfg.ReadyzChecks)
 	config := apiextensionsapiserver.Config{
 		GenericConfig: &genericapiserver.RecommendedConfig{Config: cfg, SharedInformerFactory: informerFactory},
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
@@ -55,17 +52,4 @@ func newCRDServer(base *genericapiserver.Config, informerFactory informers.Share
 		},
 	}
 	return config.Complete().New(delegate)
-}
-
-// uniqueChecks keeps the first check of each name.
-func uniqueChecks(checks []healthz.HealthChecker) []healthz.HealthChecker {
-	seen := map[string]bool{}
-	var out []healthz.HealthChecker
-	for _, c := range checks {
-		if !seen[c.Name()] {
-			seen[c.Name()] = true
-			out = append(out, c)
-		}
-	}
-	return out
 }

@@ -64,11 +64,13 @@ func (r replicationControllers) updateStatus(ctx context.Context, rs *appsv1.Rep
 }
 
 // asReplicaSet is rc as a ReplicaSet. Its type meta stays the RC's, so
-// that events recorded on it refer to the ReplicationController.
+// that events recorded on it refer to the ReplicationController. It shares
+// rc's maps and template: like the lister's objects it is read only (the
+// controller copies before it writes), and it is made on every pod event.
 func asReplicaSet(rc *corev1.ReplicationController) *appsv1.ReplicaSet {
 	rs := &appsv1.ReplicaSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ReplicationController"},
-		ObjectMeta: *rc.ObjectMeta.DeepCopy(),
+		ObjectMeta: rc.ObjectMeta,
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas:        rc.Spec.Replicas,
 			MinReadySeconds: rc.Spec.MinReadySeconds,
@@ -83,7 +85,7 @@ func asReplicaSet(rc *corev1.ReplicationController) *appsv1.ReplicaSet {
 		},
 	}
 	if rc.Spec.Template != nil {
-		rs.Spec.Template = *rc.Spec.Template.DeepCopy()
+		rs.Spec.Template = *rc.Spec.Template
 	}
 	for _, c := range rc.Status.Conditions {
 		rs.Status.Conditions = append(rs.Status.Conditions, appsv1.ReplicaSetCondition{

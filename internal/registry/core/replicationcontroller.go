@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/registry"
 )
@@ -37,15 +38,13 @@ var ReplicationController = &registry.Kind{
 		errs := registry.ValidateMeta(rc, true, registry.DNS1123Domain)
 		spec := field.NewPath("spec")
 		switch {
-		case len(rc.Spec.Selector) == 0:
-			errs = append(errs, field.Required(spec.Child("selector"), ""))
+		case rc.Spec.Template == nil && len(rc.Spec.Selector) == 0:
+			return append(errs, field.Required(spec.Child("selector"), ""), field.Required(spec.Child("template"), ""))
 		case rc.Spec.Template == nil:
 			errs = append(errs, metav1validation.ValidateLabels(rc.Spec.Selector, spec.Child("selector"))...)
-		}
-		if rc.Spec.Template == nil {
 			return append(errs, field.Required(spec.Child("template"), ""))
-		}
-		if len(rc.Spec.Selector) == 0 {
+		case len(rc.Spec.Selector) == 0:
+			errs = append(errs, field.Required(spec.Child("selector"), ""))
 			return append(errs, ValidatePodSpec(&rc.Spec.Template.Spec, spec.Child("template", "spec"))...)
 		}
 		return append(errs, ValidateTemplate(rc.Spec.Replicas, &metav1.LabelSelector{MatchLabels: rc.Spec.Selector}, rc.Spec.Template, spec)...)
@@ -69,11 +68,7 @@ var ReplicationController = &registry.Kind{
 			if rc.Spec.Template != nil {
 				names, images = ContainerColumns(&rc.Spec.Template.Spec)
 			}
-			want := int32(1)
-			if rc.Spec.Replicas != nil {
-				want = *rc.Spec.Replicas
-			}
-			return []any{int64(want), int64(rc.Status.Replicas), int64(rc.Status.ReadyReplicas),
+			return []any{int64(ptr.Deref(rc.Spec.Replicas, 1)), int64(rc.Status.Replicas), int64(rc.Status.ReadyReplicas),
 				registry.CreationAge(rc), names, images, labels.Set(rc.Spec.Selector).String()}
 		},
 	},
