@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,13 +87,19 @@ func (c *localCluster) exec(target string, argv ...string) (string, error) {
 }
 
 func (c *localCluster) dumpLogs() {
-	logs, _ := filepath.Glob(filepath.Join(c.home, c.name, "logs", "*.log"))
-	for _, l := range logs {
+	// The cluster's own logs, then each node's (its proxy and DNS
+	// cache) and its pods' containers'.
+	root := filepath.Join(c.home, c.name)
+	logs, _ := filepath.Glob(filepath.Join(root, "logs", "*.log"))
+	nodeLogs, _ := filepath.Glob(filepath.Join(root, "nodes", "*", "*.log"))
+	podLogs, _ := filepath.Glob(filepath.Join(root, "nodes", "*", "pods", "*", "*.log"))
+	for _, l := range slices.Concat(logs, nodeLogs, podLogs) {
 		data, _ := os.ReadFile(l)
 		if len(data) > 4000 {
 			data = data[len(data)-4000:]
 		}
-		c.t.Logf("== %s\n%s", filepath.Base(l), data)
+		rel, _ := filepath.Rel(root, l)
+		c.t.Logf("== %s\n%s", rel, data)
 	}
 }
 

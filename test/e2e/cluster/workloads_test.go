@@ -115,6 +115,21 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 			out, err = c.exec("default/web-0", "curl", "-s", "--max-time", "5", "-w", `\n%{time_namelookup} %{time_connect} %{time_total}`, name+".nginx:9376")
 			if got, _, _ := strings.Cut(out, "\n"); err != nil || got != name {
 				t.Errorf("%s.nginx:9376 answered %q (%v); timings: namelookup connect total", name, out, err)
+				// What each server says, each type asked alone.
+				for _, server := range []string{"169.254.20.10", "10.96.0.10"} {
+					for _, qtype := range []string{"A", "AAAA"} {
+						out, err := c.exec("default/web-0", "dig", "+tries=1", "+time=2", "@"+server, name+".nginx.default.svc.cluster.local", qtype)
+						t.Logf("dig @%s %s: %v\n%s", server, qtype, err, out)
+					}
+				}
+				for _, argv := range [][]string{
+					{"iptables-save", "-t", "raw"},
+					{"conntrack", "-S"},
+					{"sh", "-c", "curl -s 127.0.0.1:9253/metrics | grep -E '^(svcnet|coredns)_' | grep -v bucket"},
+				} {
+					out, err := c.exec("node/node-1", argv...)
+					t.Logf("node-1 %v: %v\n%s", argv, err, out)
+				}
 			}
 		}
 		k.MustRun("", "scale", "statefulset", "web", "--replicas=1")
