@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 )
 
@@ -27,7 +27,10 @@ func Fit(pod *corev1.Pod, node *corev1.Node) string {
 	if !ready {
 		return "node(s) were not ready"
 	}
-	if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
+	// nodeSelector and the required node affinity (matchExpressions and
+	// matchFields), with kube-scheduler's own matcher; preferred affinity
+	// and pod (anti-)affinity are not weighed (docs/architecture.md).
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
 		return "node(s) didn't match Pod's node affinity/selector"
 	}
 	for _, t := range node.Spec.Taints {

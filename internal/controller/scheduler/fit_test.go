@@ -30,6 +30,15 @@ func TestChoose(t *testing.T) {
 	plain := &corev1.Pod{}
 	picky := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: map[string]string{"disk": "ssd"}}}
 	tolerant := &corev1.Pod{Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db", Effect: corev1.TaintEffectNoSchedule}}}}
+	affinity := func(terms ...corev1.NodeSelectorTerm) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}}}
+	}
+	// As e2e's SetNodeSelection pins a pod to a node by name.
+	pinned := affinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"c"}}}})
+	notSSD := affinity(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "disk", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"ssd"}}}})
 	cases := []struct {
 		name  string
 		pod   *corev1.Pod
@@ -44,6 +53,9 @@ func TestChoose(t *testing.T) {
 		{"selector", picky, []*corev1.Node{node("a", true), node("b", true, ssd)}, map[string]int{"b": 9}, "b", ""},
 		{"nothing fits", picky, []*corev1.Node{node("a", true), node("b", false)}, nil, "",
 			"0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were not ready."},
+		{"affinity by node name", pinned, []*corev1.Node{node("a", true), node("b", true), node("c", true)}, map[string]int{"c": 9}, "c", ""},
+		{"affinity by node name, node not there", pinned, []*corev1.Node{node("a", true)}, nil, "", "1 node(s) didn't match Pod's node affinity/selector"},
+		{"affinity expression", notSSD, []*corev1.Node{node("a", true, ssd), node("b", true)}, map[string]int{"b": 9}, "b", ""},
 		{"taint", plain, []*corev1.Node{node("a", true, tainted)}, nil, "", "untolerated taint {dedicated: db}"},
 		{"tolerated taint", tolerant, []*corev1.Node{node("a", true, tainted)}, nil, "a", ""},
 		{"cordoned", plain, []*corev1.Node{node("a", true, cordoned)}, nil, "", "unschedulable"},
