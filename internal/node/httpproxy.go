@@ -16,7 +16,8 @@ import (
 // services/proxy: /proxy/{scheme}/{ip}/{port}/{path} is sent on to a pod
 // address as HTTP (or HTTPS, its certificate not checked, as
 // kube-apiserver does towards pods). Only pod addresses of the cluster
-// are reached: the node is no open relay, even for the API server.
+// and the node's own (its hostNetwork pods') are reached: the node is no
+// open relay, even for the API server.
 func (a *Agent) serveProxy(w http.ResponseWriter, r *http.Request) {
 	scheme, ipStr, portStr := r.PathValue("scheme"), r.PathValue("ip"), r.PathValue("port")
 	if scheme != "http" && scheme != "https" {
@@ -28,7 +29,8 @@ func (a *Agent) serveProxy(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("%q is not an IP address", ipStr), http.StatusBadRequest)
 		return
 	}
-	if cidr := a.cfg.ClusterCIDR; !cidr.IsValid() || !cidr.Contains(ip) {
+	// The node's own address is the address of its hostNetwork pods.
+	if cidr := a.cfg.ClusterCIDR; (!cidr.IsValid() || !cidr.Contains(ip)) && ip != a.cfg.NodeIP {
 		if !a.cfg.PodCIDR.Contains(ip) {
 			http.Error(w, fmt.Sprintf("%s is not a pod address of the cluster", ip), http.StatusForbidden)
 			return

@@ -1,16 +1,24 @@
 package node
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestServeProxyRefuses: the node's proxy reaches pod addresses only.
-func TestServeProxyRefuses(t *testing.T) {
-	a := &Agent{cfg: Config{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), PodCIDR: netip.MustParsePrefix("10.244.1.0/24")}}
+// TestServeProxyTargets: the node's proxy reaches pod addresses only
+// (the node's own is that of its hostNetwork pods).
+func TestServeProxyTargets(t *testing.T) {
+	// A server on the node's address (loopback here) stands for a
+	// hostNetwork pod.
+	hostPod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("host pod at " + r.URL.Path)) }))
+	t.Cleanup(hostPod.Close)
+	hostPort := strconv.Itoa(hostPod.Listener.Addr().(*net.TCPAddr).Port)
+	a := &Agent{cfg: Config{NodeIP: netip.MustParseAddr("127.0.0.1"), ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), PodCIDR: netip.MustParsePrefix("10.244.1.0/24")}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/proxy/{scheme}/{ip}/{port}/{path...}", a.serveProxy)
 	for _, tc := range []struct {
@@ -18,7 +26,8 @@ func TestServeProxyRefuses(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"/proxy/http/127.0.0.1/6443/", http.StatusForbidden, "not a pod address"},
+		{"/proxy/http/127.0.0.2/6443/", http.StatusForbidden, "not a pod address"},
+		{"/proxy/http/127.0.0.1/" + hostPort + "/results/x", http.StatusOK, "host pod at /results/x"},
 		{"/proxy/http/172.18.0.1/6443/", http.StatusForbidden, "not a pod address"},
 		{"/proxy/gopher/10.244.1.5/80/", http.StatusBadRequest, "only http and https"},
 		{"/proxy/http/nonsense/80/", http.StatusBadRequest, "not an IP address"},

@@ -180,6 +180,11 @@ func (w *podWorker) run(ctx context.Context) {
 			w.reconcile(ctx)
 			if podstate.Terminal(w.phase()) {
 				terminal = true
+				// The regular containers are done: sidecars stop now,
+				// as kubelet stops them.
+				if w.anyRunning() {
+					w.terminate(w.gracePeriod())
+				}
 				w.teardownNetwork()
 			}
 		}

@@ -7,6 +7,7 @@ package podendpoint
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -109,7 +110,15 @@ func FindPort(pod *corev1.Pod, sp *corev1.ServicePort) (int32, error) {
 	switch sp.TargetPort.Type {
 	case intstr.String:
 		name := sp.TargetPort.StrVal
-		for _, c := range pod.Spec.Containers {
+		// Of init containers, only sidecars (restartPolicy: Always) serve,
+		// as in Kubernetes.
+		serving := slices.Clone(pod.Spec.Containers)
+		for _, c := range pod.Spec.InitContainers {
+			if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				serving = append(serving, c)
+			}
+		}
+		for _, c := range serving {
 			for _, p := range c.Ports {
 				proto := p.Protocol
 				if proto == "" {

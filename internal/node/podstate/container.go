@@ -46,8 +46,11 @@ type Container struct {
 	// exit is not a start error.
 	Killing bool
 
-	running   bool
-	readyOK   bool
+	running bool
+	readyOK bool
+	// initDone: a sidecar has started once, so the init containers after
+	// it may run (its later restarts hold nothing up, as in kubelet).
+	initDone  bool
 	listening bool
 	// startedOK is read by probe goroutines waiting for the startup probe.
 	startedOK atomic.Bool
@@ -58,6 +61,21 @@ type Container struct {
 func NewContainer(spec corev1.Container, init bool) *Container {
 	return &Container{Spec: spec, Init: init, backoff: restart.Containers.New(),
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+}
+
+// Sidecar reports whether it is a restartable init container
+// (restartPolicy: Always): started in init order, then running beside the
+// regular containers for the pod's life, restarted whatever it exits with.
+func (c *Container) Sidecar() bool {
+	return c.Init && c.Spec.RestartPolicy != nil && *c.Spec.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// setStarted records the startup verdict.
+func (c *Container) setStarted(ok bool) {
+	c.startedOK.Store(ok)
+	if ok && c.running {
+		c.initDone = true
+	}
 }
 
 // Running reports whether its process runs.
@@ -101,7 +119,7 @@ func (c *Container) Started(at time.Time) {
 	c.Gen++
 	c.running, c.NextStart = true, time.Time{}
 	c.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}
-	c.startedOK.Store(c.Spec.StartupProbe == nil)
+	c.setStarted(c.Spec.StartupProbe == nil)
 	c.readyOK = false
 	c.listening = c.Spec.ReadinessProbe != nil || len(TCPPorts(&c.Spec)) == 0
 }
@@ -118,7 +136,7 @@ func (c *Container) Adopted(at time.Time, gen int, was corev1.ContainerStatus) {
 	// have died before reporting it, and the last report was of the one
 	// before.
 	same := was.ContainerID == c.ID() && was.State.Running != nil
-	c.startedOK.Store(c.Spec.StartupProbe == nil || (same && was.Started != nil && *was.Started))
+	c.setStarted(c.Spec.StartupProbe == nil || (same && was.Started != nil && *was.Started))
 	c.readyOK = same && was.Ready
 	c.listening = c.readyOK || c.Spec.ReadinessProbe != nil || len(TCPPorts(&c.Spec)) == 0
 }
@@ -147,6 +165,9 @@ func (c *Container) ShouldRestart(policy corev1.RestartPolicy) bool {
 	t := c.State.Terminated
 	if t == nil {
 		return false
+	}
+	if c.Sidecar() {
+		return true
 	}
 	switch policy {
 	case corev1.RestartPolicyNever:
@@ -186,7 +207,7 @@ func (c *Container) Probe(kind ProbeKind, ok bool, gen int) ProbeAction {
 	case Readiness:
 		c.readyOK = ok
 	case Startup:
-		c.startedOK.Store(ok)
+		c.setStarted(ok)
 	case Listening:
 		c.listening = ok
 	case Liveness:

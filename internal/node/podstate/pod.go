@@ -53,11 +53,21 @@ func (p *Pod) Container(name string) *Container {
 }
 
 // Due lists the containers to start now: the first unfinished init
-// container (each runs to completion before the next), else every
-// regular container that is neither running, in back-off, nor finished
-// for good by the restart policy.
+// container (each runs to completion before the next; a sidecar only
+// until it has started), else every regular container and sidecar that
+// is neither running, in back-off, nor finished for good by the restart
+// policy.
 func (p *Pod) Due(policy corev1.RestartPolicy, now time.Time) []*Container {
 	for _, c := range p.Containers {
+		if c.Sidecar() {
+			if c.initDone {
+				continue
+			}
+			if !c.running && !now.Before(c.NextStart) {
+				return []*Container{c}
+			}
+			return nil // the next waits for this one to have started
+		}
 		if !c.Init || c.Succeeded() {
 			continue
 		}
@@ -68,7 +78,7 @@ func (p *Pod) Due(policy corev1.RestartPolicy, now time.Time) []*Container {
 	}
 	var due []*Container
 	for _, c := range p.Containers {
-		if c.Init || c.running || now.Before(c.NextStart) {
+		if (c.Init && !c.Sidecar()) || c.running || now.Before(c.NextStart) {
 			continue
 		}
 		if c.State.Terminated != nil && !c.ShouldRestart(policy) {
@@ -102,6 +112,14 @@ func (p *Pod) Phase(policy corev1.RestartPolicy) corev1.PodPhase {
 	var initFailed bool
 	for _, c := range p.Containers {
 		if !c.Init {
+			continue
+		}
+		if c.Sidecar() {
+			// Sidecars never finish: started once is initialized, and
+			// they count for nothing in the phase after that.
+			if !c.initDone {
+				return corev1.PodPending
+			}
 			continue
 		}
 		if t := c.State.Terminated; t != nil && t.ExitCode != 0 && policy == corev1.RestartPolicyNever {
@@ -190,7 +208,13 @@ func (p *Pod) Status(in StatusInput) corev1.PodStatus {
 	for _, c := range p.Containers {
 		cs := c.Status(images[c.Spec.Name])
 		if c.Init {
-			if !c.Succeeded() {
+			switch {
+			case c.Sidecar():
+				// Ready counts sidecars as kubelet does: the pod serves
+				// with them.
+				initialized = initialized && c.initDone
+				ready = ready && cs.Ready
+			case !c.Succeeded():
 				initialized = false
 			}
 			st.InitContainerStatuses = append(st.InitContainerStatuses, cs)

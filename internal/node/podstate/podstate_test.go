@@ -316,3 +316,81 @@ func TestRejected(t *testing.T) {
 		t.Errorf("rejected pod: phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
 	}
 }
+
+func sidecar(name string, probe bool) corev1.Container {
+	c := spec(name)
+	always := corev1.ContainerRestartPolicyAlways
+	c.RestartPolicy = &always
+	if probe {
+		c.StartupProbe = &corev1.Probe{}
+	}
+	return c
+}
+
+// TestSidecar: a restartable init container holds the init containers
+// after it only until it has started, then runs beside the regular
+// containers, restarted whatever its exit, counted in readiness but not
+// in the phase.
+func TestSidecar(t *testing.T) {
+	pod := podOf(corev1.RestartPolicyNever, []corev1.Container{sidecar("proxy", true), spec("setup")}, spec("main"))
+	p := New(pod)
+	names := func(at time.Time) string {
+		var out []string
+		for _, c := range p.Due(corev1.RestartPolicyNever, at) {
+			out = append(out, c.Spec.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	proxy, setup, main := p.Container("proxy"), p.Container("setup"), p.Container("main")
+	status := func() corev1.PodStatus {
+		return p.Status(StatusInput{Pod: pod, NodeIP: netip.MustParseAddr("10.0.0.1"), PodIP: netip.MustParseAddr("10.244.0.5"), Now: metav1.NewTime(t0)})
+	}
+	steps := []struct {
+		name        string
+		do          func()
+		at          time.Time
+		due         string
+		phase       corev1.PodPhase
+		initialized bool
+		ready       bool
+	}{
+		{"the sidecar starts first", func() {}, t0, "proxy", corev1.PodPending, false, false},
+		{"running, not started: the next init waits", func() { proxy.Started(t0) }, t0, "", corev1.PodPending, false, false},
+		{"started: the next init runs", func() { proxy.Probe(Startup, true, proxy.Gen) }, t0, "setup", corev1.PodPending, false, false},
+		{"a crash after starting holds nothing up", func() {
+			setup.Started(t0)
+			proxy.Exited(0, t0, t0.Add(time.Second))
+			if !proxy.ShouldRestart(corev1.RestartPolicyNever) {
+				t.Fatal("a sidecar that exited 0 under restartPolicy Never is not restarted")
+			}
+			proxy.ScheduleRestart("p", t0)
+			setup.Exited(0, t0, t0.Add(time.Second))
+		}, t0.Add(time.Minute), "proxy,main", corev1.PodPending, true, false},
+		{"all running", func() {
+			proxy.Started(t0.Add(time.Minute))
+			proxy.Probe(Startup, true, proxy.Gen)
+			main.Started(t0.Add(time.Minute))
+		}, t0.Add(time.Minute), "", corev1.PodRunning, true, true},
+		{"the sidecar not ready: the pod is not", func() { proxy.Probe(Startup, false, proxy.Gen) }, t0.Add(time.Minute), "", corev1.PodRunning, true, false},
+		{"the main container done: the pod is, sidecar or not", func() {
+			proxy.Probe(Startup, true, proxy.Gen)
+			main.Exited(0, t0, t0.Add(2*time.Minute))
+		}, t0.Add(2 * time.Minute), "", corev1.PodSucceeded, true, false},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := names(s.at); got != s.due {
+			t.Fatalf("%s: due %q, want %q", s.name, got, s.due)
+		}
+		if got := p.Phase(corev1.RestartPolicyNever); got != s.phase {
+			t.Fatalf("%s: phase %s, want %s", s.name, got, s.phase)
+		}
+		st := status()
+		if got := ConditionTrue(st.Conditions, corev1.PodInitialized); got != s.initialized {
+			t.Fatalf("%s: Initialized %v, want %v", s.name, got, s.initialized)
+		}
+		if got := ConditionTrue(st.Conditions, corev1.PodReady); got != s.ready {
+			t.Fatalf("%s: Ready %v, want %v", s.name, got, s.ready)
+		}
+	}
+}

@@ -30,6 +30,21 @@ func ValidatePodSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 	names := sets.New[string]()
 	errs = append(errs, validateContainers(spec.InitContainers, path.Child("initContainers"), names)...)
 	errs = append(errs, validateContainers(spec.Containers, path.Child("containers"), names)...)
+	// Sidecars (restartable init containers) are served; restart policies
+	// and rules of other containers (ContainerRestartRules) are not, and
+	// are refused rather than ignored.
+	for i, c := range spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			errs = append(errs, field.NotSupported(path.Child("initContainers").Index(i).Child("restartPolicy"), *c.RestartPolicy,
+				[]string{string(corev1.ContainerRestartPolicyAlways)}))
+		}
+	}
+	for i, c := range spec.Containers {
+		if c.RestartPolicy != nil {
+			errs = append(errs, field.Forbidden(path.Child("containers").Index(i).Child("restartPolicy"),
+				"may not be set for non-init containers (svcnet serves restartPolicy only for sidecars)"))
+		}
+	}
 	if spec.RestartPolicy != "" && !restartPolicies.Has(spec.RestartPolicy) {
 		errs = append(errs, field.NotSupported(path.Child("restartPolicy"), spec.RestartPolicy, sets.List(restartPolicies)))
 	}

@@ -68,6 +68,31 @@ spec:
 ---
 apiVersion: batch/v1
 kind: Job
+metadata: {name: with-sidecar}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers: [{name: side, image: host, command: [sleep, "3600"], restartPolicy: Always}]
+      containers: [{name: c, image: host, command: [sh, -c, "echo main done"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: sidecar-web, labels: {app: sidecar-web}}
+spec:
+  terminationGracePeriodSeconds: 1
+  initContainers: [{name: web, image: svcnet/hostnames, restartPolicy: Always, ports: [{name: web, containerPort: 9376}]}]
+  containers: [{name: main, image: host, command: [sleep, "3600"]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: sidecar-web}
+spec:
+  selector: {app: sidecar-web}
+  ports: [{port: 80, targetPort: web}]
+---
+apiVersion: batch/v1
+kind: Job
 metadata: {name: doomed}
 spec:
   backoffLimit: 1
@@ -80,7 +105,8 @@ spec:
 // TestStatefulSetsAndJobs: a StatefulSet's stable pod names, started in
 // order, each with its DNS name under the headless Service, scaled down
 // from the highest ordinal; a DaemonSet's pod on the node, rolled; Jobs
-// run to completion, by index, and fail past their backoff limit.
+// run to completion, by index, with a sidecar, and fail past their
+// backoff limit; a Service on a sidecar's named port.
 func TestStatefulSetsAndJobs(t *testing.T) {
 	t.Parallel()
 	c := up(t, 1)
@@ -182,6 +208,16 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 		if !strings.Contains(logs, "index=0") || !strings.Contains(logs, "index=1") {
 			t.Errorf("indexed logs: %q", logs)
 		}
+		// A sidecar (restartable init container) runs beside the Job's
+		// container and is stopped when it is done, or the Job never
+		// completes; a Service reaches a sidecar's named port.
+		k.MustRun("", "wait", "--for=condition=complete", "job/with-sidecar", "--timeout=90s")
+		k.MustRun("", "wait", "--for=condition=ready", "pod/sidecar-web", "--timeout=90s")
+		ip := k.MustRun("", "get", "service", "sidecar-web", "-o", "jsonpath={.spec.clusterIP}")
+		c.until("the sidecar's named port served through its Service", time.Minute, func() bool {
+			out, err := c.exec("node/node-1", "curl", "-s", "--max-time", "2", ip+":80")
+			return err == nil && out == "sidecar-web"
+		})
 		k.MustRun("", "wait", "--for=condition=failed", "job/doomed", "--timeout=90s")
 		if got := k.MustRun("", "get", "job", "doomed", "-o", `jsonpath={.status.conditions[?(@.type=="Failed")].reason}`); got != "BackoffLimitExceeded" {
 			t.Errorf("doomed failed with %q", got)
