@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -216,7 +217,12 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 		ip := k.MustRun("", "get", "service", "sidecar-web", "-o", "jsonpath={.spec.clusterIP}")
 		c.until("the sidecar's named port served through its Service", time.Minute, func() bool {
 			out, err := c.exec("node/node-1", "curl", "-s", "--max-time", "2", ip+":80")
-			return err == nil && out == "sidecar-web"
+			if err == nil && strings.TrimSpace(out) == "sidecar-web" {
+				return true
+			}
+			eps, _, _ := k.Run("", "get", "endpointslices", "-l", "kubernetes.io/service-name=sidecar-web", "-o", "wide")
+			c.lastErr = fmt.Errorf("answer %q (%v); slices:\n%s", out, err, eps)
+			return false
 		})
 		k.MustRun("", "wait", "--for=condition=failed", "job/doomed", "--timeout=90s")
 		if got := k.MustRun("", "get", "job", "doomed", "-o", `jsonpath={.status.conditions[?(@.type=="Failed")].reason}`); got != "BackoffLimitExceeded" {
