@@ -172,7 +172,7 @@ func (w *podWorker) run(ctx context.Context) {
 				}
 				grace -= time.Since(start)
 			}
-			w.terminate(grace)
+			w.terminate(ctx, grace, true)
 			w.finishDeletion(ctx)
 			return
 		}
@@ -183,7 +183,7 @@ func (w *podWorker) run(ctx context.Context) {
 				// The regular containers are done: sidecars stop now,
 				// as kubelet stops them.
 				if w.anyRunning() {
-					w.terminate(w.gracePeriod())
+					w.terminate(ctx, w.gracePeriod(), true)
 				}
 				w.teardownNetwork()
 			}
@@ -197,7 +197,7 @@ func (w *podWorker) run(ctx context.Context) {
 			// them. Their probes end with ctx.
 			return
 		case <-w.gone:
-			w.terminate(w.gracePeriod())
+			w.terminate(ctx, w.gracePeriod(), false)
 			w.teardownNetwork()
 			return
 		case <-w.notify:
@@ -695,7 +695,10 @@ func (w *podWorker) terminationGrace() time.Duration {
 }
 
 // terminate stops every container (SIGTERM, then SIGKILL after grace).
-func (w *podWorker) terminate(grace time.Duration) {
+// Probe verdicts are still recorded meanwhile, and with report the status
+// published, as kubelet keeps probing a terminating pod: a server that
+// fails its readiness at SIGTERM is seen unready while it drains.
+func (w *podWorker) terminate(ctx context.Context, grace time.Duration, report bool) {
 	var wg sync.WaitGroup
 	for _, c := range w.containers {
 		if c.proc == nil {
@@ -706,7 +709,19 @@ func (w *podWorker) terminate(grace time.Duration) {
 		wg.Add(1)
 		go func(sp stopPlan, p *runtime.Process) { defer wg.Done(); sp.stop(p.Stop, grace) }(w.stopPlan(c), c.proc)
 	}
-	wg.Wait()
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	for waiting := true; waiting; {
+		select {
+		case <-stopped:
+			waiting = false
+		case r := <-w.probes:
+			w.onProbe(r)
+			if report {
+				w.push(ctx)
+			}
+		}
+	}
 	// Each stopped process reports its exit; record them all.
 	for _, c := range w.containers {
 		for c.proc != nil {

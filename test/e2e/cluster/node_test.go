@@ -56,6 +56,20 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
+metadata: {name: draining}
+spec:
+  terminationGracePeriodSeconds: 60
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/agnhost:2.66.1
+    args: [netexec, --http-port=8080, --delay-shutdown=60]
+    readinessProbe:
+      httpGet: {path: /readyz, port: 8080}
+      periodSeconds: 1
+      failureThreshold: 1
+---
+apiVersion: v1
+kind: Pod
 metadata: {name: exec-probe}
 spec:
   containers:
@@ -173,4 +187,16 @@ spec:
 	if d := time.Since(start); d < 2*time.Second {
 		t.Errorf("a pod ignoring SIGTERM was gone after %s, before its 2 s grace period", d)
 	}
+	// Probes go on while a pod terminates, as kubelet's do: a server that
+	// fails its readiness at SIGTERM (and serves on for a minute) is seen
+	// unready while it drains, long before its grace period ends.
+	c.until("draining ready", time.Minute, func() bool {
+		return jsonpath("draining", `{.status.conditions[?(@.type=="Ready")].status}`) == "True"
+	})
+	k.MustRun("", "delete", "pod", "draining", "--wait=false")
+	c.until("the terminating pod unready", 30*time.Second, func() bool {
+		deleting, ready, _ := strings.Cut(jsonpath("draining", `{.metadata.deletionTimestamp}/{.status.conditions[?(@.type=="Ready")].status}`), "/")
+		return deleting != "" && ready == "False"
+	})
+	k.MustRun("", "delete", "pod", "draining", "--grace-period=0", "--force")
 }
