@@ -59,6 +59,9 @@ type podWorker struct {
 	vols       apiVolumes
 	adopted    bool // looked for containers of an earlier run
 	pushed     *corev1.PodStatus
+	// nextStorageCheck is when the containers' local storage is next
+	// measured against their ephemeral-storage limits.
+	nextStorageCheck time.Time
 }
 
 // execInfo describes a started pod to exec and log readers.
@@ -178,6 +181,7 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 		if !terminal {
 			w.reconcile(ctx)
+			w.checkStorage(ctx)
 			if podstate.Terminal(w.phase()) {
 				terminal = true
 				// The regular containers are done: sidecars stop now,
@@ -189,7 +193,7 @@ func (w *podWorker) run(ctx context.Context) {
 			}
 		}
 		w.push(ctx)
-		timer.Reset(w.volumesWake(w.state.NextWake(time.Now(), w.sandboxErr != "")))
+		timer.Reset(w.storageWake(w.volumesWake(w.state.NextWake(time.Now(), w.sandboxErr != ""))))
 		select {
 		case <-ctx.Done():
 			// The agent stops; its containers do not (their shims keep

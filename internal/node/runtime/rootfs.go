@@ -148,3 +148,24 @@ func unescapeMount(s string) string {
 	}
 	return b.String()
 }
+
+// LayerUsage is how many bytes the container whose process is pid has
+// written to its own root: its copy-on-write layer (an overlay reports
+// the space of its upper layer, the container's tmpfs) and its private
+// /tmp and /run, which in an image's container are part of the layer
+// (/dev/shm is memory, as in Kubernetes). ok is false for a process
+// without a root of its own (or gone).
+func LayerUsage(pid int) (used int64, ok bool) {
+	root := fmt.Sprintf("/proc/%d/root", pid)
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil || st.Type != unix.OVERLAYFS_SUPER_MAGIC {
+		return 0, false
+	}
+	used = int64(st.Blocks-st.Bfree) * st.Bsize
+	for _, dir := range []string{"/tmp", "/run"} {
+		if err := unix.Statfs(root+dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+			used += int64(st.Blocks-st.Bfree) * st.Bsize
+		}
+	}
+	return used, true
+}

@@ -12,6 +12,7 @@ import (
 )
 
 // TestNodeAgent: probes, restarts and their reasons, graceful termination,
+// eviction past an ephemeral-storage limit,
 // logs and exec, on a one-node cluster.
 func TestNodeAgent(t *testing.T) {
 	t.Parallel()
@@ -53,6 +54,17 @@ kind: Pod
 metadata: {name: ticker}
 spec:
   containers: [{name: c, image: host, command: [sh, -c, "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.3; done"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: hog}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: host
+    command: [sh, -c, "sleep 1; dd if=/dev/urandom of=/tmp/hog bs=1M count=10; sleep 3600"]
+    resources: {limits: {ephemeral-storage: 5Mi}}
 ---
 apiVersion: v1
 kind: Pod
@@ -186,6 +198,12 @@ spec:
 	})
 	if d := time.Since(start); d < 2*time.Second {
 		t.Errorf("a pod ignoring SIGTERM was gone after %s, before its 2 s grace period", d)
+	}
+	// A pod writing past its ephemeral-storage limit is evicted, as
+	// kubelet's eviction manager does.
+	c.until("hog evicted", time.Minute, func() bool { return phase("hog") == "Failed" })
+	if got := jsonpath("hog", "{.status.reason}: {.status.message}"); got != "Evicted: Pod ephemeral local storage usage exceeds the total limit of containers 5Mi. " {
+		t.Errorf("hog's status: %q", got)
 	}
 	// Probes go on while a pod terminates, as kubelet's do: a server that
 	// fails its readiness at SIGTERM (and serves on for a minute) is seen

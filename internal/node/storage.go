@@ -1,0 +1,52 @@
+package node
+
+import (
+	"context"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/node/podstate"
+	"github.com/svcnet/svcnet/internal/node/runtime"
+)
+
+// checkStorage evicts the pod when its containers' local storage (each
+// one's writable layer and log) exceeds their ephemeral-storage limits,
+// as kubelet's eviction manager does, every podstate.StorageCheckPeriod.
+// Unlike kubelet, emptyDir volumes are not counted.
+func (w *podWorker) checkStorage(ctx context.Context) {
+	if !podstate.HasStorageLimit(w.pod) || time.Now().Before(w.nextStorageCheck) {
+		return
+	}
+	w.nextStorageCheck = time.Now().Add(podstate.StorageCheckPeriod)
+	usage := map[string]int64{}
+	for _, c := range w.containers {
+		var n int64
+		if c.proc != nil {
+			if used, ok := runtime.LayerUsage(c.proc.Pid()); ok {
+				n += used
+			}
+		}
+		if fi, err := os.Stat(c.logPath); err == nil {
+			n += fi.Size()
+		}
+		usage[c.Spec.Name] = n
+	}
+	r := podstate.StorageEviction(w.pod, usage)
+	if r == nil {
+		return
+	}
+	w.log().Warn("evicting the pod", "reason", r.Reason, "message", r.Message)
+	w.a.event(w.pod, corev1.EventTypeWarning, r.Reason, "%s", r.Message)
+	w.state.Rejected = r
+	w.terminate(ctx, 0, true)
+}
+
+// storageWake is d, or less when the next storage check is due sooner.
+func (w *podWorker) storageWake(d time.Duration) time.Duration {
+	if !podstate.HasStorageLimit(w.pod) || podstate.Terminal(w.phase()) {
+		return d
+	}
+	return min(d, max(time.Until(w.nextStorageCheck), 10*time.Millisecond))
+}
