@@ -3,7 +3,8 @@
 // and tested without root.
 //
 // Where the pod asks for nothing, a container runs as an unprivileged user
-// of its pod's own (DefaultUser) with no capabilities, no privilege
+// of its pod's own (DefaultUser) with no capabilities (but
+// NET_BIND_SERVICE in hostNetwork pods), no privilege
 // escalation and the machine's filesystem read-only — stricter than a
 // container runtime's default (the image's user, often root, with 14
 // capabilities), because svcnet's containers share the machine's
@@ -97,7 +98,7 @@ func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security,
 	}
 	slices.Sort(sec.Groups)
 
-	caps, err := capabilities(csc.Capabilities, privileged)
+	caps, err := capabilities(csc.Capabilities, privileged, pod.Spec.HostNetwork)
 	if err != nil {
 		return runtime.Security{}, fmt.Errorf("container %s: %w", c.Name, err)
 	}
@@ -134,13 +135,21 @@ func firstBool(container, pod *bool) bool {
 }
 
 // capabilities is the set a container keeps: every one when privileged;
-// else what it adds (none by default), less what it drops unless it drops
+// else the defaults and what it adds, less what it drops unless it drops
 // ALL, which — as in container runtimes — removes the defaults, not adds.
-func capabilities(c *corev1.Capabilities, privileged bool) ([]string, error) {
+// There are no defaults but NET_BIND_SERVICE for hostNetwork pods: a pod
+// with a network of its own binds low ports as any user (the sysctl
+// ip_unprivileged_port_start, as containerd sets it), and a server of a
+// hostNetwork pod, root in Kubernetes, must listen on 80 on the node too.
+func capabilities(c *corev1.Capabilities, privileged, hostNetwork bool) ([]string, error) {
 	if privileged {
 		return runtime.AllCaps(), nil
 	}
+	bind, _ := runtime.CapNumber("NET_BIND_SERVICE")
 	if c == nil {
+		if hostNetwork {
+			return []string{runtime.AllCaps()[bind]}, nil
+		}
 		return nil, nil
 	}
 	dropAll := false
@@ -157,6 +166,9 @@ func capabilities(c *corev1.Capabilities, privileged bool) ([]string, error) {
 		drop[n] = true
 	}
 	var keep []int
+	if hostNetwork && !dropAll && !drop[bind] {
+		keep = append(keep, bind)
+	}
 	for _, a := range c.Add {
 		if strings.EqualFold(string(a), "ALL") {
 			for i := range runtime.AllCaps() {

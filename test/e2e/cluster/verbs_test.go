@@ -51,7 +51,7 @@ kind: Pod
 metadata: {name: on-the-node}
 spec:
   hostNetwork: true
-  containers: [{name: c, image: svcnet/hostnames, args: [--port, "19376"], ports: [{containerPort: 19376}]}]
+  containers: [{name: c, image: svcnet/hostnames, args: [--port, "80"], ports: [{containerPort: 80}]}]
 `, "apply", "-f", "-")
 		c.until("the hostNetwork pod running", time.Minute, func() bool {
 			out, _, _ := c.kubectl.Run("", "get", "pod", "on-the-node", "-o", "jsonpath={.status.phase}")
@@ -62,10 +62,14 @@ spec:
 		if podIP != nodeIP {
 			t.Errorf("hostNetwork pod IP %s, want the node's %s", podIP, nodeIP)
 		}
-		// From outside the cluster, on the node's address; its hostname
-		// is the node's.
-		if out, err := c.exec("client", "curl", "-s", "--max-time", "5", nodeIP+":19376"); err != nil || strings.TrimSpace(out) != "node-1" {
-			t.Errorf("the hostNetwork pod on %s:19376 answered %q (%v)", nodeIP, out, err)
+		// From outside the cluster, on the node's address (a low port:
+		// NET_BIND_SERVICE, as root has in Kubernetes); its hostname is
+		// the node's. The API server's pods/proxy reaches it too.
+		if out, err := c.exec("client", "curl", "-s", "--max-time", "5", nodeIP+":80"); err != nil || strings.TrimSpace(out) != "node-1" {
+			t.Errorf("the hostNetwork pod on %s:80 answered %q (%v)", nodeIP, out, err)
+		}
+		if out, errOut, err := c.kubectl.Run("", "get", "--raw", "/api/v1/namespaces/default/pods/on-the-node:80/proxy/"); err != nil || strings.TrimSpace(out) != "node-1" {
+			t.Errorf("pods/proxy to the hostNetwork pod: %q (%v %s)", out, err, errOut)
 		}
 	})
 	t.Run("pause and busybox images", func(t *testing.T) {
