@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,6 +103,9 @@ func (e agnhostExit) Error() string { return "exit status " + strconv.Itoa(int(e
 func (env *agnhostEnv) run(ctx context.Context, args []string) error {
 	if len(args) > 0 && strings.HasPrefix(args[0], "/") {
 		env.argv0, args = args[0], args[1:]
+	}
+	if path.Base(env.argv0) == "coredns" {
+		return agnhostCoreDNS(ctx, env, args)
 	}
 	if len(args) == 0 {
 		args = []string{"pause"}

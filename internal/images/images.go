@@ -54,9 +54,10 @@ var Builtin = []Image{
 	{Name: "pause", Entrypoint: []string{"image", "pause"}, Run: runPause,
 		Aliases: []string{"registry.k8s.io/pause", "k8s.gcr.io/pause", "gcr.io/google-containers/pause"},
 		Doc:     "does nothing until the pod stops (registry.k8s.io/pause)"},
-	{Name: "agnhost", Entrypoint: []string{"image", "agnhost"}, Run: runAgnhost, Cmd: []string{"pause"}, Programs: []string{"/agnhost", "/agnhost-2"},
+	{Name: "agnhost", Entrypoint: []string{"image", "agnhost"}, Run: runAgnhost, Cmd: []string{"pause"}, Programs: []string{"/agnhost", "/agnhost-2", "/coredns"},
 		Aliases: []string{"registry.k8s.io/e2e-test-images/agnhost", "k8s.gcr.io/e2e-test-images/agnhost", "gcr.io/kubernetes-e2e-test-images/agnhost"},
 		Doc: "Kubernetes' e2e test image: the subcommands its network tests use (netexec, serve-hostname, porter, test-webserver, connect, pause, dns-suffix …) at /agnhost; " +
+			"/coredns serves a Corefile's hosts and log plugins; " +
 			"shell commands run the machine's programs (sh, curl, nc, dig)"},
 	{Name: "nginx", Entrypoint: []string{"image", "nginx"}, Run: runNginx, Programs: []string{"/usr/sbin/nginx"},
 		Aliases: []string{"library/nginx", "registry.k8s.io/e2e-test-images/nginx", "k8s.gcr.io/e2e-test-images/nginx", "nginxinc/nginx-unprivileged"},
