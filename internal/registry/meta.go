@@ -12,7 +12,6 @@ type NameFunc = apimachineryvalidation.ValidateNameFunc
 
 // Name validators of the kinds, as kube-apiserver uses them.
 var (
-	DNS1035Label  NameFunc = apimachineryvalidation.NameIsDNS1035Label
 	DNS1123Label  NameFunc = apimachineryvalidation.NameIsDNSLabel
 	DNS1123Domain NameFunc = apimachineryvalidation.NameIsDNSSubdomain
 )

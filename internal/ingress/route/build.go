@@ -421,7 +421,7 @@ func (b *builder) backend(ing types.NamespacedName, ns string, be *networkingv1.
 	case s == nil:
 		b.problem(ing, ReasonUnsupportedBackend, "%s names no Service", field)
 		return BackendRef{}, false
-	case len(validation.IsDNS1035Label(s.Name)) > 0:
+	case len(validation.IsDNS1123Label(s.Name)) > 0:
 		b.problem(ing, ReasonUnsupportedBackend, "%s.service.name %q is not a Service name", field, s.Name)
 		return BackendRef{}, false
 	case s.Port.Name != "" && s.Port.Number != 0, s.Port.Name == "" && s.Port.Number == 0:

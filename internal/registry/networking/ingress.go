@@ -150,7 +150,7 @@ func validateBackend(b *networkingv1.IngressBackend, path *field.Path) field.Err
 		if b.Service.Name == "" {
 			errs = append(errs, field.Required(path.Child("service", "name"), ""))
 		} else {
-			for _, msg := range validation.IsDNS1035Label(b.Service.Name) {
+			for _, msg := range validation.IsDNS1123Label(b.Service.Name) {
 				errs = append(errs, field.Invalid(path.Child("service", "name"), b.Service.Name, msg))
 			}
 		}

@@ -29,7 +29,7 @@ var (
 
 // Validate checks a Service the way kube-apiserver's ValidateService does.
 func Validate(svc *corev1.Service) field.ErrorList {
-	errs := registry.ValidateMeta(svc, true, registry.DNS1035Label)
+	errs := registry.ValidateMeta(svc, true, registry.DNS1123Label)
 	spec := &svc.Spec
 	specPath := field.NewPath("spec")
 

@@ -33,8 +33,11 @@ func TestValidate(t *testing.T) {
 	}{
 		{"reference example", nil, nil},
 		{"named target port", func(s *corev1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromString("http") }, nil},
-		{"bad name", func(s *corev1.Service) { s.Name = "1abc" }, []string{"metadata.name"}},
-		{"dns-1123 but not 1035", func(s *corev1.Service) { s.Name = "9lives" }, []string{"metadata.name"}},
+		{"bad name", func(s *corev1.Service) { s.Name = "a_b" }, []string{"metadata.name"}},
+		{"ends with a dash", func(s *corev1.Service) { s.Name = "abc-" }, []string{"metadata.name"}},
+		{"longer than a label", func(s *corev1.Service) { s.Name = strings.Repeat("a", 64) }, []string{"metadata.name"}},
+		// RelaxedServiceNameValidation, GA and locked on since Kubernetes 1.37.
+		{"starts with a digit (DNS-1123 label)", func(s *corev1.Service) { s.Name = "9lives" }, nil},
 		{"no ports", func(s *corev1.Service) { s.Spec.Ports = nil }, []string{"spec.ports"}},
 		{"headless without ports", func(s *corev1.Service) { s.Spec.Ports = nil; s.Spec.ClusterIP = "None" }, nil},
 		{"port out of range", func(s *corev1.Service) { s.Spec.Ports[0].Port = 70000 }, []string{"spec.ports[0].port"}},
