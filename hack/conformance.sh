@@ -4,7 +4,7 @@
 # Runs the [sig-network] [Conformance] specs (FOCUS and SKIP override),
 # writes the JUnit report under $REPORT (default
 # $SVCNET_CONFORMANCE_DIR/report) and the pass/fail table to $DOC (default
-# docs/conformance.md, with the explanations in $NOTES, default
+# docs/conformance.md, titled $TITLE, with the explanations in $NOTES, default
 # docs/conformance-notes.md; WRITE_DOC=0: none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +32,7 @@ kubeconfig=$($svcnet kubeconfig --name "$name")
 report=${REPORT:-$WORK/report}
 doc=${DOC:-docs/conformance.md}
 notes=${NOTES:-docs/conformance-notes.md}
+title=${TITLE:-"Kubernetes conformance: svcnet against Kubernetes' own e2e suite"}
 rm -rf "$report"
 mkdir -p "$report"
 set +e
@@ -50,7 +51,7 @@ if [ "${WRITE_DOC:-1}" = 1 ]; then
 	go run ./hack/conformance-report \
 		--junit "$report/junit_01.xml" --version "$K8S_VERSION" \
 		--command "make conformance (FOCUS='$FOCUS', SKIP='$SKIP', $NODES nodes), svcnet $(git rev-parse --short HEAD 2>/dev/null), $(grep -o 'Ran [0-9]* of [0-9]* Specs in [0-9.]* seconds' "$report/e2e.log" | tail -1)" \
-		--notes "$notes" > "$doc"
+		--notes "$notes" --title "$title" > "$doc"
 	echo "conformance: $doc written"
 fi
 exit "$rc"
