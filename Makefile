@@ -20,7 +20,7 @@ COREDNS := /var/cache/svcnet/coredns/v1.14.7/coredns
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
 
-.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean conformance
+.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean conformance conformance-network
 
 ## run: install what is missing, build, and start svcnet with the reference scenario
 run: deps build
@@ -79,6 +79,17 @@ build:
 ## module: long the first time) against a fresh cluster; writes
 ## docs/conformance.md. Not part of make test.
 conformance: deps build
+	./hack/conformance.sh
+
+## conformance-network: the suite's other [sig-network] Services, DNS and
+## EndpointSlice specs (those that need no cloud, no feature gate off by
+## default and no serial run); writes docs/conformance-network.md.
+conformance-network: deps build
+	FOCUS='\[sig-network\] (Services|DNS|EndpointSlice)' \
+	SKIP='\[Conformance\]|\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Slow\]|\[Feature:' \
+	REPORT=/var/tmp/svcnet-conformance/report-network DOC=docs/conformance-network.md \
+	NOTES=docs/conformance-network-notes.md \
+	TITLE="Kubernetes' other network specs: svcnet against the e2e suite's Services, DNS and EndpointSlice specs" \
 	./hack/conformance.sh
 
 ## bench-deps: what only the benchmarks use: wrk, and nginx-light to compare
