@@ -81,7 +81,12 @@ func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security,
 	}
 	// Every container has a root of its own over the machine's, its
 	// layer mounted (in its namespace only) on the pod's directory.
-	sec := runtime.Security{ReadOnlyHost: !privileged, UID: uint32(uid), GID: uint32(gid), RootLayer: podDir}
+	// svcnet's own user stands for an image's default user, often root:
+	// it owns its root directory (in its layer), so that a container
+	// writing files in / as its working directory, as images' root does,
+	// works.
+	sec := runtime.Security{ReadOnlyHost: !privileged, UID: uint32(uid), GID: uint32(gid), RootLayer: podDir,
+		OwnsRoot: !privileged && uid == def && csc.RunAsUser == nil && psc.RunAsUser == nil}
 
 	// Supplementary groups: the pod's, and fsGroup, as kubelet gives them.
 	groups := slices.Clone(psc.SupplementalGroups)

@@ -70,6 +70,12 @@ func setUpMounts(o ExecOptions) error {
 		if leave, err = enterOwnRoot(sec.RootLayer); err != nil {
 			return err
 		}
+		if sec.OwnsRoot {
+			// In the layer only: the machine's / never changes.
+			if err := os.Chown("/", int(sec.UID), int(sec.GID)); err != nil {
+				return fmt.Errorf("give the container's user its root directory: %w", err)
+			}
+		}
 	}
 	if sec != nil && sec.ReadOnlyHost {
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}

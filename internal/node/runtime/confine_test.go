@@ -29,6 +29,7 @@ type checks struct {
 	NoNewPrivs  string
 	ResolvConf  string
 	WriteEtc    string   // error writing a new file in /etc
+	WriteRoot   string   // error writing a new file in / (own roots only: args[3])
 	WriteHost   string   // error writing a file of the machine's the test made
 	WriteTmp    string   // error writing in /tmp
 	WriteVolume string   // error writing in a writable mount
@@ -81,6 +82,9 @@ func confineCheck(args []string) {
 		os.Remove("/etc/svcnet-confine-test")
 	}
 	c.WriteHost = write(args[0])
+	if len(args) > 3 {
+		c.WriteRoot = write(args[3])
+	}
 	c.WriteTmp = write("/tmp/svcnet-confine-test")
 	c.WriteVolume = write(filepath.Join(args[1], "f"))
 	c.ReadOnlyVol = write(filepath.Join(args[2], "f"))
@@ -297,10 +301,10 @@ func TestOwnRoot(t *testing.T) {
 		t.Fatalf("%s exists on the machine", target)
 	}
 	const user = 201235
-	sec := Security{ReadOnlyHost: true, UID: user, GID: user, NoNewPrivs: true, RootLayer: layer,
+	sec := Security{ReadOnlyHost: true, UID: user, GID: user, NoNewPrivs: true, RootLayer: layer, OwnsRoot: true,
 		Mounts: []Mount{{Source: vol, Target: target}, {Source: vol, Target: "/svcnet-ro", ReadOnly: true}}}
 	o := ExecOptions{Netns: ns, Hostname: "own", Security: &sec,
-		Argv: []string{self, "confine-check", hostFile, target, "/svcnet-ro"}}
+		Argv: []string{self, "confine-check", hostFile, target, "/svcnet-ro", target + "-file"}}
 	cmd := exec.Command(self, o.Args()...)
 	cmd.SysProcAttr = SysProcAttr()
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -320,6 +324,13 @@ func TestOwnRoot(t *testing.T) {
 		if got != "" {
 			t.Errorf("write %s in its own root: %s", what, got)
 		}
+	}
+	if c.WriteRoot != "" {
+		t.Errorf("write a new file in / as the user owning its root: %q", c.WriteRoot)
+	}
+	if _, err := os.Stat(target + "-file"); err == nil {
+		os.Remove(target + "-file")
+		t.Errorf("the file written in the container's / is on the machine")
 	}
 	if c.WriteEtc != "EACCES" {
 		t.Errorf("write /etc as a user: %q, want EACCES (the layer is writable, /etc is root's)", c.WriteEtc)

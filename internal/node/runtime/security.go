@@ -30,6 +30,11 @@ type Security struct {
 	// namespace only), so that it writes anywhere without changing the
 	// machine, and mount targets need not exist on the machine.
 	RootLayer string `json:"rootLayer,omitempty"`
+	// OwnsRoot gives the user the root directory of its own root (with a
+	// RootLayer): a container that runs as svcnet's user where an image's
+	// would run as root writes new files in / (a working directory of /
+	// is common) without owning anything else of the machine's.
+	OwnsRoot bool `json:"ownsRoot,omitempty"`
 }
 
 // Mount shows a file or directory of the node inside the container.

@@ -63,7 +63,7 @@ spec:
   containers:
   - name: c
     image: host
-    command: [sh, -c, "sleep 1; dd if=/dev/urandom of=/tmp/hog bs=1M count=10; sleep 3600"]
+    command: [sh, -c, "sleep 1; dd if=/dev/urandom of=hog bs=1M count=10; sleep 3600"]
     resources: {limits: {ephemeral-storage: 5Mi}}
 ---
 apiVersion: v1
@@ -200,7 +200,8 @@ spec:
 		t.Errorf("a pod ignoring SIGTERM was gone after %s, before its 2 s grace period", d)
 	}
 	// A pod writing past its ephemeral-storage limit is evicted, as
-	// kubelet's eviction manager does.
+	// kubelet's eviction manager does. It writes in its working directory,
+	// /, which its user owns in its own root, as an image's root would.
 	c.until("hog evicted", time.Minute, func() bool { return phase("hog") == "Failed" })
 	if got := jsonpath("hog", "{.status.reason}: {.status.message}"); got != "Evicted: Pod ephemeral local storage usage exceeds the total limit of containers 5Mi. " {
 		t.Errorf("hog's status: %q", got)
