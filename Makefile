@@ -90,7 +90,7 @@ conformance-network: deps build
 	REPORT=/var/tmp/svcnet-conformance/report-network DOC=docs/conformance-network.md \
 	NOTES=docs/conformance-network-notes.md \
 	TITLE="Kubernetes' other network specs: svcnet against the e2e suite's Services, DNS and EndpointSlice specs" \
-	./hack/conformance.sh
+	RUN_NAME='make conformance-network' ./hack/conformance.sh
 
 ## bench-deps: what only the benchmarks use: wrk, and nginx-light to compare
 ## the ingress with (installed with its service kept stopped: a policy-rc.d

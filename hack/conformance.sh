@@ -50,7 +50,7 @@ set -e
 if [ "${WRITE_DOC:-1}" = 1 ]; then
 	go run ./hack/conformance-report \
 		--junit "$report/junit_01.xml" --version "$K8S_VERSION" \
-		--command "make conformance (FOCUS='$FOCUS', SKIP='$SKIP', $NODES nodes), svcnet $(git rev-parse --short HEAD 2>/dev/null), $(grep -o 'Ran [0-9]* of [0-9]* Specs in [0-9.]* seconds' "$report/e2e.log" | tail -1)" \
+		--command "${RUN_NAME:-make conformance} (FOCUS='$FOCUS', SKIP='$SKIP', $NODES nodes), svcnet $(git rev-parse --short HEAD 2>/dev/null), $(grep -o 'Ran [0-9]* of [0-9]* Specs in [0-9.]* seconds' "$report/e2e.log" | tail -1)" \
 		--notes "$notes" --title "$title" > "$doc"
 	echo "conformance: $doc written"
 fi
