@@ -20,7 +20,10 @@ func TestAuthorizer(t *testing.T) {
 			return "n1", nil
 		}
 		if name == "missing" {
-			return "", errors.New("not found")
+			return "", errors.New("etcd unavailable")
+		}
+		if name == "gone" {
+			return "", apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
 		}
 		return "n2", nil
 	}, RBAC: &rbac.Authorizer{Lister: defaultPolicy(t)}}
@@ -58,6 +61,10 @@ func TestAuthorizer(t *testing.T) {
 		{"node other pod status", res(node, "update", "", "pods", "status", "default", "theirs"), false},
 		{"node unknown pod", res(node, "update", "", "pods", "status", "default", "missing"), false},
 		{"node deletes own pod", res(node, "delete", "", "pods", "", "default", "mine"), true},
+		{"node deletes another's pod", res(node, "delete", "", "pods", "", "default", "theirs"), false},
+		{"node deletes a pod already gone", res(node, "delete", "", "pods", "", "default", "gone"), true},
+		{"node updates a gone pod's status", res(node, "update", "", "pods", "status", "default", "gone"), false},
+		{"node deletes a pod it cannot look up", res(node, "delete", "", "pods", "", "default", "missing"), false},
 		{"node creates service", res(node, "create", "", "services", "", "default", ""), false},
 		{"node lists secrets", res(node, "list", "", "secrets", "", "", ""), false},
 		{"node watches services", res(node, "watch", "", "services", "", "", ""), true},

@@ -155,6 +155,15 @@ func (c *localCluster) checkRaces() {
 	})
 }
 
+// in returns a view of the cluster whose failures fail t: subtests use
+// it, since FailNow must run on the goroutine of the test that fails.
+func (c *localCluster) in(t testing.TB) *localCluster {
+	v := *c
+	v.t = t
+	v.kubectl = c.kubectl.For(t)
+	return &v
+}
+
 func (c *localCluster) until(what string, timeout time.Duration, cond func() bool) {
 	c.t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {

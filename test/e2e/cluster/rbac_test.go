@@ -93,6 +93,8 @@ func TestServiceAccountsAndRBAC(t *testing.T) {
 	})
 
 	t.Run("in-cluster client with the pod's token", func(t *testing.T) {
+		c := c.in(t)
+		k := c.kubectl
 		k.MustRun(strings.ReplaceAll(saPods, "KUBECTL", framework.KubectlPath(t, "1.33")), "apply", "-f", "-")
 		var phases string
 		c.until("the client pods done", 90*time.Second, func() bool {
@@ -138,6 +140,8 @@ func TestServiceAccountsAndRBAC(t *testing.T) {
 	})
 
 	t.Run("kubectl create token, whoami, can-i, TokenReview", func(t *testing.T) {
+		c := c.in(t)
+		k := c.kubectl
 		token := strings.TrimSpace(k.MustRun("", "-n", "team", "create", "token", "reader", "--duration", "15m"))
 		sa := c.tokenKubectl(t, "1.33", token)
 		if who := sa.MustRun("", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); who != "system:serviceaccount:team:reader" {
@@ -168,6 +172,7 @@ func TestServiceAccountsAndRBAC(t *testing.T) {
 
 	for _, v := range framework.KubectlVersions {
 		t.Run("a user's RBAC with kubectl "+v, func(t *testing.T) {
+			c := c.in(t)
 			user := "alice-" + strings.ReplaceAll(v, ".", "-")
 			group := "dev-" + strings.ReplaceAll(v, ".", "-")
 			path, err := c.svcnet("kubeconfig", "--name", c.name, "--user", user, "--group", group)

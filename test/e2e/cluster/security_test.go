@@ -75,6 +75,7 @@ func TestClusterSecurity(t *testing.T) {
 	etcdClient, etcdPeer := framework.EtcdPorts(t, apiDir)
 	t.Run("every listener accounted for", func(t *testing.T) { c.listenersAccountedFor(t, c.apiPort(), etcdClient, etcdPeer) })
 	t.Run("Secrets encrypted at rest", func(t *testing.T) {
+		c := c.in(t)
 		c.kubectl.MustRun("", "create", "secret", "generic", "db", "--from-literal=password=svcnet-plain-text")
 		raw := framework.EtcdGet(t, apiDir, "/registry/secrets/default/db")
 		if !bytes.HasPrefix(raw, []byte("k8s:enc:secretbox:v1:key1:")) || bytes.Contains(raw, []byte("svcnet-plain-text")) {

@@ -25,6 +25,7 @@ func TestKubectlVerbs(t *testing.T) {
 	c.kubectl.MustRun(examples(t), "apply", "-f", "-")
 	pods, _ := c.waitHostnames(time.Minute)
 	t.Run("pods/proxy and services/proxy", func(t *testing.T) {
+		c := c.in(t)
 		for _, tc := range []struct{ path, want string }{
 			{"/api/v1/namespaces/default/pods/" + pods[0] + ":9376/proxy/", pods[0]},
 			{"/api/v1/namespaces/default/pods/http:" + pods[1] + ":9376/proxy/any/path?x=1", pods[1]},
@@ -45,6 +46,7 @@ func TestKubectlVerbs(t *testing.T) {
 		}
 	})
 	t.Run("hostNetwork pod", func(t *testing.T) {
+		c := c.in(t)
 		c.kubectl.MustRun(`
 apiVersion: v1
 kind: Pod
@@ -73,6 +75,7 @@ spec:
 		}
 	})
 	t.Run("pause and busybox images", func(t *testing.T) {
+		c := c.in(t)
 		c.kubectl.MustRun("", "run", "pause", "--image=registry.k8s.io/pause:3.10.2")
 		c.kubectl.MustRun("", "run", "bb", "--image=registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "--restart=Never",
 			"--", "/bin/sh", "-c", "echo $((6*7)); wget -q -O- http://hostnames")
@@ -102,6 +105,7 @@ spec:
 		}
 	})
 	t.Run("hostPort", func(t *testing.T) {
+		c := c.in(t)
 		c.kubectl.MustRun(`
 apiVersion: v1
 kind: Pod
@@ -115,8 +119,20 @@ spec:
 		})
 		// From outside, on the node's address; from the node itself, on
 		// its loopback (as a hostNetwork pod reaches it).
+		// Running is not listening yet (the pod has no readiness probe):
+		// the first answer may take a moment.
 		for _, tc := range []struct{ target, addr string }{{"client", "172.18.0.11:18080"}, {"node/node-1", "127.0.0.1:18080"}} {
-			if out, err := c.exec(tc.target, "curl", "-s", "--max-time", "5", tc.addr); err != nil || strings.TrimSpace(out) != "hostport" {
+			var out string
+			var err error
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				out, err = c.exec(tc.target, "curl", "-s", "--max-time", "5", tc.addr)
+				if (err == nil && strings.TrimSpace(out) == "hostport") || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err != nil || strings.TrimSpace(out) != "hostport" {
 				t.Errorf("from %s, %s answered %q (%v), want the pod's name", tc.target, tc.addr, out, err)
 			}
 		}
@@ -127,6 +143,7 @@ spec:
 		}
 	})
 	t.Run("agnhost image", func(t *testing.T) {
+		c := c.in(t)
 		// As Kubernetes' e2e suite runs it: args to the image's
 		// entrypoint, /agnhost by path, a volume where the machine has
 		// no such directory.
@@ -179,6 +196,7 @@ spec:
 		}
 	})
 	t.Run("kubectl top", func(t *testing.T) {
+		c := c.in(t)
 		// The node agents measure every 10s; a rate needs two measures.
 		var out string
 		c.until("kubectl top pods to show the hostnames pods", time.Minute, func() bool {
@@ -203,6 +221,7 @@ spec:
 		}
 	})
 	t.Run("unknown image fails at once", func(t *testing.T) {
+		c := c.in(t)
 		out, errOut, err := c.kubectl.Run("", "run", "nope", "-i", "--rm", "--restart=Never", "--image=httpd:2.4", "--", "true")
 		if err == nil || !strings.Contains(out+errOut, "not built into svcnet") {
 			t.Errorf("kubectl run -i of an image svcnet lacks: %v\nstdout %s\nstderr %s", err, out, errOut)
@@ -214,6 +233,7 @@ spec:
 	for _, v := range framework.KubectlVersions {
 		k := framework.NewKubectl(t, v, c.kubectl.Kubeconfig)
 		t.Run("run -i --rm with kubectl "+v, func(t *testing.T) {
+			k := k.For(t)
 			name := "runi-" + strings.ReplaceAll(v, ".", "-")
 			out, errOut, err := k.Run("hello\n", "run", name, "-i", "--rm", "--restart=Never", "--image=busybox",
 				"--", "sh", "-c", `read x; echo "got $x"`)
@@ -222,6 +242,7 @@ spec:
 			}
 		})
 		t.Run("cp with kubectl "+v, func(t *testing.T) {
+			k := k.For(t)
 			// kubectl cp is tar through exec: in, then out again.
 			local := filepath.Join(t.TempDir(), "f.txt")
 			if err := os.WriteFile(local, []byte("copied in by "+v+"\n"), 0o644); err != nil {
@@ -238,6 +259,7 @@ spec:
 			}
 		})
 		t.Run("top with kubectl "+v, func(t *testing.T) {
+			k := k.For(t)
 			// The metrics are there (the kubectl top subtest waited).
 			if out := k.MustRun("", "top", "pods", "-l", "app=hostnames", "--no-headers"); strings.Count(out, "hostnames-") != len(pods) {
 				t.Errorf("kubectl top pods: %q", out)
@@ -247,6 +269,7 @@ spec:
 			}
 		})
 		t.Run("attach with kubectl "+v, func(t *testing.T) {
+			c, k := c.in(t), k.For(t)
 			name := "attach-" + strings.ReplaceAll(v, ".", "-")
 			k.MustRun(`
 apiVersion: v1
@@ -267,11 +290,13 @@ spec:
 			}
 		})
 		t.Run("port-forward to a pod with kubectl "+v, func(t *testing.T) {
+			k := k.For(t)
 			if got := portForwardGet(t, k, "pod/"+pods[0], "9376"); got != pods[0] {
 				t.Errorf("through the forwarded port: %q, want %q", got, pods[0])
 			}
 		})
 		t.Run("port-forward to a Service with kubectl "+v, func(t *testing.T) {
+			k := k.For(t)
 			// kubectl picks one of the Service's pods and its target port.
 			got := portForwardGet(t, k, "svc/hostnames", "80")
 			if !strings.HasPrefix(got, "hostnames-") {

@@ -117,6 +117,8 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 	k.MustRun(daemon, "apply", "-f", "-")
 
 	t.Run("StatefulSet", func(t *testing.T) {
+		c := c.in(t)
+		k := c.kubectl
 		c.until("3 ready StatefulSet pods", 2*time.Minute, func() bool {
 			out, _, _ := k.Run("", "get", "statefulset", "web", "-o", "jsonpath={.status.readyReplicas}")
 			return out == "3"
@@ -183,6 +185,8 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 	})
 
 	t.Run("DaemonSet", func(t *testing.T) {
+		c := c.in(t)
+		k := c.kubectl
 		k.MustRun("", "rollout", "status", "daemonset/agent", "--timeout=60s")
 		node := k.MustRun("", "get", "pods", "-l", "app=agent", "-o", "jsonpath={.items[*].spec.nodeName}")
 		if node != "node-1" {
@@ -198,6 +202,8 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 	})
 
 	t.Run("Jobs", func(t *testing.T) {
+		c := c.in(t)
+		k := c.kubectl
 		k.MustRun("", "wait", "--for=condition=complete", "job/count", "job/indexed", "--timeout=90s")
 		if got := k.MustRun("", "get", "job", "count", "-o", "jsonpath={.status.succeeded}"); got != "3" {
 			t.Errorf("count succeeded %s times, want 3", got)

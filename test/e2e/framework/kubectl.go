@@ -47,6 +47,14 @@ func NewKubectl(t testing.TB, version, kubeconfig string) *Kubectl {
 	return &Kubectl{t: t, Path: KubectlPath(t, version), Kubeconfig: kubeconfig}
 }
 
+// For returns a copy that fails t, for use inside a subtest: a failure
+// must stop the goroutine of the test it belongs to.
+func (k *Kubectl) For(t testing.TB) *Kubectl {
+	c := *k
+	c.t = t
+	return &c
+}
+
 // Run runs kubectl with stdin and returns stdout, stderr and the error.
 func (k *Kubectl) Run(stdin string, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
