@@ -23,6 +23,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (0: events only; 4+: library debug logs)")
 	root.AddCommand(newAPIServerCommand())
+	root.AddCommand(newEtcdCommand())
 	root.AddCommand(newControllerManagerCommand())
 	root.AddCommand(newProxyCommand())
 	root.AddCommand(newNodeCommand())

@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -51,47 +49,19 @@ func Start(ctx context.Context, dir string, certs TLS) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := embed.NewConfig()
-	cfg.Name = "svcnet"
-	cfg.Dir = filepath.Join(dir, "member-data")
-	cfg.LogLevel = "error"
-	cfg.Logger = "zap"
-	// The log names keys and members: the owner's only (zap would make
-	// it world-readable).
-	logPath := filepath.Join(dir, "etcd.log")
-	if f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
-		f.Close()
-		_ = os.Chmod(logPath, 0o600)
-	}
-	cfg.LogOutputs = []string{logPath}
-	client := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", p.Client)}
-	peer := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", p.Peer)}
-	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, TrustedCAFile: certs.CA, ClientCertAuth: true}
-	cfg.PeerTLSInfo = transport.TLSInfo{CertFile: certs.PeerCert, KeyFile: certs.PeerKey, TrustedCAFile: certs.CA, ClientCertAuth: true}
-	cfg.ClientAutoTLS, cfg.PeerAutoTLS = false, false
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.QuotaBackendBytes = 8 << 30
-	// The API server's watch cache asks for progress notifications.
-	cfg.WatchProgressNotifyInterval = 5 * time.Second
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd failed: %w", err)
-	case <-time.After(60 * time.Second):
-		e.Close()
-		return nil, errors.New("embedded etcd did not become ready within 60s; see etcd.log in the data directory")
-	case <-ctx.Done():
-		e.Close()
-		return nil, ctx.Err()
-	}
-	return &Embedded{etcd: e, Endpoints: []string{client.String()}}, nil
+	client := fmt.Sprintf("https://127.0.0.1:%d", p.Client)
+	peer := fmt.Sprintf("https://127.0.0.1:%d", p.Peer)
+	server := TLSFiles{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, TrustedCAFile: certs.CA, ClientCertAuth: true}
+	return StartMember(ctx, Member{
+		Name:             "svcnet",
+		DataDir:          filepath.Join(dir, "member-data"),
+		ListenClientURLs: []string{client}, AdvertiseClientURLs: []string{client},
+		ListenPeerURLs: []string{peer}, AdvertisePeerURLs: []string{peer},
+		Client:   server,
+		Peer:     TLSFiles{CertFile: certs.PeerCert, KeyFile: certs.PeerKey, TrustedCAFile: certs.CA, ClientCertAuth: true},
+		LogFile:  filepath.Join(dir, "etcd.log"),
+		LogLevel: "error",
+	}, 60*time.Second)
 }
 
 // Err reports a fatal error of the running member.
