@@ -49,6 +49,15 @@ type resources struct {
 	byGroup map[string]map[string]rest.Storage
 	// podNode finds the node of a pod, for the node authorizer.
 	podNode PodNodeFunc
+	// record is where Services' allocations are kept.
+	record *allocRecord
+}
+
+// closeRecord releases the allocation record's etcd client.
+func (r *resources) closeRecord() {
+	if r.record != nil && r.record.destroy != nil {
+		r.record.destroy()
+	}
 }
 
 // reviewers answer the review kinds.
@@ -77,6 +86,14 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 		store, err := registry.NewStore(k, optsGetter)
 		if err != nil {
 			return nil, err
+		}
+		if k == networking.IPAddress {
+			// Cluster IPs are recorded as IPAddresses, node ports beside
+			// them: every API server of the cluster allocates from there.
+			if r.record, err = newAllocRecord(optsGetter, store, alloc.Ports.String()); err != nil {
+				return nil, err
+			}
+			alloc.Record = r.record
 		}
 		add(k, "", registry.NewREST(k, store))
 		if k.Status {

@@ -62,10 +62,14 @@ type Options struct {
 	// EtcdCAFile, EtcdCertFile, EtcdKeyFile secure the connection to an
 	// external etcd (--etcd-cafile, --etcd-certfile, --etcd-keyfile).
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
-	ServiceCIDR                           string   // --service-cluster-ip-range
-	NodePortRange                         string   // --service-node-port-range
-	TokenAuthFile                         string   // --token-auth-file; default: generated in DataDir
-	TLSSANs                               []string // extra names and addresses of the serving certificate
+	ServiceCIDR                           string // --service-cluster-ip-range
+	NodePortRange                         string // --service-node-port-range
+	// AllocationRepairInterval is how often the record of cluster IPs
+	// and node ports is checked against the Services (kube-apiserver:
+	// every 3 minutes).
+	AllocationRepairInterval time.Duration
+	TokenAuthFile            string   // --token-auth-file; default: generated in DataDir
+	TLSSANs                  []string // extra names and addresses of the serving certificate
 	// AlsoListen are extra addresses inside network namespaces.
 	AlsoListen []NetnsListen
 	// Nodes say how to reach node agents for pods/log and pods/exec.
@@ -94,12 +98,13 @@ type Options struct {
 func Defaults() Options {
 	home, _ := os.UserHomeDir()
 	return Options{
-		DataDir:       filepath.Join(home, ".svcnet", "apiserver"),
-		BindAddress:   "127.0.0.1",
-		SecurePort:    6443,
-		ServiceCIDR:   "10.96.0.0/12",
-		NodePortRange: "30000-32767",
-		Audit:         genericoptions.NewAuditOptions(),
+		DataDir:                  filepath.Join(home, ".svcnet", "apiserver"),
+		BindAddress:              "127.0.0.1",
+		SecurePort:               6443,
+		ServiceCIDR:              "10.96.0.0/12",
+		NodePortRange:            "30000-32767",
+		AllocationRepairInterval: 3 * time.Minute,
+		Audit:                    genericoptions.NewAuditOptions(),
 
 		MaxRequestsInFlight:         400,
 		MaxMutatingRequestsInFlight: 200,
@@ -377,7 +382,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
 	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", lifecycleControllers(ca.CertPEM))
 	s.generic.AddPostStartHookOrDie("svcnet-allocator-repair", func(ctx genericapiserver.PostStartHookContext) error {
-		return alloc.Repair(ctx)
+		if err := alloc.Repair(ctx); err != nil {
+			return err
+		}
+		go func() {
+			alloc.RunRepair(ctx, opts.AllocationRepairInterval)
+			res.closeRecord()
+		}()
+		return nil
 	})
 
 	if err := s.writeKubeconfigs(ca, tokenFile); err != nil {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,18 +18,60 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/service/allocator"
 )
 
-// Allocators hands out cluster IPs and node ports. Its in-memory state is
-// rebuilt from the stored Services before the first allocation after a
-// start (the stored Services are the durable record), and every change is
-// made under one lock, so a value is never given out twice.
+// Allocators hands out cluster IPs and node ports, never one twice.
+//
+// With a Record (every API server has one) the allocations are recorded
+// in etcd, as kube-apiserver records them, so that several API servers
+// can allocate at once: a cluster IP is an IPAddress object, created
+// before the Service (creating an existing one fails, whoever made it);
+// the node ports are one bitmap written with compare-and-swap. The
+// in-memory bitmaps are then only a guide to free values. Without a
+// Record (unit tests) they are the state, rebuilt from the stored
+// Services before the first allocation.
 type Allocators struct {
 	IPs   *allocator.IPRange
 	Ports *allocator.PortRange
-	// List returns every stored Service; used once, to repair the state.
+	// List returns every stored Service, for the repairs.
 	List func(ctx context.Context) ([]corev1.Service, error)
+	// Record is the durable record shared by every API server; nil keeps
+	// the allocations in memory only.
+	Record Record
 
 	repairOnce sync.Mutex
 	repaired   bool
+	// leaks are the values found recorded but held by no Service at the
+	// last repair: freed when the next repair finds them so again (a
+	// Service being created holds its values before it is stored).
+	leakMu   sync.Mutex
+	ipLeaks  map[netip.Addr]bool
+	portLeak map[int]bool
+}
+
+// Owner is the Service an allocation belongs to. Foreign: a record of
+// something else (another allocator's, a user's IPAddress), which is
+// taken but never freed by the repair.
+type Owner struct {
+	Namespace, Name string
+	Foreign         bool
+}
+
+func ownerOf(svc *corev1.Service) Owner { return Owner{Namespace: svc.Namespace, Name: svc.Name} }
+
+// Record is the durable record of allocations, shared by every API
+// server of a cluster.
+type Record interface {
+	// ClaimIP records ip as owner's: allocator.ErrAllocated when another
+	// owner holds it, nil when owner already does.
+	ClaimIP(ctx context.Context, ip netip.Addr, owner Owner) error
+	// FreeIP removes ip's record if owner holds it.
+	FreeIP(ctx context.Context, ip netip.Addr, owner Owner) error
+	// ListIPs returns every recorded IP and its owner.
+	ListIPs(ctx context.Context) (map[netip.Addr]Owner, error)
+	// UpdatePorts reads the recorded node-port bitmap (an
+	// allocator.Bitmap Snapshot; nil when none is recorded yet), and
+	// writes what fn makes of it unless it changed meanwhile, in which
+	// case fn runs again on the new one.
+	UpdatePorts(ctx context.Context, fn func(used []byte) ([]byte, error)) error
 }
 
 // NewAllocators returns allocators over a service CIDR and a node-port range.
@@ -62,6 +106,13 @@ func (a *Allocators) Repair(ctx context.Context) error {
 	svcs, err := a.List(ctx)
 	if err != nil {
 		return fmt.Errorf("repair service allocations: %w", err)
+	}
+	if a.Record != nil {
+		if err := a.repairRecord(ctx, svcs, false); err != nil {
+			return err
+		}
+		a.repaired = true
+		return nil
 	}
 	var ips, ports int
 	for i := range svcs {
@@ -130,28 +181,80 @@ func usedValues(svc *corev1.Service) []value {
 
 // txn records what one request allocated, to undo it on failure.
 type txn struct {
-	a   *Allocators
-	new []value
+	a     *Allocators
+	ctx   context.Context
+	owner Owner
+	// durable: the values go to the Record (not for dry runs).
+	durable bool
+	// ports is the node-port state this attempt allocates from: the
+	// recorded one when durable.
+	ports *allocator.PortRange
+	new   []value
 }
 
 func (t *txn) ip(ip netip.Addr) error {
-	if err := t.a.IPs.AllocateIP(ip); err != nil {
+	if !t.durable {
+		if err := t.a.IPs.AllocateIP(ip); err != nil {
+			return err
+		}
+		t.new = append(t.new, value{ip: ip})
+		return nil
+	}
+	// The record decides: the local bitmap may not have seen another
+	// API server's allocation or release yet.
+	if err := t.a.IPs.CheckIP(ip); err != nil {
 		return err
 	}
+	if err := t.a.Record.ClaimIP(t.ctx, ip, t.owner); err != nil {
+		if errors.Is(err, allocator.ErrAllocated) {
+			_ = t.a.IPs.AllocateIP(ip)
+			return fmt.Errorf("the provided IP (%s) is already allocated", ip)
+		}
+		return apierrors.NewInternalError(fmt.Errorf("record cluster IP %s: %w", ip, err))
+	}
+	_ = t.a.IPs.AllocateIP(ip)
 	t.new = append(t.new, value{ip: ip})
 	return nil
 }
 
 func (t *txn) nextIP() (netip.Addr, error) {
-	ip, err := t.a.IPs.AllocateNextIP()
-	if err == nil {
-		t.new = append(t.new, value{ip: ip})
+	if !t.durable {
+		ip, err := t.a.IPs.AllocateNextIP()
+		if err == nil {
+			t.new = append(t.new, value{ip: ip})
+		}
+		return ip, err
 	}
-	return ip, err
+	resynced := false
+	for {
+		ip, err := t.a.IPs.AllocateNextIP()
+		if err != nil {
+			// Full here may be stale: others' releases are seen at the
+			// next repair. Look once at the record itself.
+			if resynced {
+				return ip, err
+			}
+			if rerr := t.a.resyncIPs(t.ctx); rerr != nil {
+				return ip, apierrors.NewInternalError(rerr)
+			}
+			resynced = true
+			continue
+		}
+		err = t.a.Record.ClaimIP(t.ctx, ip, t.owner)
+		if err == nil {
+			t.new = append(t.new, value{ip: ip})
+			return ip, nil
+		}
+		if !errors.Is(err, allocator.ErrAllocated) {
+			t.a.IPs.ReleaseIP(ip)
+			return ip, apierrors.NewInternalError(fmt.Errorf("record cluster IP %s: %w", ip, err))
+		}
+		// Another API server's: it stays marked here; try another.
+	}
 }
 
 func (t *txn) port(p int) error {
-	if err := t.a.Ports.AllocatePort(p); err != nil {
+	if err := t.ports.AllocatePort(p); err != nil {
 		return err
 	}
 	t.new = append(t.new, value{port: p})
@@ -159,14 +262,32 @@ func (t *txn) port(p int) error {
 }
 
 func (t *txn) nextPort() (int, error) {
-	p, err := t.a.Ports.AllocateNextPort()
+	p, err := t.ports.AllocateNextPort()
 	if err == nil {
 		t.new = append(t.new, value{port: p})
 	}
 	return p, err
 }
 
-func (t *txn) rollback() { t.a.release(t.new) }
+// dropPorts forgets the node ports of a failed attempt (their state is
+// thrown away with it).
+func (t *txn) dropPorts() {
+	kept := t.new[:0]
+	for _, v := range t.new {
+		if v.ip.IsValid() {
+			kept = append(kept, v)
+		}
+	}
+	t.new = kept
+}
+
+func (t *txn) rollback() {
+	if t.durable {
+		t.a.releaseRecorded(t.ctx, t.owner, t.new)
+		return
+	}
+	t.a.release(t.new)
+}
 
 func (a *Allocators) release(vs []value) {
 	for _, v := range vs {
@@ -178,8 +299,59 @@ func (a *Allocators) release(vs []value) {
 	}
 }
 
+// releaseRecorded frees values in the record and here. A failure leaves
+// a leak, which the repair frees later.
+func (a *Allocators) releaseRecorded(ctx context.Context, owner Owner, vs []value) {
+	if len(vs) == 0 {
+		return
+	}
+	if ctx.Err() != nil {
+		// The request's context may be gone; the release must not be.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+	}
+	var ports []int
+	for _, v := range vs {
+		if v.ip.IsValid() {
+			if err := a.Record.FreeIP(ctx, v.ip, owner); err != nil {
+				slog.Warn("free cluster IP (the repair frees it later)", "ip", v.ip, "service", owner.Namespace+"/"+owner.Name, "err", err)
+				continue
+			}
+			a.IPs.ReleaseIP(v.ip)
+		} else {
+			ports = append(ports, v.port)
+		}
+	}
+	if len(ports) == 0 {
+		return
+	}
+	err := a.Record.UpdatePorts(ctx, func(used []byte) ([]byte, error) {
+		r := a.Ports.Empty()
+		r.Restore(used)
+		for _, p := range ports {
+			r.ReleasePort(p)
+		}
+		return r.Snapshot(), nil
+	})
+	if err != nil {
+		slog.Warn("free node ports (the repair frees them later)", "ports", ports, "service", owner.Namespace+"/"+owner.Name, "err", err)
+	}
+}
+
 // Release frees everything svc holds (after it is deleted).
-func (a *Allocators) Release(svc *corev1.Service) { a.release(usedValues(svc)) }
+func (a *Allocators) Release(ctx context.Context, svc *corev1.Service) {
+	a.releaseValues(ctx, svc, usedValues(svc))
+}
+
+// releaseValues frees what svc held of vs.
+func (a *Allocators) releaseValues(ctx context.Context, svc *corev1.Service, vs []value) {
+	if a.Record == nil {
+		a.release(vs)
+		return
+	}
+	a.releaseRecorded(ctx, ownerOf(svc), vs)
+}
 
 func needsClusterIP(svc *corev1.Service) bool {
 	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone
@@ -211,20 +383,73 @@ func invalid(svc *corev1.Service, path *field.Path, v any, err error) error {
 
 // allocate gives svc what it needs and does not have from old (nil on
 // create). It fills in the allocated values and returns the transaction.
-func (a *Allocators) allocate(ctx context.Context, svc, old *corev1.Service) (*txn, error) {
+// A dry run checks against this server's view and records nothing.
+func (a *Allocators) allocate(ctx context.Context, svc, old *corev1.Service, dryRun bool) (*txn, error) {
 	if err := a.Repair(ctx); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	t := &txn{a: a}
+	t := &txn{a: a, ctx: ctx, owner: ownerOf(svc), durable: a.Record != nil && !dryRun, ports: a.Ports}
 	err := a.allocateClusterIP(t, svc, old)
 	if err == nil {
-		err = a.allocateNodePorts(t, svc, old)
+		if t.durable {
+			err = a.allocatePortsRecorded(t, svc, old)
+		} else {
+			err = a.allocateNodePorts(t, svc, old)
+		}
 	}
 	if err != nil {
 		t.rollback()
 		return nil, err
 	}
 	return t, nil
+}
+
+// errNoPorts ends a port update that has nothing to write.
+var errNoPorts = errors.New("no node ports to record")
+
+// allocatePortsRecorded allocates svc's node ports from the recorded
+// bitmap and writes it back with compare-and-swap; when another API
+// server wrote first, it starts over from the new bitmap.
+func (a *Allocators) allocatePortsRecorded(t *txn, svc, old *corev1.Service) error {
+	ports, hc := slices.Clone(svc.Spec.Ports), svc.Spec.HealthCheckNodePort
+	err := a.Record.UpdatePorts(t.ctx, func(used []byte) ([]byte, error) {
+		t.dropPorts()
+		svc.Spec.Ports, svc.Spec.HealthCheckNodePort = slices.Clone(ports), hc
+		t.ports = a.Ports.Empty()
+		t.ports.Restore(used)
+		if err := a.allocateNodePorts(t, svc, old); err != nil {
+			return nil, err
+		}
+		if len(t.new) == 0 || !hasPorts(t.new) {
+			return nil, errNoPorts
+		}
+		return t.ports.Snapshot(), nil
+	})
+	if errors.Is(err, errNoPorts) {
+		return nil
+	}
+	if err != nil {
+		t.dropPorts()
+		if isStatus(err) {
+			return err
+		}
+		return apierrors.NewInternalError(fmt.Errorf("record node ports: %w", err))
+	}
+	return nil
+}
+
+func hasPorts(vs []value) bool {
+	for _, v := range vs {
+		if !v.ip.IsValid() {
+			return true
+		}
+	}
+	return false
+}
+
+func isStatus(err error) bool {
+	var s apierrors.APIStatus
+	return errors.As(err, &s)
 }
 
 func (a *Allocators) allocateClusterIP(t *txn, svc, old *corev1.Service) error {
@@ -265,6 +490,9 @@ func (a *Allocators) allocateClusterIP(t *txn, svc, old *corev1.Service) error {
 				fmt.Errorf("%s is not configured on this cluster (the service range is %s)", familyOf(ip), a.IPs.Prefix()))
 		}
 		if err := t.ip(ip); err != nil {
+			if isStatus(err) {
+				return err
+			}
 			return invalid(svc, specPath.Child("clusterIPs").Index(0), []string{spec.ClusterIP},
 				fmt.Errorf("failed to allocate IP %s: %w", ip, err))
 		}
@@ -273,6 +501,9 @@ func (a *Allocators) allocateClusterIP(t *txn, svc, old *corev1.Service) error {
 	}
 	ip, err := t.nextIP()
 	if err != nil {
+		if isStatus(err) {
+			return err
+		}
 		return apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP: %w", err))
 	}
 	spec.ClusterIP = ip.String()

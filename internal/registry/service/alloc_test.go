@@ -27,11 +27,11 @@ func TestRepairMarksStoredValues(t *testing.T) {
 	})
 	a := newAlloc(t, stored)
 	dup := svc(func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.10" })
-	if _, err := a.allocate(context.Background(), dup, nil); err == nil {
+	if _, err := a.allocate(context.Background(), dup, nil, false); err == nil {
 		t.Fatal("allocated a cluster IP that a stored service holds")
 	}
 	dupPort := svc(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort; s.Spec.Ports[0].NodePort = 30005 })
-	if _, err := a.allocate(context.Background(), dupPort, nil); err == nil {
+	if _, err := a.allocate(context.Background(), dupPort, nil, false); err == nil {
 		t.Fatal("allocated a node port that a stored service holds")
 	}
 }
@@ -65,7 +65,7 @@ func TestAllocateByType(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := newAlloc(t)
 			s := svc(c.mutate)
-			if _, err := a.allocate(context.Background(), s, nil); err != nil {
+			if _, err := a.allocate(context.Background(), s, nil, false); err != nil {
 				t.Fatal(err)
 			}
 			ip, err := netip.ParseAddr(s.Spec.ClusterIP)
@@ -81,7 +81,7 @@ func TestAllocateByType(t *testing.T) {
 			if c.wantFamilyNone != (len(s.Spec.IPFamilies) == 0) {
 				t.Errorf("ipFamilies %v", s.Spec.IPFamilies)
 			}
-			a.Release(s)
+			a.Release(context.Background(), s)
 			if free := a.Ports.Free(); free != 10 {
 				t.Errorf("after release %d ports free, want 10", free)
 			}
@@ -95,7 +95,7 @@ func TestSharedNodePortAcrossProtocols(t *testing.T) {
 		s.Spec.Type = corev1.ServiceTypeNodePort
 		s.Spec.Ports = []corev1.ServicePort{{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP}, {Name: "dns-udp", Port: 53, Protocol: corev1.ProtocolUDP}}
 	})
-	if _, err := a.allocate(context.Background(), s, nil); err != nil {
+	if _, err := a.allocate(context.Background(), s, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if s.Spec.Ports[0].NodePort == 0 || s.Spec.Ports[0].NodePort != s.Spec.Ports[1].NodePort {
@@ -111,7 +111,7 @@ func TestSharedNodePortAcrossProtocols(t *testing.T) {
 func TestKeepAllocatedOnUpdate(t *testing.T) {
 	a := newAlloc(t)
 	old := svc(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
-	if _, err := a.allocate(context.Background(), old, nil); err != nil {
+	if _, err := a.allocate(context.Background(), old, nil, false); err != nil {
 		t.Fatal(err)
 	}
 
@@ -168,7 +168,7 @@ func TestRollback(t *testing.T) {
 		s.Spec.Type = corev1.ServiceTypeNodePort
 		s.Spec.Ports = []corev1.ServicePort{{Name: "a", Port: 80, NodePort: 30001}, {Name: "b", Port: 81, NodePort: 30002}}
 	})
-	if _, err := a.allocate(context.Background(), s, nil); err == nil {
+	if _, err := a.allocate(context.Background(), s, nil, false); err == nil {
 		t.Fatal("node port of a stored service allocated")
 	}
 	if a.Ports.Free() != 9 || a.IPs.Free() != a.IPs.Size()-1 {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,11 +84,11 @@ func NewREST(optsGetter generic.RESTOptionsGetter, alloc *Allocators) (*genericr
 		if errs := strategy.Validate(ctx, svc); len(errs) > 0 {
 			return nil, invalidErr(svc, errs)
 		}
-		t, err := alloc.allocate(ctx, svc, nil)
+		dryRun := len(options.DryRun) > 0
+		t, err := alloc.allocate(ctx, svc, nil, dryRun)
 		if err != nil {
 			return nil, err
 		}
-		dryRun := len(options.DryRun) > 0
 		return func(_ context.Context, success bool) {
 			if !success || dryRun {
 				t.rollback()
@@ -100,23 +101,25 @@ func NewREST(optsGetter generic.RESTOptionsGetter, alloc *Allocators) (*genericr
 		if errs := strategy.ValidateUpdate(ctx, svc, old); len(errs) > 0 {
 			return nil, invalidErr(svc, errs)
 		}
-		t, err := alloc.allocate(ctx, svc, old)
+		dryRun := len(options.DryRun) > 0
+		t, err := alloc.allocate(ctx, svc, old, dryRun)
 		if err != nil {
 			return nil, err
 		}
-		dryRun := len(options.DryRun) > 0
-		return func(_ context.Context, success bool) {
+		return func(ctx context.Context, success bool) {
 			switch {
 			case !success || dryRun:
 				t.rollback()
 			default:
-				alloc.release(released(svc, old))
+				alloc.releaseValues(ctx, old, released(svc, old))
 			}
 		}, nil
 	}
 	store.AfterDelete = func(obj runtime.Object, options *metav1.DeleteOptions) {
 		if len(options.DryRun) == 0 {
-			alloc.Release(obj.(*corev1.Service))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			alloc.Release(ctx, obj.(*corev1.Service))
 		}
 	}
 	return store, registry.NewStatusREST(Kind, store), nil

@@ -15,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/svcnet/svcnet/internal/etcd"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
@@ -186,5 +188,134 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	})
 	if err != nil {
 		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// TestAPIServersShareAllocations: three API servers on one etcd cluster
+// allocate at once. 1,000 Services created concurrently, spread over the
+// three, get distinct cluster IPs and node ports; every cluster IP is an
+// IPAddress naming its Service (kube-apiserver's record, which kubectl
+// lists); a delete on one server frees the values for all.
+func TestAPIServersShareAllocations(t *testing.T) {
+	dir := t.TempDir()
+	files, err := pki.EnsureEtcd(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	member, err := etcd.Start(ctx, filepath.Join(dir, "etcd"), etcd.TLS{CA: files.CA, ServerCert: files.ServerCert,
+		ServerKey: files.ServerKey, PeerCert: files.PeerCert, PeerKey: files.PeerKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(member.Close)
+	var servers []*framework.APIServer
+	var clients []kubernetes.Interface
+	for range 3 {
+		s := framework.StartAPIServer(t, "--etcd-servers", member.Endpoints[0],
+			"--etcd-cafile", files.CA, "--etcd-certfile", files.ClientCert, "--etcd-keyfile", files.ClientKey)
+		servers = append(servers, s)
+		clients = append(clients, s.Client())
+	}
+
+	const n = 1000
+	names := make(chan int, n)
+	for i := range n {
+		names <- i
+	}
+	close(names)
+	var mu sync.Mutex
+	var failures []string
+	var wg sync.WaitGroup
+	for w := range 12 {
+		wg.Go(func() {
+			for i := range names {
+				typ := corev1.ServiceTypeClusterIP
+				if i%2 == 0 {
+					typ = corev1.ServiceTypeNodePort
+				}
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%04d", i)},
+					Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80}}}}
+				c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := clients[(i+w)%3].CoreV1().Services("default").Create(c, svc, metav1.CreateOptions{})
+				cancel()
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("%s: %v", svc.Name, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d creates failed: %s", len(failures), strings.Join(failures[:min(5, len(failures))], "; "))
+	}
+
+	lctx := framework.Context(t, time.Minute)
+	list, err := clients[0].CoreV1().Services("default").List(lctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byIP, byPort := map[string]string{}, map[int32]string{}
+	for _, s := range list.Items {
+		if o, dup := byIP[s.Spec.ClusterIP]; dup {
+			t.Errorf("cluster IP %s given to %s and %s", s.Spec.ClusterIP, o, s.Name)
+		}
+		byIP[s.Spec.ClusterIP] = s.Name
+		for _, p := range s.Spec.Ports {
+			if p.NodePort == 0 {
+				continue
+			}
+			if o, dup := byPort[p.NodePort]; dup {
+				t.Errorf("node port %d given to %s and %s", p.NodePort, o, s.Name)
+			}
+			byPort[p.NodePort] = s.Name
+		}
+	}
+	if len(list.Items) != n+1 || len(byPort) != n/2 {
+		t.Errorf("%d Services with %d node ports, want %d and %d", len(list.Items), len(byPort), n+1, n/2)
+	}
+	addrs, err := clients[1].NetworkingV1().IPAddresses().List(lctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addrs.Items) != len(byIP) {
+		t.Errorf("%d IPAddresses for %d cluster IPs", len(addrs.Items), len(byIP))
+	}
+	for _, a := range addrs.Items {
+		ref := a.Spec.ParentRef
+		if ref == nil || ref.Resource != "services" || byIP[a.Name] != ref.Name || a.Labels["ipaddress.kubernetes.io/managed-by"] != "ipallocator.k8s.io" {
+			t.Errorf("IPAddress %s: parent %+v, labels %v; the Service holding it is %q", a.Name, ref, a.Labels, byIP[a.Name])
+		}
+	}
+	k := framework.NewKubectl(t, "1.33", servers[2].Kubeconfig)
+	out := k.MustRun("", "get", "servicecidrs,ipaddresses", "--no-headers")
+	if !strings.Contains(out, "servicecidr.networking.k8s.io/kubernetes") || strings.Count(out, "ipaddress.networking.k8s.io/") != len(byIP) {
+		t.Errorf("kubectl get servicecidrs,ipaddresses: %d lines:\n%.400s", strings.Count(out, "\n"), out)
+	}
+
+	// Deleted on one server, taken again through another.
+	victim := list.Items[0]
+	if victim.Name == "kubernetes" {
+		victim = list.Items[1]
+	}
+	if err := clients[0].CoreV1().Services("default").Delete(lctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients[1].NetworkingV1().IPAddresses().Get(lctx, victim.Spec.ClusterIP, metav1.GetOptions{}); err == nil {
+		t.Errorf("the IPAddress of deleted %s is still there", victim.Name)
+	}
+	again := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "again"},
+		Spec: corev1.ServiceSpec{ClusterIP: victim.Spec.ClusterIP, Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := clients[2].CoreV1().Services("default").Create(lctx, again, metav1.CreateOptions{}); err != nil {
+		t.Errorf("%s, freed through one server, cannot be taken through another: %v", victim.Spec.ClusterIP, err)
+	}
+	// And a value held through another server is refused.
+	taken := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "taken"},
+		Spec: corev1.ServiceSpec{ClusterIP: victim.Spec.ClusterIP, Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := clients[0].CoreV1().Services("default").Create(lctx, taken, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "already allocated") {
+		t.Errorf("a cluster IP held through another server: %v, want already allocated", err)
 	}
 }

@@ -6,7 +6,9 @@
 package allocator
 
 import (
+	"encoding/binary"
 	"errors"
+	"math/bits"
 	"math/rand/v2"
 	"sync"
 )
@@ -142,5 +144,38 @@ func (b *Bitmap) set(off int, v bool) {
 		b.used[off/64] |= 1 << (off % 64)
 	} else {
 		b.used[off/64] &^= 1 << (off % 64)
+	}
+}
+
+// Snapshot encodes the bitmap for storage: the 64-bit words, little
+// endian, lowest offsets first.
+func (b *Bitmap) Snapshot() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]byte, 8*len(b.used))
+	for i, w := range b.used {
+		binary.LittleEndian.PutUint64(out[8*i:], w)
+	}
+	return out
+}
+
+// Restore replaces the bitmap's state with a Snapshot. Offsets beyond the
+// bitmap's size (a range made smaller since) are dropped.
+func (b *Bitmap) Restore(data []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	clear(b.used)
+	b.count = 0
+	for i := range b.used {
+		if 8*i+8 > len(data) {
+			break
+		}
+		b.used[i] = binary.LittleEndian.Uint64(data[8*i:])
+	}
+	if extra := b.size % 64; extra != 0 {
+		b.used[len(b.used)-1] &= 1<<extra - 1
+	}
+	for _, w := range b.used {
+		b.count += bits.OnesCount64(w)
 	}
 }

@@ -68,9 +68,20 @@ func (r *IPRange) addr(offset int) netip.Addr {
 	return a
 }
 
+// Offset is ip's offset in the range, for Bitmap.Reset.
+func (r *IPRange) Offset(ip netip.Addr) (int, bool) { return r.offset(ip) }
+
 // Nth is the n-th allocatable address (0-based), e.g. Nth(9) is the ".10"
 // address kube-dns uses.
 func (r *IPRange) Nth(n int) netip.Addr { return r.addr(n) }
+
+// CheckIP reports whether ip may be allocated from the range at all.
+func (r *IPRange) CheckIP(ip netip.Addr) error {
+	if _, ok := r.offset(ip); !ok {
+		return fmt.Errorf("the provided IP (%s) is not in the valid range. The range of valid IPs is %s", ip, r.prefix)
+	}
+	return nil
+}
 
 // AllocateIP marks ip as used.
 func (r *IPRange) AllocateIP(ip netip.Addr) error {
@@ -136,6 +147,14 @@ func NewPortRange(s string) (*PortRange, error) {
 		return nil, err
 	}
 	return &PortRange{base: base, Bitmap: NewBitmap(size)}, nil
+}
+
+// Base is the range's first port.
+func (r *PortRange) Base() int { return r.base }
+
+// Empty returns an allocator over the same range with nothing allocated.
+func (r *PortRange) Empty() *PortRange {
+	return &PortRange{base: r.base, Bitmap: NewBitmap(r.Size())}
 }
 
 // String is the range as "MIN-MAX".
