@@ -178,4 +178,3 @@ func rebase(from, to string, data []byte) ([]byte, error) {
 	}
 	return next.Snapshot(), nil
 }
-

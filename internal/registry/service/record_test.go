@@ -184,7 +184,9 @@ func TestRecordSharedByServers(t *testing.T) {
 func TestRecordDecides(t *testing.T) {
 	rec := newMemRecord()
 	srv := servers(t, 2, rec, func() []corev1.Service { return nil })
-	first := svc(func(s *corev1.Service) { s.Name, s.Spec.Type, s.Spec.ClusterIP = "first", corev1.ServiceTypeNodePort, "10.96.0.50" })
+	first := svc(func(s *corev1.Service) {
+		s.Name, s.Spec.Type, s.Spec.ClusterIP = "first", corev1.ServiceTypeNodePort, "10.96.0.50"
+	})
 	if _, err := srv[0].allocate(context.Background(), first, nil, false); err != nil {
 		t.Fatal(err)
 	}
@@ -337,4 +339,3 @@ func (f *failingPorts) UpdatePorts(ctx context.Context, fn func([]byte) ([]byte,
 	}
 	return f.memRecord.UpdatePorts(ctx, fn)
 }
-
