@@ -13,6 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -317,5 +319,47 @@ func TestAPIServersShareAllocations(t *testing.T) {
 		Spec: corev1.ServiceSpec{ClusterIP: victim.Spec.ClusterIP, Ports: []corev1.ServicePort{{Port: 80}}}}
 	if _, err := clients[0].CoreV1().Services("default").Create(lctx, taken, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "already allocated") {
 		t.Errorf("a cluster IP held through another server: %v, want already allocated", err)
+	}
+}
+
+// TestAllocationRepair: the API server's repair loop records a cluster
+// IP whose IPAddress is missing, and frees an IPAddress of the allocator
+// that no Service holds (after two repairs); a user's IPAddress stays.
+func TestAllocationRepair(t *testing.T) {
+	s := framework.StartAPIServer(t, "--allocation-repair-interval", "300ms")
+	c := s.Client()
+	ctx := framework.Context(t, time.Minute)
+	svc, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := svc.Spec.ClusterIP
+	if err := c.NetworkingV1().IPAddresses().Delete(ctx, ip, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	leak := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.96.0.200",
+		Labels: map[string]string{"ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"}},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "crashed"}}}
+	user := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.96.0.201"},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Group: "gateway.networking.k8s.io", Resource: "gateways", Namespace: "default", Name: "gw"}}}
+	for _, a := range []*networkingv1.IPAddress{leak, user} {
+		if _, err := c.NetworkingV1().IPAddresses().Create(ctx, a, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the repair to record "+ip+" again and free the leaked address", 30*time.Second, func() bool {
+		got, err := c.NetworkingV1().IPAddresses().Get(ctx, ip, metav1.GetOptions{})
+		_, leakErr := c.NetworkingV1().IPAddresses().Get(ctx, leak.Name, metav1.GetOptions{})
+		return err == nil && got.Spec.ParentRef != nil && got.Spec.ParentRef.Name == "web" && apierrors.IsNotFound(leakErr)
+	})
+	if _, err := c.NetworkingV1().IPAddresses().Get(ctx, user.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the repair removed a user's IPAddress: %v", err)
+	}
+	// The user's address is taken for Services too.
+	_, err = c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "on-user-ip"},
+		Spec: corev1.ServiceSpec{ClusterIP: user.Name, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "already allocated") {
+		t.Errorf("a Service on an address another resource holds: %v", err)
 	}
 }
