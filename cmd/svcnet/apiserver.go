@@ -54,6 +54,7 @@ kube-apiserver.`,
 	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address to serve on (0.0.0.0 for all)")
 	f.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port (0 picks a free one)")
 	f.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "address published in the default/kubernetes endpoints")
+	f.StringVar(&o.EndpointReconcilerType, "endpoint-reconciler-type", o.EndpointReconcilerType, "lease: default/kubernetes lists every API server with a live lease in etcd (renewed every 10s, 15s to live, removed at shutdown); none: this server writes no endpoints")
 	f.StringVar(&o.WriteKubeconfig, "write-kubeconfig", o.WriteKubeconfig, "also write the admin kubeconfig to this file")
 	f.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "external etcd client URLs (default: embedded etcd in --data-dir)")
 	f.StringVar(&o.EtcdCAFile, "etcd-cafile", "", "CA bundle that verifies the external etcd's serving certificates")

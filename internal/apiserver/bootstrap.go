@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,13 +80,7 @@ func (b *bootstrap) ensure(ctx context.Context, client kubernetes.Interface) err
 	} else if err != nil {
 		return err
 	}
-	if err := b.ensureServiceCIDR(ctx, client); err != nil {
-		return err
-	}
-	if b.advertise == "" {
-		return nil
-	}
-	return b.ensureEndpoints(ctx, client)
+	return b.ensureServiceCIDR(ctx, client)
 }
 
 // ensureServiceCIDR keeps the default ServiceCIDR, the API server's
@@ -115,23 +110,30 @@ func (b *bootstrap) ensureServiceCIDR(ctx context.Context, client kubernetes.Int
 	return nil
 }
 
-// ensureEndpoints points default/kubernetes at the advertised address,
-// both as Endpoints and as an EndpointSlice, as kube-apiserver does.
-func (b *bootstrap) ensureEndpoints(ctx context.Context, client kubernetes.Interface) error {
+// ensureEndpoints points default/kubernetes at the live API servers'
+// addresses, both as Endpoints and as an EndpointSlice, as kube-apiserver
+// does; unchanged objects are not written.
+func (b *bootstrap) ensureEndpoints(ctx context.Context, client kubernetes.Interface, ips []string) error {
 	ep := &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
 			Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
-		Subsets: []corev1.EndpointSubset{{
-			Addresses: []corev1.EndpointAddress{{IP: b.advertise}},
-			Ports:     []corev1.EndpointPort{{Name: "https", Port: int32(b.port), Protocol: corev1.ProtocolTCP}},
-		}},
+	}
+	if len(ips) > 0 {
+		subset := corev1.EndpointSubset{Ports: []corev1.EndpointPort{{Name: "https", Port: int32(b.port), Protocol: corev1.ProtocolTCP}}}
+		for _, ip := range ips {
+			subset.Addresses = append(subset.Addresses, corev1.EndpointAddress{IP: ip})
+		}
+		ep.Subsets = []corev1.EndpointSubset{subset}
 	}
 	if cur, err := client.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err == nil {
-		ep.ResourceVersion = cur.ResourceVersion
-		_, err = client.CoreV1().Endpoints("default").Update(ctx, ep, metav1.UpdateOptions{})
-		if err != nil {
-			return err
+		if !apiequality.Semantic.DeepEqual(cur.Subsets, ep.Subsets) || cur.Labels[discoveryv1.LabelSkipMirror] != "true" {
+			ep.ResourceVersion = cur.ResourceVersion
+			if _, err := client.CoreV1().Endpoints("default").Update(ctx, ep, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
 		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
 	} else if _, err := client.CoreV1().Endpoints("default").Create(ctx, ep, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -143,13 +145,21 @@ func (b *bootstrap) ensureEndpoints(ctx context.Context, client kubernetes.Inter
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
 			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "kube-apiserver"}},
 		AddressType: addrType,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{b.advertise},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(b.port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   []discoveryv1.Endpoint{},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(b.port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, ip := range ips {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
 	}
 	if cur, err := client.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err == nil {
+		if apiequality.Semantic.DeepEqual(cur.Endpoints, slice.Endpoints) && apiequality.Semantic.DeepEqual(cur.Ports, slice.Ports) {
+			return nil
+		}
 		slice.ResourceVersion = cur.ResourceVersion
 		_, err = client.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{})
+		return err
+	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
 	_, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{})

@@ -21,6 +21,7 @@ import (
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -53,12 +54,16 @@ const KubernetesVersion = "1.37.2"
 
 // Options configure the API server. Flag names follow kube-apiserver.
 type Options struct {
-	DataDir          string   // etcd data, PKI, kubeconfigs
-	BindAddress      string   // --bind-address
-	SecurePort       int      // --secure-port
-	AdvertiseAddress string   // --advertise-address: address of default/kubernetes endpoints
-	WriteKubeconfig  string   // admin kubeconfig path
-	EtcdServers      []string // --etcd-servers; empty = embedded etcd
+	DataDir          string // etcd data, PKI, kubeconfigs
+	BindAddress      string // --bind-address
+	SecurePort       int    // --secure-port
+	AdvertiseAddress string // --advertise-address: address of default/kubernetes endpoints
+	// EndpointReconcilerType is "lease" (default/kubernetes lists every
+	// API server with a live lease in etcd, kube-apiserver's default) or
+	// "none" (nothing written).
+	EndpointReconcilerType string
+	WriteKubeconfig        string   // admin kubeconfig path
+	EtcdServers            []string // --etcd-servers; empty = embedded etcd
 	// EtcdCAFile, EtcdCertFile, EtcdKeyFile secure the connection to an
 	// external etcd (--etcd-cafile, --etcd-certfile, --etcd-keyfile).
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
@@ -104,6 +109,7 @@ func Defaults() Options {
 		ServiceCIDR:              "10.96.0.0/12",
 		NodePortRange:            "30000-32767",
 		AllocationRepairInterval: 3 * time.Minute,
+		EndpointReconcilerType:   "lease",
 		Audit:                    genericoptions.NewAuditOptions(),
 
 		MaxRequestsInFlight:         400,
@@ -133,8 +139,23 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.AdvertiseAddress != "" && net.ParseIP(opts.AdvertiseAddress) == nil {
-		return nil, fmt.Errorf("--advertise-address %q is not an IP address", opts.AdvertiseAddress)
+	if a := opts.AdvertiseAddress; a != "" {
+		ip := net.ParseIP(a)
+		if ip == nil {
+			return nil, fmt.Errorf("--advertise-address %q is not an IP address", a)
+		}
+		if ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() || ip.IsMulticast() {
+			// An endpoint may not be one (Endpoints validation): the
+			// kubernetes Service could never point at it.
+			return nil, fmt.Errorf("--advertise-address %s: must be an address other hosts reach, not loopback, link-local, multicast or unspecified", a)
+		}
+	}
+	switch opts.EndpointReconcilerType {
+	case "lease", "none":
+	case "":
+		opts.EndpointReconcilerType = "lease"
+	default:
+		return nil, fmt.Errorf("--endpoint-reconciler-type %q: svcnet knows lease and none (kube-apiserver's master-count is gone since 1.33)", opts.EndpointReconcilerType)
 	}
 	if err := privateDir(opts.DataDir); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -379,6 +400,39 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.generic.AddPostStartHookOrDie("svcnet-crd-openapi", crdOpenAPI(s.generic, crdServer.Informers))
 	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), serviceCIDR: canonicalCIDR(opts.ServiceCIDR), advertise: opts.AdvertiseAddress, port: advertisedPort(opts, port)}
 	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
+	if opts.AdvertiseAddress != "" && opts.EndpointReconcilerType == "lease" {
+		leases, err := newMasterLeases(config.RESTOptionsGetter, masterLeaseTTL)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		rec := &endpointReconciler{leases: leases, ip: opts.AdvertiseAddress, b: b, interval: masterLeaseInterval}
+		client, err := kubernetes.NewForConfig(s.generic.LoopbackClientConfig)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.generic.AddPostStartHookOrDie("svcnet-endpoint-reconciler", func(ctx genericapiserver.PostStartHookContext) error {
+			// Ready only once this server is in the endpoints.
+			var last error
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				last = rec.reconcile(ctx, client, false)
+				if last != nil {
+					slog.Debug("default/kubernetes endpoints not written yet", "err", last)
+				}
+				return last == nil, nil
+			})
+			if err != nil {
+				return fmt.Errorf("default/kubernetes endpoints: %w (last: %v)", err, last)
+			}
+			go func() {
+				rec.run(ctx, client)
+				leases.destroy()
+			}()
+			return nil
+		})
+		s.generic.AddPreShutdownHookOrDie("svcnet-endpoint-reconciler", func() error { return rec.leave(client) })
+	}
 	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
 	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", lifecycleControllers(ca.CertPEM))
 	s.generic.AddPostStartHookOrDie("svcnet-allocator-repair", func(ctx genericapiserver.PostStartHookContext) error {

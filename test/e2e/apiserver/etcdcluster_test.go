@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/svcnet/svcnet/internal/etcd"
 	"github.com/svcnet/svcnet/internal/pki"
@@ -361,5 +362,94 @@ func TestAllocationRepair(t *testing.T) {
 		Spec: corev1.ServiceSpec{ClusterIP: user.Name, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "already allocated") {
 		t.Errorf("a Service on an address another resource holds: %v", err)
+	}
+}
+
+// TestKubernetesEndpointsFollowAPIServers: default/kubernetes lists every
+// API server with a live lease (kube-apiserver's lease endpoint
+// reconciler). One that shuts down leaves at once; one killed leaves
+// when its lease expires (15 s, renewed every 10 s).
+func TestKubernetesEndpointsFollowAPIServers(t *testing.T) {
+	dir := t.TempDir()
+	files, err := pki.EnsureEtcd(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	member, err := etcd.Start(ctx, filepath.Join(dir, "etcd"), etcd.TLS{CA: files.CA, ServerCert: files.ServerCert,
+		ServerKey: files.ServerKey, PeerCert: files.PeerCert, PeerKey: files.PeerKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(member.Close)
+	// One port on three loopback addresses: the endpoints carry one port
+	// for all servers, as kube-apiserver's do.
+	_, port, _ := net.SplitHostPort(freeLoopback(t))
+	// The advertised addresses are only published, never dialed (an
+	// endpoint may not be loopback).
+	binds := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+	ips := []string{"10.255.0.2", "10.255.0.3", "10.255.0.4"}
+	var servers []*framework.APIServer
+	for i, ip := range ips {
+		servers = append(servers, framework.StartAPIServer(t, "--bind-address", binds[i], "--secure-port", port, "--advertise-address", ip,
+			"--etcd-servers", member.Endpoints[0], "--etcd-cafile", files.CA, "--etcd-certfile", files.ClientCert, "--etcd-keyfile", files.ClientKey))
+	}
+	cfg := servers[0].Config("admin")
+	cfg.WarningHandler = rest.NoWarnings{}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	listed := func() string {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ep, err := client.CoreV1().Endpoints("default").Get(c, "kubernetes", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		slice, err := client.DiscoveryV1().EndpointSlices("default").Get(c, "kubernetes", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		var a, b []string
+		for _, s := range ep.Subsets {
+			for _, addr := range s.Addresses {
+				a = append(a, addr.IP+":"+fmt.Sprint(s.Ports[0].Port))
+			}
+		}
+		for _, e := range slice.Endpoints {
+			b = append(b, e.Addresses[0]+":"+fmt.Sprint(*slice.Ports[0].Port))
+		}
+		if strings.Join(a, ",") != strings.Join(b, ",") {
+			return fmt.Sprintf("Endpoints %v but EndpointSlice %v", a, b)
+		}
+		return strings.Join(a, ",")
+	}
+	want := func(ips ...string) string {
+		var out []string
+		for _, ip := range ips {
+			out = append(out, ip+":"+port)
+		}
+		return strings.Join(out, ",")
+	}
+	waitForValue(t, "every API server in default/kubernetes", 30*time.Second, listed, want(ips...))
+	// Shut down: out before its lease could have expired.
+	servers[2].Stop()
+	waitForValue(t, "the stopped server out of default/kubernetes", 8*time.Second, listed, want(ips[0], ips[1]))
+	// Killed: out once its lease expired.
+	servers[1].Kill()
+	waitForValue(t, "the killed server out of default/kubernetes", 45*time.Second, listed, want(ips[0]))
+	// Back: in again.
+	servers[1].Start()
+	waitForValue(t, "the restarted server back in default/kubernetes", 30*time.Second, listed, want(ips[0], ips[1]))
+}
+
+func waitForValue(t *testing.T, what string, timeout time.Duration, get func() string, want string) {
+	t.Helper()
+	var got string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		got = get()
+		return got == want, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out after %s waiting for %s: have %q, want %q", timeout, what, got, want)
 	}
 }

@@ -212,6 +212,15 @@ func (s *APIServer) Stop() {
 	}
 }
 
+// Kill ends the server at once (SIGKILL), as a crash would.
+func (s *APIServer) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
 // Restart stops and starts the server on the same data and port.
 func (s *APIServer) Restart() {
 	s.t.Helper()
