@@ -20,7 +20,7 @@ COREDNS := /var/cache/svcnet/coredns/v1.14.7/coredns
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
 
-.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean conformance conformance-network
+.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean conformance conformance-network image
 
 ## run: install what is missing, build, and start svcnet with the reference scenario
 run: deps build
@@ -74,6 +74,12 @@ check-kubectl:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/svcnet
+
+## image: svcnet as an OCI image (FROM scratch, the static binary), built
+## offline with umoci, checked, and saved as the OCI archive bin/svcnet-oci.tar
+image:
+	@dpkg -s umoci >/dev/null 2>&1 || { echo "installing umoci"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq umoci >/dev/null; }
+	./hack/image.sh bin/svcnet-oci.tar
 
 ## conformance: Kubernetes' own e2e suite (v1.37.2, built once, outside our
 ## module: long the first time) against a fresh cluster; writes
