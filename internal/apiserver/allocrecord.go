@@ -87,14 +87,13 @@ func (r *allocRecord) ClaimIP(ctx context.Context, ip netip.Addr, owner service.
 		Spec:       networkingv1.IPAddressSpec{ParentRef: parent(owner)},
 	}
 	_, err := r.ips.Create(ctx, obj, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		return err
+	if apierrors.IsAlreadyExists(err) {
+		// Whoever holds it, even a Service of the same name (a retried
+		// or concurrent create): only the request that created the
+		// record may undo it.
+		return allocator.ErrAllocated
 	}
-	existing, gerr := r.ips.Get(ctx, ip.String(), &metav1.GetOptions{})
-	if gerr == nil && ownerOf(existing.(*networkingv1.IPAddress)) == owner {
-		return nil
-	}
-	return allocator.ErrAllocated
+	return err
 }
 
 func (r *allocRecord) FreeIP(ctx context.Context, ip netip.Addr, owner service.Owner) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,6 +58,9 @@ func (m *masterLeases) renew(ctx context.Context, ip string) error {
 	return m.st.GuaranteedUpdate(ctx, masterLeasesPrefix+ip, &corev1.Endpoints{}, true, nil,
 		func(in runtime.Object, _ storage.ResponseMeta) (runtime.Object, *uint64, error) {
 			ep := in.(*corev1.Endpoints)
+			// An unchanged object is not written, and its time to live
+			// not renewed: change it each time, as kube-apiserver does.
+			ep.Generation++
 			ep.Name = ip
 			ep.Subsets = []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: ip}}}}
 			return ep, &ttl, nil
@@ -97,12 +101,23 @@ type endpointReconciler struct {
 	ip       string
 	b        *bootstrap
 	interval time.Duration
+
+	// mu orders the loop's reconciles and the last one at shutdown:
+	// once stopped, no tick puts this server back.
+	mu      sync.Mutex
+	stopped bool
 }
 
 // reconcile renews this server's lease (unless it is leaving) and writes
 // the endpoints of every live one.
 func (r *endpointReconciler) reconcile(ctx context.Context, client kubernetes.Interface, leaving bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return nil
+	}
 	if leaving {
+		r.stopped = true
 		if err := r.leases.remove(ctx, r.ip); err != nil {
 			return fmt.Errorf("remove the lease of %s: %w", r.ip, err)
 		}

@@ -150,6 +150,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("--advertise-address %s: must be an address other hosts reach, not loopback, link-local, multicast or unspecified", a)
 		}
 	}
+	if opts.AllocationRepairInterval <= 0 {
+		return nil, fmt.Errorf("--allocation-repair-interval %s: must be positive", opts.AllocationRepairInterval)
+	}
 	switch opts.EndpointReconcilerType {
 	case "lease", "none":
 	case "":

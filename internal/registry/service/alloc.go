@@ -60,8 +60,9 @@ func ownerOf(svc *corev1.Service) Owner { return Owner{Namespace: svc.Namespace,
 // Record is the durable record of allocations, shared by every API
 // server of a cluster.
 type Record interface {
-	// ClaimIP records ip as owner's: allocator.ErrAllocated when another
-	// owner holds it, nil when owner already does.
+	// ClaimIP records ip as owner's: allocator.ErrAllocated when it is
+	// recorded already, whoever holds it (only the request that created
+	// a record may undo it).
 	ClaimIP(ctx context.Context, ip netip.Addr, owner Owner) error
 	// FreeIP removes ip's record if owner holds it.
 	FreeIP(ctx context.Context, ip netip.Addr, owner Owner) error
@@ -305,12 +306,10 @@ func (a *Allocators) releaseRecorded(ctx context.Context, owner Owner, vs []valu
 	if len(vs) == 0 {
 		return
 	}
-	if ctx.Err() != nil {
-		// The request's context may be gone; the release must not be.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-	}
+	// The request's context may end (or be about to); the release must
+	// not.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	var ports []int
 	for _, v := range vs {
 		if v.ip.IsValid() {
@@ -391,8 +390,8 @@ func (a *Allocators) allocate(ctx context.Context, svc, old *corev1.Service, dry
 	t := &txn{a: a, ctx: ctx, owner: ownerOf(svc), durable: a.Record != nil && !dryRun, ports: a.Ports}
 	err := a.allocateClusterIP(t, svc, old)
 	if err == nil {
-		if t.durable {
-			err = a.allocatePortsRecorded(t, svc, old)
+		if a.Record != nil {
+			err = a.allocatePortsRecorded(t, svc, old, !dryRun)
 		} else {
 			err = a.allocateNodePorts(t, svc, old)
 		}
@@ -409,8 +408,9 @@ var errNoPorts = errors.New("no node ports to record")
 
 // allocatePortsRecorded allocates svc's node ports from the recorded
 // bitmap and writes it back with compare-and-swap; when another API
-// server wrote first, it starts over from the new bitmap.
-func (a *Allocators) allocatePortsRecorded(t *txn, svc, old *corev1.Service) error {
+// server wrote first, it starts over from the new bitmap. Without write
+// (a dry run) it only checks against the recorded bitmap.
+func (a *Allocators) allocatePortsRecorded(t *txn, svc, old *corev1.Service, write bool) error {
 	ports, hc := slices.Clone(svc.Spec.Ports), svc.Spec.HealthCheckNodePort
 	err := a.Record.UpdatePorts(t.ctx, func(used []byte) ([]byte, error) {
 		t.dropPorts()
@@ -420,12 +420,15 @@ func (a *Allocators) allocatePortsRecorded(t *txn, svc, old *corev1.Service) err
 		if err := a.allocateNodePorts(t, svc, old); err != nil {
 			return nil, err
 		}
-		if len(t.new) == 0 || !hasPorts(t.new) {
+		if !write || !hasPorts(t.new) {
 			return nil, errNoPorts
 		}
 		return t.ports.Snapshot(), nil
 	})
 	if errors.Is(err, errNoPorts) {
+		if !write {
+			t.dropPorts() // nothing to undo: nothing was written
+		}
 		return nil
 	}
 	if err != nil {
@@ -521,6 +524,21 @@ func (a *Allocators) allocateNodePorts(t *txn, svc, old *corev1.Service) error {
 		}
 	}
 	portsPath := field.NewPath("spec", "ports")
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !needsNodePorts(svc) {
+		// allocateLoadBalancerNodePorts: false allocates none, but the
+		// ones asked for are still taken (as kube-apiserver does).
+		mine := map[int]bool{}
+		for i, p := range svc.Spec.Ports {
+			np := int(p.NodePort)
+			if np == 0 || mine[np] || held[np] {
+				continue
+			}
+			if err := t.port(np); err != nil {
+				return invalid(svc, portsPath.Index(i).Child("nodePort"), p.NodePort, err)
+			}
+			mine[np] = true
+		}
+	}
 	if needsNodePorts(svc) {
 		// First the requested ones, then fill the rest; a service port
 		// number served over two protocols shares one node port.

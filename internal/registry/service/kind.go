@@ -70,6 +70,9 @@ func NewREST(optsGetter generic.RESTOptionsGetter, alloc *Allocators) (*genericr
 		return nil, nil, err
 	}
 	strategy := registry.NewStrategy(Kind)
+	// The status endpoint is a copy made before the allocation hooks go
+	// in: a status write changes no allocation (kube-apiserver's too).
+	status := registry.NewStatusREST(Kind, store)
 	alloc.List = func(ctx context.Context) ([]corev1.Service, error) {
 		ctx = genericapirequest.WithNamespace(ctx, metav1.NamespaceAll)
 		obj, err := store.List(ctx, &metainternalversion.ListOptions{})
@@ -122,7 +125,7 @@ func NewREST(optsGetter generic.RESTOptionsGetter, alloc *Allocators) (*genericr
 			alloc.Release(ctx, obj.(*corev1.Service))
 		}
 	}
-	return store, registry.NewStatusREST(Kind, store), nil
+	return store, status, nil
 }
 
 func invalidErr(svc *corev1.Service, errs field.ErrorList) error {

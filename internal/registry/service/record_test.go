@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/registry/service/allocator"
 )
@@ -32,10 +33,7 @@ func newMemRecord() *memRecord { return &memRecord{ips: map[netip.Addr]Owner{}} 
 func (r *memRecord) ClaimIP(_ context.Context, ip netip.Addr, o Owner) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if got, ok := r.ips[ip]; ok {
-		if got == o {
-			return nil
-		}
+	if _, ok := r.ips[ip]; ok {
 		return allocator.ErrAllocated
 	}
 	r.ips[ip] = o
@@ -338,4 +336,46 @@ func (f *failingPorts) UpdatePorts(ctx context.Context, fn func([]byte) ([]byte,
 		return errors.New("etcdserver: request timed out")
 	}
 	return f.memRecord.UpdatePorts(ctx, fn)
+}
+
+// Review findings, kept as tests: a dry run checks the recorded node
+// ports; a second create of the same Service with the same cluster IP
+// (a retried request) is refused and its rollback leaves the first one's
+// record alone; requested node ports of a LoadBalancer without
+// allocated node ports are still taken.
+func TestRecordEdges(t *testing.T) {
+	rec := newMemRecord()
+	srv := servers(t, 2, rec, func() []corev1.Service { return nil })
+	first := svc(func(s *corev1.Service) {
+		s.Spec.Type, s.Spec.ClusterIP, s.Spec.Ports[0].NodePort = corev1.ServiceTypeNodePort, "10.96.0.60", 30060
+	})
+	if _, err := srv[0].allocate(context.Background(), first, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	dry := svc(func(s *corev1.Service) {
+		s.Name, s.Spec.Type, s.Spec.Ports[0].NodePort = "dry", corev1.ServiceTypeNodePort, 30060
+	})
+	if _, err := srv[1].allocate(context.Background(), dry, nil, true); err == nil {
+		t.Error("a dry run took a node port another server holds")
+	}
+	again := svc(func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.60" }) // same name, same IP
+	tx, err := srv[1].allocate(context.Background(), again, nil, false)
+	if err == nil {
+		tx.rollback()
+		t.Error("a second create of the same Service took the recorded cluster IP")
+	}
+	if _, ok := rec.ips[netip.MustParseAddr("10.96.0.60")]; !ok {
+		t.Error("the refused second create removed the first one's record")
+	}
+	lb := svc(func(s *corev1.Service) {
+		s.Name, s.Spec.Type = "lb", corev1.ServiceTypeLoadBalancer
+		s.Spec.AllocateLoadBalancerNodePorts = ptr.To(false)
+		s.Spec.Ports[0].NodePort = 30070
+	})
+	if _, err := srv[0].allocate(context.Background(), lb, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.portsUsed(t, srv[0])[30070] {
+		t.Error("a LoadBalancer's requested node port is not recorded")
+	}
 }

@@ -431,6 +431,12 @@ func TestKubernetesEndpointsFollowAPIServers(t *testing.T) {
 		return strings.Join(out, ",")
 	}
 	waitForValue(t, "every API server in default/kubernetes", 30*time.Second, listed, want(ips...))
+	// And they stay, past a lease's time to live: renewals renew.
+	for end := time.Now().Add(masterLeaseTTLAndTick); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if got := listed(); got != want(ips...) {
+			t.Fatalf("default/kubernetes flapped to %q, want %q", got, want(ips...))
+		}
+	}
 	// Shut down: out before its lease could have expired.
 	servers[2].Stop()
 	waitForValue(t, "the stopped server out of default/kubernetes", 8*time.Second, listed, want(ips[0], ips[1]))
@@ -441,6 +447,10 @@ func TestKubernetesEndpointsFollowAPIServers(t *testing.T) {
 	servers[1].Start()
 	waitForValue(t, "the restarted server back in default/kubernetes", 30*time.Second, listed, want(ips[0], ips[1]))
 }
+
+// masterLeaseTTLAndTick outlasts an API server's lease (15 s) and one
+// renewal period after it.
+const masterLeaseTTLAndTick = 27 * time.Second
 
 func waitForValue(t *testing.T, what string, timeout time.Duration, get func() string, want string) {
 	t.Helper()
