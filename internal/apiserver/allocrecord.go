@@ -45,13 +45,9 @@ type allocRecord struct {
 var _ service.Record = (*allocRecord)(nil)
 
 func newAllocRecord(optsGetter generic.RESTOptionsGetter, ips *genericregistry.Store, portRange string) (*allocRecord, error) {
-	opts, err := optsGetter.GetRESTOptions(schema.GroupResource{Resource: "rangeallocations"}, &corev1.RangeAllocation{})
-	if err != nil {
-		return nil, fmt.Errorf("storage of the node-port range: %w", err)
-	}
-	st, destroy, err := generic.NewRawStorage(opts.StorageConfig,
+	st, destroy, err := rawStorage(optsGetter, "rangeallocations", "/ranges",
 		func() runtime.Object { return &corev1.RangeAllocation{} },
-		func() runtime.Object { return &metav1.List{} }, "/ranges")
+		func() runtime.Object { return &metav1.List{} })
 	if err != nil {
 		return nil, fmt.Errorf("storage of the node-port range: %w", err)
 	}
@@ -176,4 +172,17 @@ func rebase(from, to string, data []byte) ([]byte, error) {
 		}
 	}
 	return next.Snapshot(), nil
+}
+
+// rawStorage is etcd storage of core-group objects under prefix, without
+// a watch cache or a REST endpoint: the records the API server keeps for
+// itself, as kube-apiserver keeps them (/registry/ranges,
+// /registry/masterleases).
+func rawStorage(optsGetter generic.RESTOptionsGetter, resource, prefix string, newFunc, newListFunc func() runtime.Object) (storage.Interface, func(), error) {
+	opts, err := optsGetter.GetRESTOptions(schema.GroupResource{Resource: resource}, newFunc())
+	if err != nil {
+		return nil, nil, err
+	}
+	st, destroy, err := generic.NewRawStorage(opts.StorageConfig, newFunc, newListFunc, prefix)
+	return st, destroy, err
 }

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/client-go/kubernetes"
@@ -39,13 +38,9 @@ type masterLeases struct {
 }
 
 func newMasterLeases(optsGetter generic.RESTOptionsGetter, ttl time.Duration) (*masterLeases, error) {
-	opts, err := optsGetter.GetRESTOptions(schema.GroupResource{Resource: "endpoints"}, &corev1.Endpoints{})
-	if err != nil {
-		return nil, fmt.Errorf("storage of the API servers' leases: %w", err)
-	}
-	st, destroy, err := generic.NewRawStorage(opts.StorageConfig,
+	st, destroy, err := rawStorage(optsGetter, "endpoints", "/masterleases",
 		func() runtime.Object { return &corev1.Endpoints{} },
-		func() runtime.Object { return &corev1.EndpointsList{} }, "/masterleases")
+		func() runtime.Object { return &corev1.EndpointsList{} })
 	if err != nil {
 		return nil, fmt.Errorf("storage of the API servers' leases: %w", err)
 	}

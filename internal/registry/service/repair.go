@@ -110,13 +110,7 @@ func (a *Allocators) repairRecord(ctx context.Context, svcs []corev1.Service, fr
 		freed++
 	}
 	a.leakMu.Unlock()
-	var ips []int
-	for ip := range recorded {
-		if off, ok := a.IPs.Offset(ip); ok {
-			ips = append(ips, off)
-		}
-	}
-	a.IPs.Reset(ips)
+	a.setLocalIPs(recorded)
 
 	var portsAdded, portsFreed int
 	a.leakMu.Lock()
@@ -168,6 +162,12 @@ func (a *Allocators) resyncIPs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list IPAddresses: %w", err)
 	}
+	a.setLocalIPs(recorded)
+	return nil
+}
+
+// setLocalIPs makes the local bitmap of cluster IPs hold what is recorded.
+func (a *Allocators) setLocalIPs(recorded map[netip.Addr]Owner) {
 	var offs []int
 	for ip := range recorded {
 		if off, ok := a.IPs.Offset(ip); ok {
@@ -175,5 +175,4 @@ func (a *Allocators) resyncIPs(ctx context.Context) error {
 		}
 	}
 	a.IPs.Reset(offs)
-	return nil
 }

@@ -31,40 +31,41 @@ const (
 //	go test ./test/e2e/apiserver -run - -bench APIServer10k -benchtime 50x
 func BenchmarkAPIServer10kServices(b *testing.B) {
 	s := framework.StartAPIServer(b)
-	createServices(b, s)
-	b.Run("WatchLatency", func(b *testing.B) { benchWatchLatency(b, s) })
+	b.Logf("created %d services in %s", benchServices, createServices(b, []*framework.APIServer{s}, benchServices))
+	b.Run("WatchLatency", func(b *testing.B) {
+		w := watchLatency(b, []*framework.APIServer{s}, benchServices)
+		report(b, "all-watchers", w.all)
+		report(b, "write", w.writes)
+	})
 	b.Run("List", func(b *testing.B) { benchList(b, s) })
 }
 
-// createServices creates the 10,000 ClusterIP services, 64 at a time.
-func createServices(b *testing.B, s *framework.APIServer) {
-	{
-		c := s.Client()
-		ctx := context.Background()
-		start := time.Now()
-		work := make(chan int)
-		var wg sync.WaitGroup
-		for range 64 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range work {
-					svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%05d", i)},
-						Spec: corev1.ServiceSpec{Selector: map[string]string{"app": fmt.Sprint(i)},
-							Ports: []corev1.ServicePort{{Name: "http", Port: 80}, {Name: "https", Port: 443}}}}
-					if _, err := c.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-						b.Error(err)
-					}
+// createServices creates n ClusterIP services, 64 at a time, the clients
+// spread over the servers, and returns how long it took.
+func createServices(b *testing.B, servers []*framework.APIServer, n int) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := range 64 {
+		c := servers[w%len(servers)].Client()
+		wg.Go(func() {
+			for i := range work {
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%05d", i)},
+					Spec: corev1.ServiceSpec{Selector: map[string]string{"app": fmt.Sprint(i)},
+						Ports: []corev1.ServicePort{{Name: "http", Port: 80}, {Name: "https", Port: 443}}}}
+				if _, err := c.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+					b.Error(err)
 				}
-			}()
-		}
-		for i := range benchServices {
-			work <- i
-		}
-		close(work)
-		wg.Wait()
-		b.Logf("created %d services in %s", benchServices, time.Since(start))
+			}
+		})
 	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return time.Since(start)
 }
 
 // separateClient has a connection of its own, like a separate process.
@@ -78,22 +79,34 @@ func separateClient(b *testing.B, s *framework.APIServer) kubernetes.Interface {
 	return c
 }
 
-// benchWatchLatency: one write, and the time until every one of 100
-// watchers has its event; -benchtime=50x gives the reference's 50 writes.
-func benchWatchLatency(b *testing.B, s *framework.APIServer) {
+// latencies are watchLatency's measures, one per write.
+type latencies struct {
+	// all: until every watcher has the event; local: every watcher of
+	// the server that took the write; remote: of the others (none with
+	// one server); writes: the write itself.
+	all, local, remote, writes []time.Duration
+}
+
+// watchLatency opens 100 watchers spread over the servers, then patches
+// one of the first `services` Services b.N times, each write sent to the
+// next server in turn, and times each write until every watcher has its
+// event; -benchtime=50x gives the reference's 50 writes.
+func watchLatency(b *testing.B, servers []*framework.APIServer, services int) latencies {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type seen struct {
-		rv string
-		at time.Time
+		rv     string
+		at     time.Time
+		server int
 	}
+	n := len(servers)
 	events := make(chan seen, benchWatchers*64)
-	list, err := s.Client().CoreV1().Services("default").List(ctx, metav1.ListOptions{Limit: 1})
+	list, err := servers[0].Client().CoreV1().Services("default").List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
-	for range benchWatchers {
-		w, err := separateClient(b, s).CoreV1().Services("").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	for i := range benchWatchers {
+		w, err := separateClient(b, servers[i%n]).CoreV1().Services("").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -101,41 +114,51 @@ func benchWatchLatency(b *testing.B, s *framework.APIServer) {
 			defer w.Stop()
 			for ev := range w.ResultChan() {
 				if ev.Type == watch.Modified {
-					events <- seen{ev.Object.(*corev1.Service).ResourceVersion, time.Now()}
+					events <- seen{ev.Object.(*corev1.Service).ResourceVersion, time.Now(), i % n}
 				}
 			}
 		}()
 	}
-	writer := s.Client().CoreV1().Services("default")
-	var all, writes []time.Duration
+	var out latencies
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// A value never written before: a no-op patch makes no event.
 		patch := fmt.Appendf(nil, `{"metadata":{"labels":{"bench":"%d"}}}`, time.Now().UnixNano())
 		start := time.Now()
-		svc, err := writer.Patch(ctx, fmt.Sprintf("svc-%05d", i%benchServices), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		svc, err := servers[i%n].Client().CoreV1().Services("default").Patch(ctx, fmt.Sprintf("svc-%05d", i%services),
+			types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		writes = append(writes, time.Since(start))
-		got, last := 0, time.Time{}
+		out.writes = append(out.writes, time.Since(start))
+		got := 0
+		var last, lastLocal, lastRemote time.Time
 		timeout := time.After(10 * time.Second)
 		for got < benchWatchers {
 			select {
 			case ev := <-events:
-				if ev.rv == svc.ResourceVersion {
-					got++
-					last = ev.at
+				if ev.rv != svc.ResourceVersion {
+					continue
+				}
+				got++
+				last = ev.at
+				if ev.server == i%n {
+					lastLocal = ev.at
+				} else {
+					lastRemote = ev.at
 				}
 			case <-timeout:
 				b.Fatalf("write %d: %d of %d watchers saw it in 10s", i, got, benchWatchers)
 			}
 		}
-		all = append(all, last.Sub(start))
+		out.all = append(out.all, last.Sub(start))
+		out.local = append(out.local, lastLocal.Sub(start))
+		if n > 1 {
+			out.remote = append(out.remote, lastRemote.Sub(start))
+		}
 	}
 	b.StopTimer()
-	report(b, "all-watchers", all)
-	report(b, "write", writes)
+	return out
 }
 
 func report(b *testing.B, name string, d []time.Duration) {

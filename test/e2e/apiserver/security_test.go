@@ -27,8 +27,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/svcnet/svcnet/internal/etcd"
-	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -79,21 +77,7 @@ func TestEtcdMutualTLS(t *testing.T) {
 // stores in an etcd that requires mutual TLS (here a member started by
 // the test with the same certificates layout as kubeadm's).
 func TestExternalEtcdTLS(t *testing.T) {
-	dir := t.TempDir()
-	files, err := pki.EnsureEtcd(filepath.Join(dir, "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	member, err := etcd.Start(ctx, filepath.Join(dir, "etcd"), etcd.TLS{CA: files.CA, ServerCert: files.ServerCert,
-		ServerKey: files.ServerKey, PeerCert: files.PeerCert, PeerKey: files.PeerKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(member.Close)
-	s := framework.StartAPIServer(t, "--etcd-servers", member.Endpoints[0],
-		"--etcd-cafile", files.CA, "--etcd-certfile", files.ClientCert, "--etcd-keyfile", files.ClientKey)
+	s := framework.StartAPIServer(t, framework.StartEtcd(t).APIServerArgs()...)
 	ctx2 := framework.Context(t, 30*time.Second)
 	if _, err := s.Client().CoreV1().ConfigMaps("default").Create(ctx2, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stored"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/svcnet/svcnet/internal/etcd"
+	"github.com/svcnet/svcnet/internal/pki"
 )
 
 // EtcdPorts reads where an API server's embedded etcd serves: the
@@ -73,4 +76,36 @@ func EtcdGet(t testing.TB, dataDir, key string) []byte {
 		t.Fatalf("etcd holds %d values for %s", len(resp.Kvs), key)
 	}
 	return resp.Kvs[0].Value
+}
+
+// ExternalEtcd is an etcd member that a test starts for API servers to
+// use with --etcd-servers: mutual TLS, kubeadm's certificate layout.
+type ExternalEtcd struct {
+	Files    pki.EtcdFiles
+	Endpoint string
+}
+
+// StartEtcd runs a single-member etcd in the test process until the end
+// of the test.
+func StartEtcd(t testing.TB) *ExternalEtcd {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := pki.EnsureEtcd(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := etcd.Start(context.Background(), filepath.Join(dir, "etcd"), etcd.TLS{CA: files.CA, ServerCert: files.ServerCert,
+		ServerKey: files.ServerKey, PeerCert: files.PeerCert, PeerKey: files.PeerKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(member.Close)
+	return &ExternalEtcd{Files: files, Endpoint: member.Endpoints[0]}
+}
+
+// APIServerArgs are kube-apiserver's flags pointing at the member, then
+// extra.
+func (e *ExternalEtcd) APIServerArgs(extra ...string) []string {
+	return append([]string{"--etcd-servers", e.Endpoint,
+		"--etcd-cafile", e.Files.CA, "--etcd-certfile", e.Files.ClientCert, "--etcd-keyfile", e.Files.ClientKey}, extra...)
 }
