@@ -33,7 +33,7 @@ network is not touched.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", o.Name, "cluster name")
 	f.IntVar(&o.Nodes, "nodes", o.Nodes, "number of nodes")
-	f.StringVar(&o.ProxyMode, "proxy-mode", o.ProxyMode, "service proxy mode of the nodes")
+	f.StringVar(&o.ProxyMode, "proxy-mode", o.ProxyMode, "service proxy mode of the nodes (none: no proxy, install one yourself, e.g. svcnet manifests proxy)")
 	f.StringVar(&o.NodePortRange, "service-node-port-range", o.NodePortRange, "NodePort range (the reference scenario's 8477 needs e.g. 8000-32767)")
 	f.StringVar(&o.ServiceCIDR, "service-cluster-ip-range", o.ServiceCIDR, "service CIDR")
 	f.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "pod CIDR (one /24 per node)")

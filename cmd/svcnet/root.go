@@ -34,6 +34,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newDNSCommand())
 	root.AddCommand(newNodeCacheCommand())
 	root.AddCommand(newIngressCommand())
+	root.AddCommand(newManifestsCommand())
 	return root
 }
 

@@ -22,8 +22,10 @@ func (o Options) Validate() error {
 	if _, err := NewPlan(o.Name, o.Nodes, o.ClusterCIDR, o.ServiceCIDR); err != nil {
 		return err
 	}
-	if err := app.CheckMode(o.ProxyMode); err != nil {
-		return err
+	if o.ProxyMode != ProxyModeNone {
+		if err := app.CheckMode(o.ProxyMode); err != nil {
+			return err
+		}
 	}
 	if _, _, err := ParsePortRange(o.NodePortRange); err != nil {
 		return fmt.Errorf("--service-node-port-range: %w", err)

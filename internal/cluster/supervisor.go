@@ -125,8 +125,6 @@ func (s *supervisor) start(ctx context.Context) error {
 
 	for _, n := range s.plan.Nodes {
 		dir := s.state.NodeDir(n.Name)
-		proxyCmd := fmt.Sprintf("%s proxy --kubeconfig %s --proxy-mode %s --hostname-override %s --cluster-cidr %s --service-cidr %s --metrics-bind-address %s:10249 --healthz-bind-address %s:10256 --iptables-binary %s",
-			s.self, s.state.InCluster("proxy"), s.opts.ProxyMode, n.Name, s.plan.ClusterCIDR, s.plan.ServiceCIDR, n.IP, n.IP, s.iptables())
 		clusterDNS := s.dnsIP().String()
 		var cache []string
 		if s.opts.NodeLocalDNS {
@@ -141,7 +139,7 @@ func (s *supervisor) start(ctx context.Context) error {
 			"--node-ip", n.IP.String(), "--pod-cidr", n.PodCIDR.String(), "--pod-bridge", PodBridge,
 			"--cluster-cidr", s.plan.ClusterCIDR.String(),
 			"--netns-prefix", n.Netns + "-", "--root-dir", dir, "--cluster-dns", clusterDNS,
-			"--proxy-command", proxyCmd, "--iptables-binary", s.iptables(), "--address", netip.AddrPortFrom(n.IP, 10250).String(),
+			"--iptables-binary", s.iptables(), "--address", netip.AddrPortFrom(n.IP, 10250).String(),
 			"--tls-cert-file", filepath.Join(dir, "node.crt"), "--tls-private-key-file", filepath.Join(dir, "node.key"),
 			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)}, cache...))
 	}
@@ -155,7 +153,15 @@ func (s *supervisor) start(ctx context.Context) error {
 	if err := waitNodes(ctx, client, len(s.plan.Nodes), s.opts.stepWait()); err != nil {
 		return err
 	}
-	s.state.step("nodes: %d ready, proxy mode %s (%.1fs)", len(s.plan.Nodes), s.opts.ProxyMode, time.Since(t0).Seconds())
+	s.state.step("nodes: %d ready (%.1fs)", len(s.plan.Nodes), time.Since(t0).Seconds())
+	if err := s.installProxy(ctx, client, inCluster); err != nil {
+		return err
+	}
+	if s.opts.ProxyMode == ProxyModeNone {
+		s.state.step("service proxy: none (--proxy-mode none): Services carry no traffic until one is installed, e.g. svcnet manifests proxy | kubectl apply -f -")
+	} else {
+		s.state.step("service proxy: DaemonSet kube-system/kube-proxy, mode %s, ready on every node (%.1fs)", s.opts.ProxyMode, time.Since(t0).Seconds())
+	}
 	if err := installAddons(ctx, client, s); err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ type Image struct {
 	Programs []string
 }
 
+// SvcnetProgram is where svcnet's own image has the binary.
+const SvcnetProgram = "/usr/local/bin/svcnet"
+
 // Host is the image that runs a host executable.
 const Host = "host"
 
@@ -47,6 +50,8 @@ var Builtin = []Image{
 		Doc: "answers its pod's name over HTTP on port 9376 (the reference scenario)"},
 	{Name: "svcnet/echo", Entrypoint: []string{"image", "echo"}, Run: runEcho,
 		Doc: "HTTP, TCP and UDP echo server: /hostname, /clientip, /echo?msg=, /readyz (like agnhost netexec)"},
+	{Name: "svcnet/svcnet", Programs: []string{SvcnetProgram}, Aliases: []string{"svcnet", "ghcr.io/svcnet/svcnet"},
+		Doc: "svcnet itself, as `make image` builds it: " + SvcnetProgram + " is the entrypoint, the args are its command line (the manifests of deploy/)"},
 	{Name: "svcnet/dns", Entrypoint: []string{"dns"},
 		Doc: "the cluster DNS (svcnet dns)"},
 	{Name: "svcnet/ingress", Entrypoint: []string{"ingress"},
@@ -101,9 +106,12 @@ func Lookup(ref string) (Image, bool) {
 }
 
 // ByProgram finds the image whose program is named name (the base name
-// svcnet was started as: "agnhost").
+// svcnet was started as: "agnhost"); svcnet's own program is svcnet.
 func ByProgram(name string) (Image, bool) {
 	for _, img := range Builtin {
+		if img.Run == nil {
+			continue
+		}
 		for _, p := range img.Programs {
 			if path.Base(p) == name {
 				return img, true

@@ -7,6 +7,7 @@ package kubeclient
 
 import (
 	"fmt"
+	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -24,10 +25,21 @@ type Options struct {
 	Protobuf bool
 }
 
-// New reads the kubeconfig and returns a clientset and its config.
+// InPod reports whether this process runs in a pod, where a component
+// without a kubeconfig uses its ServiceAccount's token (in-cluster
+// configuration), as CoreDNS and ingress-nginx do.
+func InPod() bool { return os.Getenv("KUBERNETES_SERVICE_HOST") != "" }
+
+// New reads the kubeconfig and returns a clientset and its config; with
+// no kubeconfig, in a pod, the pod's ServiceAccount credentials.
 func New(kubeconfig string, o Options) (kubernetes.Interface, *rest.Config, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig == "" {
+		if cfg, err = rest.InClusterConfig(); err != nil {
+			return nil, nil, fmt.Errorf("no --kubeconfig, and no in-cluster credentials: %w", err)
+		}
+	} else if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
 		return nil, nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
 	}
 	cfg.UserAgent = o.UserAgent

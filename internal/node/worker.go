@@ -552,10 +552,14 @@ func (w *podWorker) security(c *container) (*runtime.Security, error) {
 	return &sec, nil
 }
 
-// makeDirs makes the pod's directory and its emptyDir volumes, writable
+// makeDirs makes the pod's directory, its hostPath volumes that ask to be
+// made (and checks the typed ones), and its emptyDir volumes, writable
 // by every user as kubelet makes them: containers may run as anyone.
 func (w *podWorker) makeDirs() error {
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return err
+	}
+	if err := prepareHostPaths(w.pod); err != nil {
 		return err
 	}
 	for _, d := range confine.EmptyDirs(w.pod, w.dir) {

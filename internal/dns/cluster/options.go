@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/dns/forward"
 	"github.com/svcnet/svcnet/internal/dns/index"
+	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
 // Options are the command line of `svcnet dns`; flag names follow
@@ -98,8 +99,8 @@ func (o Options) parse() (*config, error) {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 
-	if o.Kubeconfig == "" {
-		bad("--kubeconfig is required")
+	if o.Kubeconfig == "" && !kubeclient.InPod() {
+		bad("--kubeconfig is required outside a pod (in a pod, the ServiceAccount's token is the default)")
 	}
 	if err := checkHostPort(o.Listen, false); err != nil {
 		bad("--listen %q: %v", o.Listen, err)

@@ -200,3 +200,17 @@ func TestRoutesFromConfigMap(t *testing.T) {
 		t.Errorf("reading ConfigMaps changed the flags' stubs: %v", c.stubs)
 	}
 }
+
+// TestKubeconfigInPod: in a pod (deploy/dns.yaml) no kubeconfig is
+// needed, the ServiceAccount's credentials are used; outside one it is.
+func TestKubeconfigInPod(t *testing.T) {
+	o := Defaults()
+	o.Listen, o.Upstreams = "127.0.0.1:5353", []string{"none"}
+	if _, err := o.parse(); err == nil || !strings.Contains(err.Error(), "--kubeconfig is required outside a pod") {
+		t.Errorf("outside a pod: err %v", err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	if _, err := o.parse(); err != nil {
+		t.Errorf("in a pod: %v", err)
+	}
+}

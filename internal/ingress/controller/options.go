@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/svcnet/svcnet/internal/ingress/annotations"
+	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
 // DefaultController is the spec.controller of svcnet's IngressClasses.
@@ -72,8 +73,8 @@ func (o Options) parse() (*config, error) {
 	c := &config{Options: o, https: !off(o.HTTPSAddress), metrics: !off(o.MetricsAddress)}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if o.Kubeconfig == "" {
-		bad("--kubeconfig is required")
+	if o.Kubeconfig == "" && !kubeclient.InPod() {
+		bad("--kubeconfig is required outside a pod (in a pod, the ServiceAccount's token is the default)")
 	}
 	if msgs := validation.IsDNS1123Subdomain(o.IngressClass); len(msgs) > 0 {
 		bad("--ingress-class %q: %s", o.IngressClass, strings.Join(msgs, "; "))

@@ -184,8 +184,9 @@ func TestFaultsUnderLoad(t *testing.T) {
 	}
 	state := filepath.Join(c.home, c.name)
 	proxyOf := func(node string) []string {
-		// The agent's own command line holds the proxy's in --proxy-command.
-		return []string{" proxy ", state + "/in-cluster/proxy.kubeconfig", "--hostname-override " + node, "!--proxy-command"}
+		// The kube-proxy DaemonSet's container, in this cluster's node.
+		return []string{" proxy ", "--kubeconfig=/var/lib/kube-proxy/kubeconfig.conf", "--hostname-override=" + node,
+			"netns=svcnet-" + c.name + "-" + node}
 	}
 	agentOf := func(node string) []string {
 		return []string{" node ", state + "/in-cluster/" + node + ".kubeconfig"}
@@ -430,8 +431,22 @@ func apiErrorKind(err error) string {
 }
 
 // pidsWith lists the processes whose command line contains every part
-// (and none of the parts written "!part").
+// (and none of the parts written "!part"); a part "netns=NAME" asks for
+// processes in that network namespace.
 func (c *localCluster) pidsWith(parts ...string) []int {
+	var inNetns string
+	parts = slices.DeleteFunc(slices.Clone(parts), func(p string) bool {
+		if name, ok := strings.CutPrefix(p, "netns="); ok {
+			var st syscall.Stat_t
+			if syscall.Stat("/run/netns/"+name, &st) == nil {
+				inNetns = fmt.Sprintf("net:[%d]", st.Ino)
+			} else {
+				inNetns = "none"
+			}
+			return true
+		}
+		return false
+	})
 	entries, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range entries {
@@ -444,6 +459,11 @@ func (c *localCluster) pidsWith(parts ...string) []int {
 			continue
 		}
 		cmdline := " " + strings.ReplaceAll(string(raw), "\x00", " ")
+		if inNetns != "" {
+			if ns, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err != nil || ns != inNetns {
+				continue
+			}
+		}
 		all := true
 		for _, p := range parts {
 			if not, ok := strings.CutPrefix(p, "!"); ok {

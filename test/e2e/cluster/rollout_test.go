@@ -178,6 +178,7 @@ spec:
 			}
 		}
 	}
+	report = append(report, proxyRolloutLosesNoRequest(t, c, targets)...)
 	t.Logf("requests during kubectl rollout restart (3 replicas, 20/s per path):\n%s", strings.Join(report, "\n"))
 	if path := os.Getenv("SVCNET_ROLLOUT_REPORT"); path != "" {
 		_ = os.WriteFile(path, []byte(strings.Join(report, "\n")+"\n"), 0o644)
@@ -247,4 +248,46 @@ spec:
 	if id, restarts := status("keeper", "{.status.containerStatuses[0].containerID}"), status("keeper", "{.status.containerStatuses[0].restartCount}"); id != keeperID || restarts != "0" {
 		t.Errorf("keeper after the agent's restart: container %s (was %s), restarts %s", id, keeperID, restarts)
 	}
+}
+
+// proxyRolloutLosesNoRequest rolls the node proxy's DaemonSet (deploy/'s
+// kube-proxy.yaml) under load: one node at a time its proxy stops and a
+// new one starts; the rules the old one wrote carry traffic in between,
+// and the new one takes them over without a gap. No request may fail.
+func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen.Target) []string {
+	k := c.kubectl
+	podsOf := func() []string {
+		out := k.MustRun("", "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-proxy", "-o", "jsonpath={.items[*].metadata.name}")
+		return strings.Fields(out)
+	}
+	before := podsOf()
+	if len(before) != 2 {
+		t.Fatalf("kube-proxy pods %v, want one on each of the 2 nodes", before)
+	}
+	c.untilAnswering(targets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	done := make(chan []loadgen.Result)
+	go func() { done <- loadgen.Run(ctx, targets...) }()
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	k.MustRun("", "-n", "kube-system", "rollout", "restart", "daemonset/kube-proxy")
+	k.MustRun("", "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
+	c.until("old proxy pods gone", 2*time.Minute, func() bool {
+		now := podsOf()
+		return len(now) == 2 && !slices.ContainsFunc(now, func(p string) bool { return slices.Contains(before, p) })
+	})
+	took := time.Since(start)
+	time.Sleep(2 * time.Second)
+	cancel()
+	var report []string
+	for _, r := range <-done {
+		report = append(report, fmt.Sprintf("%-40s %-12s %4d sent %3d failed  %v (rollout %.0fs)", "kube-proxy DaemonSet", r.Name, r.Sent, r.Failed(), r.Errors, took.Seconds()))
+		if r.Sent < 20 {
+			t.Errorf("proxy rollout via %s: only %d requests sent", r.Name, r.Sent)
+		}
+		if r.Failed() > 0 {
+			t.Errorf("proxy rollout via %s: %s", r.Name, r)
+		}
+	}
+	return report
 }

@@ -446,6 +446,9 @@ func (c *localCluster) vantage(s socket) (from, addr string) {
 			// pods reach it, nothing outside the node.
 			return s.netns, net.JoinHostPort(ip, strconv.Itoa(s.port))
 		}
+		if ip == "*" || ip == "0.0.0.0" {
+			ip = podIP(c.t, s.netns) // the node's address on the underlay
+		}
 		return NetnsPrefixOf(c.name) + "client", net.JoinHostPort(ip, strconv.Itoa(s.port))
 	}
 }

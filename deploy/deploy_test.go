@@ -1,0 +1,109 @@
+package deploy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func values() Values {
+	v := Defaults()
+	v.APIServer, v.ClusterCIDR = "https://10.0.0.10:6443", "10.244.0.0/16"
+	return v
+}
+
+// TestComponents renders every file, decodes it and creates its objects:
+// each object has a kind Create knows, no placeholder is left, and the
+// workload runs svcnet's image with the values given.
+func TestComponents(t *testing.T) {
+	tests := []struct {
+		name     string
+		wantKind string
+		wantArgs []string
+	}{
+		{"proxy", "DaemonSet", []string{"proxy", "--kubeconfig=/var/lib/kube-proxy/kubeconfig.conf", "--hostname-override=$(NODE_NAME)",
+			"--proxy-mode=iptables", "--cluster-cidr=10.244.0.0/16"}},
+		{"dns", "Deployment", []string{"dns", "--zone=cluster.local", "--upstream="}},
+		{"ingress", "Deployment", []string{"ingress", "--ingress-class=svcnet"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Lookup(tt.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.Render(values().Map())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := strings.Index(string(stripComments(out)), "${"); i >= 0 {
+				t.Errorf("placeholder left: %q", string(stripComments(out))[i:])
+			}
+			objs, err := Objects(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var spec *corev1.PodSpec
+			for _, o := range objs {
+				switch x := o.(type) {
+				case *appsv1.DaemonSet:
+					spec = &x.Spec.Template.Spec
+				case *appsv1.Deployment:
+					spec = &x.Spec.Template.Spec
+				}
+			}
+			if spec == nil {
+				t.Fatalf("no %s in %s", tt.wantKind, c.File)
+			}
+			ctr := spec.Containers[0]
+			if ctr.Image != DefaultImage || ctr.Command[0] != "/usr/local/bin/svcnet" {
+				t.Errorf("image %q command %q, want %s running /usr/local/bin/svcnet", ctr.Image, ctr.Command, DefaultImage)
+			}
+			for _, a := range tt.wantArgs {
+				if !slices.Contains(ctr.Command, a) {
+					t.Errorf("command %q lacks %q", ctr.Command, a)
+				}
+			}
+			if spec.ServiceAccountName == "" {
+				t.Error("no ServiceAccount of its own")
+			}
+			if err := Create(t.Context(), fake.NewClientset(), objs); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestRender: a missing value is named; a value that would break the
+// YAML is refused; comments keep their placeholders.
+func TestRender(t *testing.T) {
+	proxy, _ := Lookup("proxy")
+	v := values().Map()
+	delete(v, "API_SERVER")
+	if _, err := proxy.Render(v); err == nil || !strings.Contains(err.Error(), "no value for API_SERVER") {
+		t.Errorf("missing API_SERVER: err %v", err)
+	}
+	v = values().Map()
+	v["CLUSTER_CIDR"] = "10.0.0.0/8\n  evil: true"
+	if _, err := proxy.Render(v); err == nil {
+		t.Error("a value with a newline was accepted")
+	}
+	out, err := proxy.Render(values().Map())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "#   ${API_SERVER}") {
+		t.Error("the header comment's placeholder was filled")
+	}
+	vars, _ := proxy.Vars()
+	if strings.Join(vars, ",") != "API_SERVER,CLUSTER_CIDR,PROXY_MODE,SVCNET_IMAGE" {
+		t.Errorf("proxy vars %v", vars)
+	}
+	if _, err := Lookup("coredns"); err == nil || !strings.Contains(err.Error(), "proxy, dns, ingress") {
+		t.Errorf("unknown component: err %v", err)
+	}
+}
