@@ -3,6 +3,8 @@ package framework
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -47,15 +49,9 @@ func StartHollowKubelet(t testing.TB, client kubernetes.Interface, nodes ...stri
 	k := &HollowKubelet{t: t, client: client, unready: map[string]bool{}, silent: map[string]bool{}, nextIP: map[string]int{}, nodes: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	for i, n := range nodes {
-		k.nodes[n] = i + 1
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"kubernetes.io/hostname": n}},
-			Spec: corev1.NodeSpec{PodCIDR: fmt.Sprintf("10.244.%d.0/24", i+1)},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
-				Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
-				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.168.77.%d", i+1)}}}}
-		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("register node %s: %v", n, err)
+	for _, n := range nodes {
+		if err := k.AddNode(ctx, n); err != nil {
+			t.Fatal(err)
 		}
 	}
 	go k.renewLeases(ctx)
@@ -79,6 +75,24 @@ func StartHollowKubelet(t testing.TB, client kubernetes.Interface, nodes ...stri
 		}
 	}()
 	return k
+}
+
+// AddNode registers one more ready node, as a node joining the cluster;
+// the hollow kubelet serves it from then on.
+func (k *HollowKubelet) AddNode(ctx context.Context, n string) error {
+	k.mu.Lock()
+	i := len(k.nodes) + 1
+	k.nodes[n] = i
+	k.mu.Unlock()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"kubernetes.io/hostname": n}},
+		Spec: corev1.NodeSpec{PodCIDR: fmt.Sprintf("10.244.%d.0/24", i)},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.168.77.%d", i)}}}}
+	if _, err := k.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("register node %s: %w", n, err)
+	}
+	return nil
 }
 
 // SetReady makes a pod pass or fail its readiness from now on.
@@ -133,7 +147,10 @@ func (k *HollowKubelet) renewLeases(ctx context.Context) {
 	tick := time.NewTicker(leaseRenewal)
 	defer tick.Stop()
 	for {
-		for n := range k.nodes {
+		k.mu.Lock()
+		names := slices.Collect(maps.Keys(k.nodes))
+		k.mu.Unlock()
+		for _, n := range names {
 			k.mu.Lock()
 			silent := k.silent[n]
 			k.mu.Unlock()
@@ -197,7 +214,10 @@ func (k *HollowKubelet) renewLease(ctx context.Context, node string) error {
 }
 
 func (k *HollowKubelet) handle(ctx context.Context, pod *corev1.Pod) {
-	if _, mine := k.nodes[pod.Spec.NodeName]; !mine {
+	k.mu.Lock()
+	_, mine := k.nodes[pod.Spec.NodeName]
+	k.mu.Unlock()
+	if !mine {
 		return
 	}
 	k.mu.Lock()
@@ -229,6 +249,7 @@ func (k *HollowKubelet) writeStatus(ctx context.Context, pod *corev1.Pod) error 
 		n := k.nextIP[pod.Spec.NodeName]
 		ip = fmt.Sprintf("10.%d.%d.%d", 100+k.nodes[pod.Spec.NodeName], n/250, n%250+2)
 	}
+	hostIP := fmt.Sprintf("192.168.77.%d", k.nodes[pod.Spec.NodeName])
 	k.mu.Unlock()
 	status := corev1.ConditionFalse
 	if ready {
@@ -239,7 +260,7 @@ func (k *HollowKubelet) writeStatus(ctx context.Context, pod *corev1.Pod) error 
 	upd.Status.Phase = corev1.PodRunning
 	upd.Status.PodIP = ip
 	upd.Status.PodIPs = []corev1.PodIP{{IP: ip}}
-	upd.Status.HostIP = fmt.Sprintf("192.168.77.%d", k.nodes[pod.Spec.NodeName])
+	upd.Status.HostIP = hostIP
 	upd.Status.StartTime = &now
 	upd.Status.Conditions = []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
