@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/svcnet/svcnet/internal/apilb"
 	"github.com/svcnet/svcnet/internal/cluster"
 	"github.com/svcnet/svcnet/internal/dns/nodecache"
 	"github.com/svcnet/svcnet/internal/edge"
@@ -33,6 +39,7 @@ network is not touched.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", o.Name, "cluster name")
 	f.IntVar(&o.Nodes, "nodes", o.Nodes, "number of nodes")
+	f.IntVar(&o.ControlPlanes, "control-planes", 1, "control-plane hosts: 1 is one API server with embedded etcd; 3 (5, 7) are as many etcd members, API servers and controller managers (leader election), each host a namespace of its own, the API balanced by the edge over their /readyz")
 	f.StringVar(&o.ProxyMode, "proxy-mode", o.ProxyMode, "service proxy mode of the nodes (none: no proxy, install one yourself, e.g. svcnet manifests proxy)")
 	f.StringVar(&o.NodePortRange, "service-node-port-range", o.NodePortRange, "NodePort range (the reference scenario's 8477 needs e.g. 8000-32767)")
 	f.StringVar(&o.ServiceCIDR, "service-cluster-ip-range", o.ServiceCIDR, "service CIDR")
@@ -117,7 +124,8 @@ func fileExists(p string) bool {
 }
 
 func newEdgeCommand() *cobra.Command {
-	var kubeconfig, iface, iptablesBinary string
+	var kubeconfig, iface, iptablesBinary, apiAddress, apiCA string
+	var apiBackends []string
 	cmd := &cobra.Command{
 		Use:    "edge",
 		Short:  "Run the edge load balancer of a local cluster (in its namespace)",
@@ -128,9 +136,19 @@ func newEdgeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if apiAddress != "" {
+				// The API's balancer first: the edge's own watch goes
+				// through it.
+				if err := serveAPIBalancer(cmd.Context(), apiAddress, apiBackends, apiCA); err != nil {
+					return err
+				}
+			}
 			return a.Run(cmd.Context())
 		},
 	}
+	cmd.Flags().StringVar(&apiAddress, "api-address", "", "also balance the API here (HOST:PORT) over --api-backends")
+	cmd.Flags().StringSliceVar(&apiBackends, "api-backends", nil, "API servers (HOST:PORT), checked over HTTPS /readyz")
+	cmd.Flags().StringVar(&apiCA, "api-ca", "", "CA of the API servers' certificates")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig")
 	cmd.Flags().StringVar(&iface, "interface", "eth0", "underlay interface that owns the load-balancer addresses")
 	cmd.Flags().StringVar(&iptablesBinary, "iptables-binary", "iptables", "iptables command (iptables, iptables-nft, iptables-legacy)")
@@ -191,4 +209,32 @@ func newExecCommand() *cobra.Command {
 	f.BoolVarP(&o.Stdin, "stdin", "i", false, "pass stdin to the command")
 	f.BoolVarP(&o.TTY, "tty", "t", false, "allocate a terminal (pods)")
 	return cmd
+}
+
+// serveAPIBalancer listens on addr and balances it over the API servers
+// in the background.
+func serveAPIBalancer(ctx context.Context, addr string, backends []string, caFile string) error {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("--api-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("--api-ca %s: no certificate", caFile)
+	}
+	lb, err := apilb.New(backends, &tls.Config{RootCAs: pool}, time.Second)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--api-address: %w", err)
+	}
+	go func() {
+		if err := lb.Run(ctx, l); err != nil {
+			slog.Error("API balancer", "err", err)
+		}
+	}()
+	slog.Info("API balancer", "address", addr, "backends", backends)
+	return nil
 }

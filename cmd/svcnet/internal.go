@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/svcnet/svcnet/internal/apilb"
 	"github.com/svcnet/svcnet/internal/images"
+	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/node/runtime"
 )
 
@@ -76,6 +80,26 @@ func newInternalCommand() *cobra.Command {
 		},
 	}
 	netnsExec.Flags().StringVar(&ns, "netns", "", "named network namespace")
+	var relayFd int
+	var relayNetns, relayTo string
+	relay := &cobra.Command{
+		Use:   "relay --listen-fd N --netns NAME --to HOST:PORT",
+		Short: "Pass the connections of an inherited listening socket to an address inside a namespace (the host's door to a local cluster's API balancer)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := net.FileListener(os.NewFile(uintptr(relayFd), "listener"))
+			if err != nil {
+				return fmt.Errorf("--listen-fd %d: %w", relayFd, err)
+			}
+			return apilb.Forward(cmd.Context(), l, func(ctx context.Context) (net.Conn, error) {
+				return netns.DialContext(ctx, relayNetns, "tcp", relayTo)
+			})
+		},
+	}
+	relay.Flags().IntVar(&relayFd, "listen-fd", 3, "inherited listening socket")
+	relay.Flags().StringVar(&relayNetns, "netns", "", "named network namespace to connect from")
+	relay.Flags().StringVar(&relayTo, "to", "", "address to connect to")
+	root.AddCommand(relay)
 	var stateDir, logPath string
 	var stdio runtime.Stdio
 	shim := &cobra.Command{

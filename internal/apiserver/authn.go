@@ -98,3 +98,11 @@ func randomToken() string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// EnsureTokenFile creates the static token file at path when there is
+// none (the admin's and the viewer's tokens), as a server does in its
+// data directory; `svcnet up --control-planes` makes it once for all.
+func EnsureTokenFile(path string) error {
+	_, err := ensureTokenFile(path)
+	return err
+}

@@ -19,7 +19,7 @@ const ExampleNodePort = 8477
 // crash-loop on every node while the cluster reports ready), a node-port
 // range or DNS upstream that does not parse, a bad plan.
 func (o Options) Validate() error {
-	if _, err := NewPlan(o.Name, o.Nodes, o.ClusterCIDR, o.ServiceCIDR); err != nil {
+	if _, err := o.plan(); err != nil {
 		return err
 	}
 	if o.ProxyMode != ProxyModeNone {
@@ -73,4 +73,13 @@ func ParsePortRange(s string) (int, int, error) {
 func InPortRange(r string, port int) bool {
 	a, b, err := ParsePortRange(r)
 	return err == nil && a <= port && port <= b
+}
+
+// plan is the cluster's addressing.
+func (o Options) plan() (*Plan, error) {
+	p, err := NewPlan(o.Name, o.Nodes, o.ClusterCIDR, o.ServiceCIDR)
+	if err != nil {
+		return nil, err
+	}
+	return p.WithControlPlanes(max(o.ControlPlanes, 1))
 }

@@ -27,6 +27,55 @@ type Plan struct {
 	ClusterCIDR netip.Prefix
 	ServiceCIDR netip.Prefix
 	Nodes       []NodePlan
+	// ControlPlanes are the hosts of a highly available control plane
+	// (an etcd member, an API server and a controller manager each); none
+	// when one API server with embedded etcd runs on the host.
+	ControlPlanes []ControlPlanePlan
+}
+
+// ControlPlanePlan is one control-plane host.
+type ControlPlanePlan struct {
+	Name  string // etcd member name, cp-1 …
+	Netns string
+	IP    netip.Addr // on the underlay
+	Port  string     // its veth in the underlay namespace
+}
+
+// MaxControlPlanes bounds --control-planes.
+const MaxControlPlanes = 7
+
+// WithControlPlanes lays out n control-plane hosts at .21, .22 … of the
+// underlay; n of 1 is the single API server on the host.
+func (p *Plan) WithControlPlanes(n int) (*Plan, error) {
+	if n < 1 || n > MaxControlPlanes || (n > 1 && n%2 == 0) {
+		return nil, fmt.Errorf("--control-planes %d: 1, or an odd number up to %d (etcd needs a majority: 3 members survive the loss of one)", n, MaxControlPlanes)
+	}
+	p.ControlPlanes = nil
+	if n == 1 {
+		return p, nil
+	}
+	for i := 1; i <= n; i++ {
+		p.ControlPlanes = append(p.ControlPlanes, ControlPlanePlan{
+			Name:  fmt.Sprintf("cp-%d", i),
+			Netns: fmt.Sprintf("svcnet-%s-cp-%d", p.Name, i),
+			IP:    netip.AddrFrom4([4]byte{172, 18, 0, byte(20 + i)}),
+			Port:  fmt.Sprintf("cp%d", i),
+		})
+	}
+	return p, nil
+}
+
+// HA reports whether the control plane is several hosts.
+func (p *Plan) HA() bool { return len(p.ControlPlanes) > 0 }
+
+// APIAddress is where the cluster's components reach the API: the edge
+// load balancer in front of the control-plane hosts, else the API
+// server's listener on the underlay's gateway.
+func (p *Plan) APIAddress() netip.AddrPort {
+	if p.HA() {
+		return netip.AddrPortFrom(p.Edge, APIPortInCluster)
+	}
+	return netip.AddrPortFrom(p.Gateway, APIPortInCluster)
 }
 
 // NodePlan is one node.

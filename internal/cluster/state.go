@@ -36,6 +36,11 @@ type Options struct {
 	// NoIngress leaves out the ingress controller add-on (tests that do
 	// not use it save two pods' CPU; `make run` shows it).
 	NoIngress bool
+	// ControlPlanes is the number of control-plane hosts: 1 (or 0) is one
+	// API server with embedded etcd on the host; 3, 5 or 7 are as many
+	// etcd members, API servers and controller managers, each host in a
+	// namespace of its own, behind the edge's API load balancer.
+	ControlPlanes int
 	// NodeLocalDNS runs a node-local DNS cache (svcnet node-cache) in
 	// every node's namespace and points pods' resolv.conf at it.
 	NodeLocalDNS bool
@@ -76,15 +81,16 @@ func (s State) path(parts ...string) string {
 }
 
 // Files of a cluster's state.
-func (s State) Kubeconfig() string          { return s.path("kubeconfig") }
-func (s State) APIServerDir() string        { return s.path("apiserver") }
-func (s State) InCluster(id string) string  { return s.path("in-cluster", id+".kubeconfig") }
-func (s State) NodeDir(node string) string  { return s.path("nodes", node) }
-func (s State) Log(component string) string { return s.path("logs", component+".log") }
-func (s State) progress() string            { return s.path("progress") }
-func (s State) pidFile() string             { return s.path("supervisor.pid") }
-func (s State) pidsFile() string            { return s.path("pids") }
-func (s State) optionsFile() string         { return s.path("options.json") }
+func (s State) Kubeconfig() string              { return s.path("kubeconfig") }
+func (s State) APIServerDir() string            { return s.path("apiserver") }
+func (s State) ControlPlaneDir(n string) string { return s.path("control-planes", n) }
+func (s State) InCluster(id string) string      { return s.path("in-cluster", id+".kubeconfig") }
+func (s State) NodeDir(node string) string      { return s.path("nodes", node) }
+func (s State) Log(component string) string     { return s.path("logs", component+".log") }
+func (s State) progress() string                { return s.path("progress") }
+func (s State) pidFile() string                 { return s.path("supervisor.pid") }
+func (s State) pidsFile() string                { return s.path("pids") }
+func (s State) optionsFile() string             { return s.path("options.json") }
 
 func (s State) writeOptions(o Options) error {
 	data, _ := json.MarshalIndent(o, "", "  ")

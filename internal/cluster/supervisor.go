@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,7 +61,7 @@ func Supervise(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", name, err)
 	}
-	plan, err := NewPlan(opts.Name, opts.Nodes, opts.ClusterCIDR, opts.ServiceCIDR)
+	plan, err := opts.plan()
 	if err != nil {
 		return err
 	}
@@ -99,29 +100,19 @@ func (s *supervisor) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	inCluster := netip.AddrPortFrom(s.plan.Gateway, APIPortInCluster)
+	inCluster := s.plan.APIAddress()
 	// Credentials first, before any process that uses them starts.
 	ca, encryption, err := s.credentials(inCluster)
 	if err != nil {
 		return err
 	}
-	args := []string{"apiserver", "--data-dir", s.state.APIServerDir(), "--bind-address", "127.0.0.1",
-		"--secure-port", strconv.Itoa(port), "--listen-fd", "3", "--write-kubeconfig", s.state.Kubeconfig(),
-		"--also-listen", s.plan.UnderlayNetns() + "/" + inCluster.String(),
-		"--advertise-address", s.plan.Gateway.String(),
-		"--service-cluster-ip-range", s.opts.ServiceCIDR, "--service-node-port-range", s.opts.NodePortRange,
-		"--kubelet-connection", "--kubelet-netns", s.plan.UnderlayNetns(),
-		"--encryption-provider-config", encryption}
-	s.run("apiserver", append(args, s.opts.APIServerArgs...), s.apiListener)
-	if err := s.waitAPI(ctx, ca, port); err != nil {
+	if s.plan.HA() {
+		if err := s.startControlPlanes(ctx, ca, encryption, port, t0); err != nil {
+			return err
+		}
+	} else if err := s.startAPIServer(ctx, ca, encryption, port, inCluster, t0); err != nil {
 		return err
 	}
-	s.state.step("control plane: API server with embedded etcd at https://127.0.0.1:%d (in the cluster: https://%s) (%.1fs)",
-		port, inCluster, time.Since(t0).Seconds())
-
-	s.run("controller-manager", append([]string{"controller-manager",
-		"--kubeconfig", filepath.Join(s.state.APIServerDir(), apiserver.KubeconfigDir, "controller-manager.kubeconfig"),
-		"--bind-address", "0", "--leader-elect=false", "--load-balancer-pool", s.plan.LBPool}, s.opts.ControllerManagerArgs...))
 
 	for _, n := range s.plan.Nodes {
 		dir := s.state.NodeDir(n.Name)
@@ -143,8 +134,9 @@ func (s *supervisor) start(ctx context.Context) error {
 			"--tls-cert-file", filepath.Join(dir, "node.crt"), "--tls-private-key-file", filepath.Join(dir, "node.key"),
 			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)}, cache...))
 	}
-	s.run("edge", []string{"internal", "netns-exec", "--netns", s.plan.EdgeNetns(), "--",
-		s.self, "edge", "--kubeconfig", s.state.InCluster("proxy"), "--interface", "eth0", "--iptables-binary", s.iptables()})
+	if !s.plan.HA() {
+		s.runEdge(nil)
+	}
 
 	client, err := s.client()
 	if err != nil {
@@ -379,4 +371,40 @@ func (s *supervisor) shutdown() {
 		s.apiListener.Close()
 	}
 	_ = os.Remove(s.state.pidFile())
+}
+
+// startAPIServer runs the one API server (embedded etcd) on the host's
+// loopback port, also listening on the underlay, and the controller
+// manager.
+func (s *supervisor) startAPIServer(ctx context.Context, ca *pki.CA, encryption string, port int, inCluster netip.AddrPort, t0 time.Time) error {
+	args := []string{"apiserver", "--data-dir", s.state.APIServerDir(), "--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(port), "--listen-fd", "3", "--write-kubeconfig", s.state.Kubeconfig(),
+		"--also-listen", s.plan.UnderlayNetns() + "/" + inCluster.String(),
+		"--advertise-address", s.plan.Gateway.String(),
+		"--service-cluster-ip-range", s.opts.ServiceCIDR, "--service-node-port-range", s.opts.NodePortRange,
+		"--kubelet-connection", "--kubelet-netns", s.plan.UnderlayNetns(),
+		"--encryption-provider-config", encryption}
+	s.run("apiserver", append(args, s.opts.APIServerArgs...), s.apiListener)
+	if err := s.waitAPI(ctx, ca, port); err != nil {
+		return err
+	}
+	s.state.step("control plane: API server with embedded etcd at https://127.0.0.1:%d (in the cluster: https://%s) (%.1fs)",
+		port, inCluster, time.Since(t0).Seconds())
+
+	s.run("controller-manager", append([]string{"controller-manager",
+		"--kubeconfig", filepath.Join(s.state.APIServerDir(), apiserver.KubeconfigDir, "controller-manager.kubeconfig"),
+		"--bind-address", "0", "--leader-elect=false", "--load-balancer-pool", s.plan.LBPool}, s.opts.ControllerManagerArgs...))
+
+	return nil
+}
+
+// runEdge runs the edge load balancer; with backends, it also balances
+// the API over them at the cluster's API address.
+func (s *supervisor) runEdge(backends []string) {
+	args := []string{"edge", "--kubeconfig", s.state.InCluster("proxy"), "--interface", "eth0", "--iptables-binary", s.iptables()}
+	if len(backends) > 0 {
+		args = append(args, "--api-address", s.plan.APIAddress().String(), "--api-backends", strings.Join(backends, ","),
+			"--api-ca", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile))
+	}
+	s.run("edge", s.inNetns(s.plan.EdgeNetns(), args...))
 }

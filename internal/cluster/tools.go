@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -44,7 +45,7 @@ func Exec(ctx context.Context, o ExecOptions) error {
 	if err != nil {
 		return fmt.Errorf("no cluster %q: %w", o.Name, err)
 	}
-	plan, err := NewPlan(opts.Name, opts.Nodes, opts.ClusterCIDR, opts.ServiceCIDR)
+	plan, err := opts.plan()
 	if err != nil {
 		return err
 	}
@@ -60,11 +61,17 @@ func Exec(ctx context.Context, o ExecOptions) error {
 			return fmt.Errorf("no node %q in cluster %q", strings.TrimPrefix(o.Target, "node/"), o.Name)
 		}
 		netnsName = n.Netns
+	case strings.HasPrefix(o.Target, "cp/"):
+		i := slices.IndexFunc(plan.ControlPlanes, func(cp ControlPlanePlan) bool { return cp.Name == strings.TrimPrefix(o.Target, "cp/") })
+		if i < 0 {
+			return fmt.Errorf("no control-plane host %q in cluster %q (svcnet up --control-planes 3 makes cp-1 … cp-3)", strings.TrimPrefix(o.Target, "cp/"), o.Name)
+		}
+		netnsName = plan.ControlPlanes[i].Netns
 	case strings.Count(o.Target, "/") == 1:
 		ns, pod, _ := strings.Cut(o.Target, "/")
 		return execPod(ctx, st, ns, pod, o)
 	default:
-		return fmt.Errorf("target %q: want client, edge, node/NODE or NAMESPACE/POD", o.Target)
+		return fmt.Errorf("target %q: want client, edge, node/NODE, cp/cp-N or NAMESPACE/POD", o.Target)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("entering the cluster's namespaces needs root (run it with sudo)")

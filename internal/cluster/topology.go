@@ -49,6 +49,12 @@ func (p *Plan) Build() error {
 			addr        netip.Addr
 		}{n.Netns, n.Port, n.IP})
 	}
+	for _, cp := range p.ControlPlanes {
+		hosts = append(hosts, struct {
+			netns, port string
+			addr        netip.Addr
+		}{cp.Netns, cp.Port, cp.IP})
+	}
 	for _, h := range hosts {
 		if err := netns.Create(h.netns); err != nil {
 			return err
@@ -64,6 +70,29 @@ func (p *Plan) Build() error {
 		if err := replaceRoute(uh, n.PodCIDR, n.IP); err != nil {
 			return err
 		}
+	}
+	// Control-plane hosts answer pods (and reach them: webhooks,
+	// services/proxy) through each pod's node; so does the edge, where
+	// pods reach the API's balancer.
+	routed := []string{}
+	for _, cp := range p.ControlPlanes {
+		routed = append(routed, cp.Netns)
+	}
+	if p.HA() {
+		routed = append(routed, p.EdgeNetns())
+	}
+	for _, name := range routed {
+		h, err := netns.Handle(name)
+		if err != nil {
+			return err
+		}
+		for _, n := range p.Nodes {
+			if err := replaceRoute(h, n.PodCIDR, n.IP); err != nil {
+				h.Close()
+				return err
+			}
+		}
+		h.Close()
 	}
 	return nil
 }

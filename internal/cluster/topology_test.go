@@ -88,3 +88,50 @@ func TestBuildTopology(t *testing.T) {
 		t.Errorf("a node has a default route:\n%s", out)
 	}
 }
+
+func TestWithControlPlanes(t *testing.T) {
+	tests := []struct {
+		n       int
+		wantErr bool
+		wantAPI string
+		wantCPs []string // name@address
+	}{
+		{1, false, "172.18.0.1:6443", nil},
+		{3, false, "172.18.0.3:6443", []string{"cp-1@172.18.0.21", "cp-2@172.18.0.22", "cp-3@172.18.0.23"}},
+		{0, true, "", nil},
+		{2, true, "", nil},
+		{4, true, "", nil},
+		{9, true, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
+			p, err := NewPlan("demo", 2, "10.244.0.0/16", "10.96.0.0/12")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.WithControlPlanes(tt.n)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err %v, want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				if !strings.Contains(err.Error(), "odd number") {
+					t.Errorf("error %q does not say what is accepted", err)
+				}
+				return
+			}
+			if got := p.APIAddress().String(); got != tt.wantAPI {
+				t.Errorf("API address %s, want %s", got, tt.wantAPI)
+			}
+			var got []string
+			for _, cp := range p.ControlPlanes {
+				got = append(got, cp.Name+"@"+cp.IP.String())
+				if cp.Netns != "svcnet-demo-"+cp.Name {
+					t.Errorf("%s's namespace %s", cp.Name, cp.Netns)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.wantCPs, ",") || p.HA() != (tt.n > 1) {
+				t.Errorf("control planes %v (HA %v), want %v", got, p.HA(), tt.wantCPs)
+			}
+		})
+	}
+}

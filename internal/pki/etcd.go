@@ -57,3 +57,35 @@ func EnsureEtcd(dir string) (EtcdFiles, error) {
 	}
 	return f, nil
 }
+
+// EnsureEtcdMember creates, on first use, the serving and peer
+// certificates of one member of an etcd cluster in memberDir, issued by
+// the etcd CA under dir (made by EnsureEtcd), naming hosts (the member's
+// addresses). The returned files are that member's, with the shared CA
+// and the API server's client certificate.
+func EnsureEtcdMember(dir, memberDir string, hosts []string) (EtcdFiles, error) {
+	shared, err := EnsureEtcd(dir)
+	if err != nil {
+		return shared, err
+	}
+	ca, err := ensureCA(filepath.Join(dir, "etcd"), "etcd-ca")
+	if err != nil {
+		return shared, err
+	}
+	if err := os.MkdirAll(memberDir, 0o700); err != nil {
+		return shared, err
+	}
+	f := shared
+	f.ServerCert, f.ServerKey = filepath.Join(memberDir, "server.crt"), filepath.Join(memberDir, "server.key")
+	f.PeerCert, f.PeerKey = filepath.Join(memberDir, "peer.crt"), filepath.Join(memberDir, "peer.key")
+	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	hosts = append([]string{"127.0.0.1", "localhost"}, hosts...)
+	for _, c := range []struct{ cert, key, cn string }{
+		{f.ServerCert, f.ServerKey, "svcnet-etcd"}, {f.PeerCert, f.PeerKey, "svcnet-etcd-peer"},
+	} {
+		if err := ca.ensureCert(c.cert, c.key, c.cn, nil, hosts, both); err != nil {
+			return f, fmt.Errorf("etcd certificate %s: %w", c.cn, err)
+		}
+	}
+	return f, nil
+}

@@ -124,3 +124,39 @@ func TestEnsureEncryptionConfig(t *testing.T) {
 		t.Errorf("mode %v, want 0600", info.Mode().Perm())
 	}
 }
+
+// TestEnsureEtcdMember: a member's serving and peer certificates name
+// its address and chain to the shared etcd CA; a second call keeps them.
+func TestEnsureEtcdMember(t *testing.T) {
+	dir := t.TempDir()
+	f, err := EnsureEtcdMember(dir, filepath.Join(dir, "cp-1"), []string{"172.18.0.21"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	for _, path := range []string{f.ServerCert, f.PeerCert} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := parseCert(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: "172.18.0.21", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+	before, _ := os.ReadFile(f.ServerCert)
+	if _, err := EnsureEtcdMember(dir, filepath.Join(dir, "cp-1"), []string{"172.18.0.21"}); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(f.ServerCert); string(after) != string(before) {
+		t.Error("a second call reissued the member's certificate")
+	}
+}
