@@ -160,6 +160,7 @@ type Values struct {
 	ProxyMode     string // PROXY_MODE
 	DNSUpstream   string // DNS_UPSTREAM
 	ClusterDomain string // CLUSTER_DOMAIN
+	ServiceCIDR   string // SERVICE_CIDR
 }
 
 // DefaultImage is the image `make image` builds, by the name svcnet's
@@ -175,5 +176,6 @@ func Defaults() Values {
 // Map is v by placeholder.
 func (v Values) Map() map[string]string {
 	return map[string]string{"SVCNET_IMAGE": v.Image, "API_SERVER": v.APIServer, "CLUSTER_CIDR": v.ClusterCIDR,
-		"PROXY_MODE": v.ProxyMode, "DNS_UPSTREAM": v.DNSUpstream, "CLUSTER_DOMAIN": v.ClusterDomain}
+		"PROXY_MODE": v.ProxyMode, "DNS_UPSTREAM": v.DNSUpstream, "CLUSTER_DOMAIN": v.ClusterDomain,
+		"SERVICE_CIDR": v.ServiceCIDR}
 }

@@ -7,7 +7,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+
+	ingresscontroller "github.com/svcnet/svcnet/internal/ingress/controller"
+	"github.com/svcnet/svcnet/internal/ingress/route"
 )
 
 func values() Values {
@@ -105,5 +110,27 @@ func TestRender(t *testing.T) {
 	}
 	if _, err := Lookup("coredns"); err == nil || !strings.Contains(err.Error(), "proxy, dns, ingress") {
 		t.Errorf("unknown component: err %v", err)
+	}
+}
+
+// TestIngressClass: the IngressClass names the controller that svcnet
+// ingress serves by default, and is the default class.
+func TestIngressClass(t *testing.T) {
+	c, _ := Lookup("ingress")
+	out, err := c.Render(values().Map())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Objects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(objs, func(o runtime.Object) bool { _, ok := o.(*networkingv1.IngressClass); return ok })
+	if i < 0 {
+		t.Fatal("no IngressClass")
+	}
+	class := objs[i].(*networkingv1.IngressClass)
+	if class.Spec.Controller != ingresscontroller.DefaultController || class.Annotations[route.DefaultClassAnnotation] != "true" {
+		t.Errorf("IngressClass %+v: want controller %s, the default class", class, ingresscontroller.DefaultController)
 	}
 }

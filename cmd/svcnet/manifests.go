@@ -42,10 +42,11 @@ arguments, all of them. svcnet up installs its add-ons from the same files.`,
 	f := cmd.Flags()
 	f.StringVar(&v.Image, "image", v.Image, "svcnet's image (make image builds it)")
 	f.StringVar(&v.APIServer, "api-server", v.APIServer, "proxy: the API server's URL as the nodes reach it (not the kubernetes Service's ClusterIP, which the proxy makes)")
-	f.StringVar(&v.ClusterCIDR, "cluster-cidr", v.ClusterCIDR, "proxy: the pod network (traffic from outside it to cluster IPs is masqueraded)")
+	f.StringVar(&v.ClusterCIDR, "cluster-cidr", v.ClusterCIDR, "proxy, dns: the pod network (the proxy masquerades traffic from outside it to cluster IPs; the DNS answers its PTR questions)")
 	f.StringVar(&v.ProxyMode, "proxy-mode", v.ProxyMode, "proxy: "+strings.Join(app.ModeNames(), ", "))
 	f.StringVar(&v.DNSUpstream, "dns-upstream", v.DNSUpstream, "dns: upstream servers IP[:PORT],… or none (default: the nodes' /etc/resolv.conf)")
 	f.StringVar(&v.ClusterDomain, "cluster-domain", v.ClusterDomain, "dns: the cluster's domain")
+	f.StringVar(&v.ServiceCIDR, "service-cidr", v.ServiceCIDR, "dns: the service range, whose PTR questions it answers (with --cluster-cidr, the pod network's)")
 	return cmd
 }
 

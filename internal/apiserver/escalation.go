@@ -41,6 +41,7 @@ func (e *escalation) Validate(ctx context.Context, a admission.Attributes, _ adm
 	var granted []rbacv1.PolicyRule
 	var via string // the verb that would allow it outright
 	var onResource, onName string
+	var ref *rbacv1.RoleRef // a binding's role
 	switch obj := a.GetObject().(type) {
 	case *rbacv1.Role:
 		granted, via, onResource, onName = obj.Rules, "escalate", "roles", obj.Name
@@ -52,27 +53,29 @@ func (e *escalation) Validate(ctx context.Context, a admission.Attributes, _ adm
 			granted = []rbacv1.PolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}}
 		}
 	case *rbacv1.RoleBinding:
-		rules, err := e.refRules(obj.RoleRef, ns)
-		if err != nil {
-			return admission.NewForbidden(a, err)
-		}
-		granted, via, onName = rules, "bind", obj.RoleRef.Name
-		onResource = "roles"
+		via, onName, onResource = "bind", obj.RoleRef.Name, "roles"
 		if obj.RoleRef.Kind == "ClusterRole" {
 			onResource = "clusterroles"
 		}
+		ref = &obj.RoleRef
 	case *rbacv1.ClusterRoleBinding:
-		rules, err := e.refRules(obj.RoleRef, "")
-		if err != nil {
-			return admission.NewForbidden(a, err)
-		}
-		granted, via, onResource, onName = rules, "bind", "clusterroles", obj.RoleRef.Name
+		via, onResource, onName, ref = "bind", "clusterroles", obj.RoleRef.Name, &obj.RoleRef
 	default:
 		return nil
 	}
+	// The verb first, as kube-apiserver: who may bind a role needs not
+	// have its rules, nor the role be known yet (a manifest's role and
+	// binding created one after the other).
 	if e.allowed(ctx, u, authorizer.AttributesRecord{User: u, Verb: via, Namespace: ns, APIGroup: rbacv1.GroupName,
 		Resource: onResource, Name: onName, ResourceRequest: true}) {
 		return nil
+	}
+	if ref != nil {
+		rules, err := e.refRules(*ref, ns)
+		if err != nil {
+			return admission.NewForbidden(a, err)
+		}
+		granted = rules
 	}
 	held, _ := e.authz.RBAC.RulesFor(u, ns)
 	if ok, missing := rbac.Covers(held, granted); !ok {

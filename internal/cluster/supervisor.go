@@ -197,24 +197,8 @@ func (s *supervisor) credentials(inCluster netip.AddrPort) (*pki.CA, string, err
 		}
 		return pki.WriteKubeconfig(s.state.InCluster(id), pki.Kubeconfig("svcnet", server, ca.CertPEM, cred))
 	}
-	for _, c := range []struct{ id, user, group string }{
-		{"proxy", apiserver.ProxyUser, apiserver.ProxyGroup},
-		{"dns", apiserver.DNSUser, ""},
-		{"ingress", apiserver.IngressUser, ""},
-	} {
-		groups := []string{}
-		if c.group != "" {
-			groups = append(groups, c.group)
-		}
-		if err := write(c.id, c.user, groups...); err != nil {
-			return nil, "", err
-		}
-	}
-	// The DNS runs as a pod of its own user, which must read its file.
-	if err := os.Chown(s.state.InCluster("dns"), DNSUser, DNSUser); err != nil {
-		return nil, "", err
-	}
-	if err := os.Chown(s.state.InCluster("ingress"), IngressUser, IngressUser); err != nil {
+	// The edge and the node-local DNS caches read Services as the proxy.
+	if err := write("proxy", apiserver.ProxyUser, apiserver.ProxyGroup); err != nil {
 		return nil, "", err
 	}
 	for _, n := range s.plan.Nodes {

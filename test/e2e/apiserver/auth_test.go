@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -156,5 +157,59 @@ func TestAuthorization(t *testing.T) {
 		t.Errorf("node creates a service: %v, want Forbidden", err)
 	} else if !strings.Contains(err.Error(), `User "system:node:node-a" cannot create resource "services"`) {
 		t.Errorf("forbidden message does not say who and what: %v", err)
+	}
+}
+
+// TestBindingBeforeItsRole: who may bind any role (system:masters, or the
+// bind verb) may bind one that does not exist yet — a manifest's
+// ClusterRole and binding created one right after the other, before the
+// authorizer's cache has the role —, as kube-apiserver checks the verb
+// first; anyone else is refused, the role being unknown.
+func TestBindingBeforeItsRole(t *testing.T) {
+	s := framework.StartAPIServer(t)
+	ctx := framework.Context(t, time.Minute)
+	admin := s.Client()
+	binding := func(name, role string) *rbacv1.ClusterRoleBinding {
+		return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "someone"}}}
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding("early", "not-yet"), metav1.CreateOptions{}); err != nil {
+		t.Errorf("system:masters binds a role not created yet: %v", err)
+	}
+	// carol may create bindings, not bind roles she does not hold.
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "binding-writer"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"create"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterrolebindings"}}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := binding("carol-writes-bindings", "binding-writer")
+	b.Subjects[0].Name = "carol"
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.LoadCA(filepath.Join(s.DataDir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := ca.ClientCredentials("carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(s.Config("admin"))
+	cfg.CertData, cfg.KeyData = cred.CertPEM, cred.KeyPEM
+	carol, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_, last = carol.RbacV1().ClusterRoleBindings().Create(ctx, binding("carols", "not-yet-either"), metav1.CreateOptions{})
+		if last == nil || strings.Contains(last.Error(), "not found") {
+			break // her own binding is in the cache: the refusal is the role's
+		}
+	}
+	if !apierrors.IsForbidden(last) || !strings.Contains(last.Error(), `cannot bind ClusterRole "not-yet-either"`) {
+		t.Errorf("carol binds an unknown role: %v, want Forbidden naming the role", last)
 	}
 }

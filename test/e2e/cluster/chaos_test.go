@@ -232,7 +232,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 		// at 20/s. Through the node-local cache, none may fail: the dead
 		// replica refuses its TCP connection and the cache asks the other.
 		{name: "one DNS replica", dataPath: true, dns: true, dnsBudget: 0.01, do: func(t *testing.T) func() bool {
-			killOne(t, "a DNS replica", " dns ", state+"/in-cluster/dns.kubeconfig")
+			killOne(t, "a DNS replica", " dns ", "--listen=0.0.0.0:53", "netns=svcnet-"+c.name+"-*")
 			time.Sleep(time.Second) // its pod to be seen not ready before waiting for both
 			return readyPods("k8s-app=kube-dns", "kube-system", 2)
 		}},
@@ -432,20 +432,24 @@ func apiErrorKind(err error) string {
 
 // pidsWith lists the processes whose command line contains every part
 // (and none of the parts written "!part"); a part "netns=NAME" asks for
-// processes in that network namespace.
+// processes in that network namespace, "netns=PREFIX*" in any namespace
+// named so.
 func (c *localCluster) pidsWith(parts ...string) []int {
-	var inNetns string
+	var inNetns map[string]bool
 	parts = slices.DeleteFunc(slices.Clone(parts), func(p string) bool {
-		if name, ok := strings.CutPrefix(p, "netns="); ok {
-			var st syscall.Stat_t
-			if syscall.Stat("/run/netns/"+name, &st) == nil {
-				inNetns = fmt.Sprintf("net:[%d]", st.Ino)
-			} else {
-				inNetns = "none"
-			}
-			return true
+		pattern, ok := strings.CutPrefix(p, "netns=")
+		if !ok {
+			return false
 		}
-		return false
+		inNetns = map[string]bool{}
+		names, _ := filepath.Glob("/run/netns/" + pattern)
+		for _, name := range names {
+			var st syscall.Stat_t
+			if syscall.Stat(name, &st) == nil {
+				inNetns[fmt.Sprintf("net:[%d]", st.Ino)] = true
+			}
+		}
+		return true
 	})
 	entries, _ := os.ReadDir("/proc")
 	var out []int
@@ -459,8 +463,8 @@ func (c *localCluster) pidsWith(parts ...string) []int {
 			continue
 		}
 		cmdline := " " + strings.ReplaceAll(string(raw), "\x00", " ")
-		if inNetns != "" {
-			if ns, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err != nil || ns != inNetns {
+		if inNetns != nil {
+			if ns, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err != nil || !inNetns[ns] {
 				continue
 			}
 		}

@@ -15,8 +15,8 @@ import (
 // applies them to a real cluster, to a cluster started without a service
 // proxy (svcnet up --proxy-mode none, as kubeadm without kube-proxy):
 // before, a Service's ClusterIP and NodePort carry nothing; after, they
-// do, the DNS of dns.yaml answers behind kube-dns once svcnet up's own is
-// scaled to zero, and ingress.yaml's controller routes an Ingress from
+// do, the DNS of dns.yaml answers behind kube-dns, and ingress.yaml's
+// controller routes an Ingress from
 // its load-balancer address. Each component runs with its manifest's
 // ServiceAccount and RBAC only: the API refused none of them anything.
 func TestDeployManifests(t *testing.T) {
@@ -60,11 +60,13 @@ func TestDeployManifests(t *testing.T) {
 		t.Errorf("%d kube-proxy pods, want one per node (2)", n)
 	}
 
-	// The DNS: svcnet up's own out, dns.yaml's alone behind kube-dns.
+	// The DNS, which svcnet up installed from dns.yaml too and which
+	// reaches the API through the kubernetes Service: ready once a proxy
+	// runs, behind kube-dns.
 	k.MustRun("", "-n", "kube-system", "rollout", "status", "deployment/svcnet-dns", "--timeout=2m")
-	k.MustRun("", "-n", "kube-system", "scale", "deployment/kube-dns", "--replicas=0")
-	c.until("only dns.yaml's pods behind kube-dns", time.Minute, func() bool {
-		out, _, _ := k.Run("", "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns", "-o", "jsonpath={.items[*].metadata.name}")
+	c.until("dns.yaml's pods behind kube-dns", time.Minute, func() bool {
+		out, _, _ := k.Run("", "-n", "kube-system", "get", "endpointslices", "-l", "kubernetes.io/service-name=kube-dns",
+			"-o", "jsonpath={.items[*].endpoints[*].targetRef.name}")
 		names := strings.Fields(out)
 		return len(names) == 2 && strings.HasPrefix(names[0], "svcnet-dns-") && strings.HasPrefix(names[1], "svcnet-dns-")
 	})

@@ -68,7 +68,7 @@ func TestClusterSecurity(t *testing.T) {
 		return out == "3"
 	})
 	c.until("the cluster DNS ready", time.Minute, func() bool {
-		out, _, _ := c.kubectl.Run("", "-n", "kube-system", "get", "deployment", "kube-dns", "-o", "jsonpath={.status.readyReplicas}")
+		out, _, _ := c.kubectl.Run("", "-n", "kube-system", "get", "deployment", "svcnet-dns", "-o", "jsonpath={.status.readyReplicas}")
 		return out != "" && out != "0"
 	})
 	apiDir := filepath.Join(c.home, c.name, "apiserver")
@@ -204,7 +204,7 @@ func (c *localCluster) listenersAccountedFor(t *testing.T, apiPort, etcdClient, 
 		{"node", "tcp", 9253, classMetrics},
 		{"pod", "udp", 53, classDNS},
 		{"pod", "tcp", 53, classDNS},
-		{"pod", "tcp", 8080, classHealth},
+		{"pod", "tcp", 8181, classHealth},
 		{"pod", "tcp", 9153, classMetrics},
 		{"pod", "tcp", 9376, classHTTP},
 		{"pod", "tcp", 80, classIngress},
