@@ -125,17 +125,7 @@ func (b *Balancer) Run(ctx context.Context, l net.Listener) error {
 	for i, be := range b.Backends {
 		go b.check(ctx, hc, i, be, interval)
 	}
-	go func() { <-ctx.Done(); l.Close() }()
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		go b.serve(ctx, c)
-	}
+	return accept(ctx, l, func(c net.Conn) { b.serve(ctx, c) })
 }
 
 func (b *Balancer) check(ctx context.Context, hc *http.Client, i int, backend string, interval time.Duration) {
@@ -197,6 +187,22 @@ func splice(a, b net.Conn) {
 // ctx ends: the host's door to a balancer inside the cluster's
 // namespaces.
 func Forward(ctx context.Context, l net.Listener, dial func(context.Context) (net.Conn, error)) error {
+	return accept(ctx, l, func(c net.Conn) {
+		defer c.Close()
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		up, err := dial(dctx)
+		cancel()
+		if err != nil {
+			slog.Info("forward: no connection", "err", err)
+			return
+		}
+		splice(c, up)
+	})
+}
+
+// accept hands every connection of l to serve, each in a goroutine of
+// its own, until ctx ends (nil) or l fails.
+func accept(ctx context.Context, l net.Listener, serve func(net.Conn)) error {
 	go func() { <-ctx.Done(); l.Close() }()
 	for {
 		c, err := l.Accept()
@@ -206,16 +212,6 @@ func Forward(ctx context.Context, l net.Listener, dial func(context.Context) (ne
 			}
 			return err
 		}
-		go func() {
-			defer c.Close()
-			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			up, err := dial(dctx)
-			cancel()
-			if err != nil {
-				slog.Info("forward: no connection", "err", err)
-				return
-			}
-			splice(c, up)
-		}()
+		go serve(c)
 	}
 }
