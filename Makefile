@@ -75,10 +75,13 @@ check-kubectl:
 build:
 	$(GO) build -o $(BIN) ./cmd/svcnet
 
-## image: svcnet as an OCI image (FROM scratch, the static binary), built
-## offline with umoci, checked, and saved as the OCI archive bin/svcnet-oci.tar
+## image: svcnet as an OCI image (FROM scratch: the static binary and the
+## netfilter tools its proxy runs), built offline with umoci, checked (as
+## root: the tools run chrooted in a namespace of the check's own), and
+## saved as the OCI archive bin/svcnet-oci.tar
 image:
-	@dpkg -s umoci >/dev/null 2>&1 || { echo "installing umoci"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq umoci >/dev/null; }
+	@missing=""; for p in umoci iptables conntrack ipset; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 	./hack/image.sh bin/svcnet-oci.tar
 
 ## conformance: Kubernetes' own e2e suite (v1.37.2, built once, outside our

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,10 @@ spec:
     options: [{name: ndots, value: "5"}]
   containers: [{name: c, image: host, command: [sleep, "3600"]}]
 `, "apply", "-f", "-")
-	c.until("asker and direct running", time.Minute, func() bool { return len(podNames(c, "")) >= 2 })
+	c.until("asker and direct running", time.Minute, func() bool {
+		running := podNames(c, "")
+		return slices.Contains(running, "asker") && slices.Contains(running, "direct")
+	})
 	if conf, err := c.exec("default/asker", "cat", "/etc/resolv.conf"); err != nil || !strings.Contains(conf, "nameserver 169.254.20.10\n") {
 		t.Fatalf("pod's resolv.conf does not name the node-local cache (%v):\n%s", err, conf)
 	}
