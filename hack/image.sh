@@ -74,7 +74,7 @@ for cmd in "iptables --version" "iptables-legacy --version" "conntrack --version
 done
 check=svcnet-image-check-$$
 ip netns add "$check"
-trap 'ip netns delete "$check" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'ip netns delete "$check" 2>/dev/null || true; rm -rf "$work"' EXIT
 printf '*nat\n:KUBE-TEST - [0:0]\n-A KUBE-TEST -m comment --comment check -m statistic --mode random --probability 0.5 -j MASQUERADE --random-fully\nCOMMIT\n' |
 	ip netns exec "$check" chroot "$rootfs" /usr/sbin/iptables-restore --noflush
 ip netns exec "$check" chroot "$rootfs" /usr/sbin/iptables-save -t nat | grep -q -- "--random-fully" ||
