@@ -163,9 +163,9 @@ type Values struct {
 	ServiceCIDR   string // SERVICE_CIDR
 }
 
-// DefaultImage is the image `make image` builds, by the name svcnet's
-// own nodes know it.
-const DefaultImage = "svcnet/svcnet:latest"
+// DefaultImage is the image `make image` builds (svcnet's own nodes know
+// it by that name too).
+const DefaultImage = "svcnet:latest"
 
 // Defaults are the values of a cluster that says nothing: the API
 // server's address has none.

@@ -232,7 +232,10 @@ func serveAPIBalancer(ctx context.Context, addr string, backends []string, caFil
 	}
 	go func() {
 		if err := lb.Run(ctx, l); err != nil {
+			// Without its balancer the cluster has no API: exit, and the
+			// supervisor starts the edge again.
 			slog.Error("API balancer", "err", err)
+			os.Exit(1)
 		}
 	}()
 	slog.Info("API balancer", "address", addr, "backends", backends)

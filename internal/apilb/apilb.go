@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -133,7 +134,11 @@ func (b *Balancer) check(ctx context.Context, hc *http.Client, i int, backend st
 	defer t.Stop()
 	for {
 		ok := false
-		resp, err := hc.Get("https://" + backend + "/readyz")
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+backend+"/readyz", nil)
+		if err != nil {
+			return
+		}
+		resp, err := hc.Do(req)
 		if err == nil {
 			ok = resp.StatusCode == http.StatusOK
 			resp.Body.Close()
@@ -157,8 +162,15 @@ func (b *Balancer) serve(ctx context.Context, c net.Conn) {
 		up, err := d.DialContext(dctx, "tcp", b.Backends[i])
 		cancel()
 		if err != nil {
-			b.health.Refused(i)
-			slog.Info("API server refused a connection; out until its next good check", "backend", b.Backends[i], "err", err)
+			// A refusal is a dead server: out at once. Other errors (a
+			// timeout, the client gone) leave it to the checks.
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				b.health.Refused(i)
+				slog.Info("API server refused a connection; out until its next good check", "backend", b.Backends[i])
+			}
+			if ctx.Err() != nil {
+				return
+			}
 			continue
 		}
 		splice(c, up)
@@ -166,7 +178,9 @@ func (b *Balancer) serve(ctx context.Context, c net.Conn) {
 	}
 }
 
-// splice copies both ways until either side ends, then closes both.
+// splice copies both ways; each direction's end is passed on (a half
+// close, as TLS and HTTP/1.1 clients may send), and both connections
+// close once both directions are done.
 func splice(a, b net.Conn) {
 	defer b.Close()
 	done := make(chan struct{}, 2)

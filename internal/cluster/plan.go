@@ -44,8 +44,9 @@ type ControlPlanePlan struct {
 // MaxControlPlanes bounds --control-planes.
 const MaxControlPlanes = 7
 
-// WithControlPlanes lays out n control-plane hosts at .21, .22 … of the
-// underlay; n of 1 is the single API server on the host.
+// WithControlPlanes lays out n control-plane hosts at 172.18.1.11, .12 …
+// of the underlay, away from the nodes' 172.18.0.11 …; n of 1 is the
+// single API server on the host.
 func (p *Plan) WithControlPlanes(n int) (*Plan, error) {
 	if n < 1 || n > MaxControlPlanes || (n > 1 && n%2 == 0) {
 		return nil, fmt.Errorf("--control-planes %d: 1, or an odd number up to %d (etcd needs a majority: 3 members survive the loss of one)", n, MaxControlPlanes)
@@ -58,7 +59,7 @@ func (p *Plan) WithControlPlanes(n int) (*Plan, error) {
 		p.ControlPlanes = append(p.ControlPlanes, ControlPlanePlan{
 			Name:  fmt.Sprintf("cp-%d", i),
 			Netns: fmt.Sprintf("svcnet-%s-cp-%d", p.Name, i),
-			IP:    netip.AddrFrom4([4]byte{172, 18, 0, byte(20 + i)}),
+			IP:    netip.AddrFrom4([4]byte{172, 18, 1, byte(10 + i)}),
 			Port:  fmt.Sprintf("cp%d", i),
 		})
 	}

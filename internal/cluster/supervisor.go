@@ -164,6 +164,10 @@ func (s *supervisor) start(ctx context.Context) error {
 	if s.opts.NodeLocalDNS {
 		ingress += fmt.Sprintf(", node-local DNS cache at %s on every node", nodecache.DefaultAddress)
 	}
+	if s.opts.ProxyMode == ProxyModeNone {
+		s.state.step("add-ons: cluster DNS at %s (kube-system/kube-dns)%s installed, not ready until a proxy runs (%.1fs)", s.dnsIP(), ingress, time.Since(t0).Seconds())
+		return nil
+	}
 	s.state.step("add-ons: cluster DNS at %s (kube-system/kube-dns)%s ready (%.1fs)", s.dnsIP(), ingress, time.Since(t0).Seconds())
 	return nil
 }

@@ -97,7 +97,7 @@ func TestWithControlPlanes(t *testing.T) {
 		wantCPs []string // name@address
 	}{
 		{1, false, "172.18.0.1:6443", nil},
-		{3, false, "172.18.0.3:6443", []string{"cp-1@172.18.0.21", "cp-2@172.18.0.22", "cp-3@172.18.0.23"}},
+		{3, false, "172.18.0.3:6443", []string{"cp-1@172.18.1.11", "cp-2@172.18.1.12", "cp-3@172.18.1.13"}},
 		{0, true, "", nil},
 		{2, true, "", nil},
 		{4, true, "", nil},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -17,6 +18,10 @@ func prepareHostPaths(pod *corev1.Pod) error {
 	for _, v := range pod.Spec.Volumes {
 		if v.HostPath == nil || v.HostPath.Type == nil {
 			continue
+		}
+		// Never made relative to the agent's own directory.
+		if !filepath.IsAbs(v.HostPath.Path) {
+			return fmt.Errorf("volume %q: hostPath %q is not absolute", v.Name, v.HostPath.Path)
 		}
 		if err := prepareHostPath(v.HostPath.Path, *v.HostPath.Type); err != nil {
 			return fmt.Errorf("volume %q: hostPath %s: %w", v.Name, v.HostPath.Path, err)

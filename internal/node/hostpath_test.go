@@ -36,6 +36,7 @@ func TestPrepareHostPaths(t *testing.T) {
 		{"char device", "/dev/null", corev1.HostPathCharDev, "", 0},
 		{"block device, a char device", "/dev/null", corev1.HostPathBlockDev, "is not a block device", 0},
 		{"unknown type", file, "Fifo", "unknown hostPath type", 0},
+		{"relative, to be made", "relative/dir", corev1.HostPathDirectoryOrCreate, "is not absolute", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

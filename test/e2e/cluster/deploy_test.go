@@ -92,13 +92,31 @@ func TestDeployManifests(t *testing.T) {
 		return out == edge
 	})
 
-	// Enough RBAC: nothing refused.
-	for _, l := range []struct{ ns, what string }{
-		{"kube-system", "daemonset/kube-proxy"}, {"kube-system", "deployment/svcnet-dns"}, {"ingress-svcnet", "deployment/ingress-controller"},
+	// The controller's Events: an annotation it does not know is a
+	// Warning on its Ingress (written with the manifest's RBAC).
+	k.MustRun(`apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: odd
+  annotations: {nginx.ingress.kubernetes.io/svcnet-test-unknown: "x"}
+spec:
+  rules:
+  - host: odd.example
+    http:
+      paths: [{path: /, pathType: Prefix, backend: {service: {name: hostnames, port: {number: 80}}}}]
+`, "apply", "-f", "-")
+	c.until("the ingress controller's Warning on the odd Ingress", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "events", "--field-selector", "involvedObject.name=odd", "-o", "jsonpath={.items[*].reason}")
+		return strings.Contains(out, "UnsupportedAnnotation")
+	})
+
+	// Enough RBAC: nothing refused, in any pod's log.
+	for _, l := range []struct{ ns, selector string }{
+		{"kube-system", "k8s-app=kube-proxy"}, {"kube-system", "app.kubernetes.io/name=svcnet-dns"}, {"ingress-svcnet", "app.kubernetes.io/name=ingress-controller"},
 	} {
-		out, _, err := k.Run("", "-n", l.ns, "logs", l.what, "--all-containers")
+		out, _, err := k.Run("", "-n", l.ns, "logs", "-l", l.selector, "--all-containers", "--prefix", "--tail=-1")
 		if err != nil || strings.Contains(strings.ToLower(out), "forbidden") {
-			t.Errorf("%s logs (%v): refused by the API:\n%s", l.what, err, out)
+			t.Errorf("%s logs (%v): refused by the API:\n%s", l.selector, err, out)
 		}
 	}
 }

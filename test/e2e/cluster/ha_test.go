@@ -35,7 +35,7 @@ func TestHighlyAvailableControlPlane(t *testing.T) {
 	c := up(t, 2, "--control-planes", "3")
 	k := c.kubectl
 	cps := []string{"cp-1", "cp-2", "cp-3"}
-	ips := []string{"172.18.0.21", "172.18.0.22", "172.18.0.23"}
+	ips := []string{"172.18.1.11", "172.18.1.12", "172.18.1.13"}
 	c.until("default/kubernetes to list the three API servers", time.Minute, func() bool {
 		out, _, _ := k.Run("", "get", "endpoints", "kubernetes", "-o", "jsonpath={.subsets[0].addresses[*].ip}")
 		got := strings.Fields(out)

@@ -96,7 +96,12 @@ func TestDaemonSetFollowsNodes(t *testing.T) {
 	if err := c.kubelet.AddNode(ctx, "node-3"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// For two seconds, nothing may land on the unlabelled node.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if nodes, _, err := placement(ctx); err == nil && slices.Contains(nodes, "node-3") {
+			t.Fatalf("a pod on node-3, which the nodeSelector does not match: %v", nodes)
+		}
+	}
 	expect("nothing on node-3, unlabelled", "node-1", "node-2")
 	label("node-3", true)
 	expect("a pod on node-3, joined and labelled", "node-1", "node-2", "node-3")
@@ -131,6 +136,7 @@ func TestDaemonSetFollowsNodes(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return slices.Equal(nodes, []string{"node-2"}) && len(revs) == 1 && d.Status.UpdatedNumberScheduled == 1 && d.Status.NumberReady == 1, nil
+		return slices.Equal(nodes, []string{"node-2"}) && len(revs) == 1 && d.Status.ObservedGeneration >= d.Generation &&
+			d.Status.UpdatedNumberScheduled == 1 && d.Status.NumberReady == 1, nil
 	})
 }
