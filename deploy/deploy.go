@@ -129,6 +129,15 @@ func stripComments(b []byte) []byte {
 	return out.Bytes()
 }
 
+// Objects renders the file and decodes its objects.
+func (c Component) Objects(vars map[string]string) ([]runtime.Object, error) {
+	out, err := c.Render(vars)
+	if err != nil {
+		return nil, err
+	}
+	return Objects(out)
+}
+
 // Objects decodes rendered YAML into typed API objects, in file order.
 func Objects(rendered []byte) ([]runtime.Object, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(rendered)))

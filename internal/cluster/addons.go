@@ -105,11 +105,7 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 		if err != nil {
 			return err
 		}
-		out, err := comp.Render(v.Map())
-		if err != nil {
-			return err
-		}
-		objs, err := deploy.Objects(out)
+		objs, err := comp.Objects(v.Map())
 		if err != nil {
 			return err
 		}

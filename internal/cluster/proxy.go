@@ -40,11 +40,7 @@ func proxyObjects(mode, apiServer, clusterCIDR, serviceCIDR, iptables string) ([
 	}
 	v := deploy.Defaults()
 	v.APIServer, v.ClusterCIDR, v.ProxyMode = apiServer, clusterCIDR, mode
-	out, err := c.Render(v.Map())
-	if err != nil {
-		return nil, err
-	}
-	objs, err := deploy.Objects(out)
+	objs, err := c.Objects(v.Map())
 	if err != nil {
 		return nil, err
 	}

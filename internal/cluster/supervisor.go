@@ -125,14 +125,13 @@ func (s *supervisor) start(ctx context.Context) error {
 				s.self, s.state.InCluster("proxy"), clusterDNS, s.iptables())}
 			clusterDNS = nodecache.DefaultAddress
 		}
-		s.run(n.Name, append([]string{"internal", "netns-exec", "--netns", n.Netns, "--",
-			s.self, "node", "--kubeconfig", s.state.InCluster(n.Name), "--hostname-override", n.Name,
+		s.run(n.Name, append(s.inNetns(n.Netns, "node", "--kubeconfig", s.state.InCluster(n.Name), "--hostname-override", n.Name,
 			"--node-ip", n.IP.String(), "--pod-cidr", n.PodCIDR.String(), "--pod-bridge", PodBridge,
 			"--cluster-cidr", s.plan.ClusterCIDR.String(),
-			"--netns-prefix", n.Netns + "-", "--root-dir", dir, "--cluster-dns", clusterDNS,
+			"--netns-prefix", n.Netns+"-", "--root-dir", dir, "--cluster-dns", clusterDNS,
 			"--iptables-binary", s.iptables(), "--address", netip.AddrPortFrom(n.IP, 10250).String(),
 			"--tls-cert-file", filepath.Join(dir, "node.crt"), "--tls-private-key-file", filepath.Join(dir, "node.key"),
-			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)}, cache...))
+			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)), cache...))
 	}
 	if !s.plan.HA() {
 		s.runEdge(nil)

@@ -148,25 +148,16 @@ spec:
         ports: [{containerPort: 9376}]%s
 `, drain, v.template), "apply", "-f", "-")
 		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
-		// Every path answers before the measurement starts.
-		c.untilAnswering(targets...)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		done := make(chan []loadgen.Result)
-		go func() { done <- loadgen.Run(ctx, targets...) }()
-		time.Sleep(2 * time.Second)
-		start := time.Now()
-		k.MustRun("", "rollout", "restart", "deployment/hostnames")
-		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
-		// Until the old pods are gone, not only the new ones ready.
-		c.until("old pods gone", 2*time.Minute, func() bool {
-			all, _, err1 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[*].metadata.name}")
-			terminating, _, err2 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[?(@.metadata.deletionTimestamp)].metadata.name}")
-			return err1 == nil && err2 == nil && len(strings.Fields(all)) == 3 && strings.TrimSpace(terminating) == ""
+		results, took := c.measureDuring(targets, func() {
+			k.MustRun("", "rollout", "restart", "deployment/hostnames")
+			k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
+			// Until the old pods are gone, not only the new ones ready.
+			c.until("old pods gone", 2*time.Minute, func() bool {
+				all, _, err1 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[*].metadata.name}")
+				terminating, _, err2 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[?(@.metadata.deletionTimestamp)].metadata.name}")
+				return err1 == nil && err2 == nil && len(strings.Fields(all)) == 3 && strings.TrimSpace(terminating) == ""
+			})
 		})
-		took := time.Since(start)
-		time.Sleep(2 * time.Second)
-		cancel()
-		results := <-done
 		for _, r := range results {
 			line := fmt.Sprintf("%-40s %-12s %4d sent %3d failed  %v (rollout %.0fs)", v.name, r.Name, r.Sent, r.Failed(), r.Errors, took.Seconds())
 			report = append(report, line)
@@ -264,23 +255,16 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 	if len(before) != 2 {
 		t.Fatalf("kube-proxy pods %v, want one on each of the 2 nodes", before)
 	}
-	c.untilAnswering(targets...)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	done := make(chan []loadgen.Result)
-	go func() { done <- loadgen.Run(ctx, targets...) }()
-	time.Sleep(2 * time.Second)
-	start := time.Now()
-	k.MustRun("", "-n", "kube-system", "rollout", "restart", "daemonset/kube-proxy")
-	k.MustRun("", "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
-	c.until("old proxy pods gone", 2*time.Minute, func() bool {
-		now := podsOf()
-		return len(now) == 2 && !slices.ContainsFunc(now, func(p string) bool { return slices.Contains(before, p) })
+	results, took := c.measureDuring(targets, func() {
+		k.MustRun("", "-n", "kube-system", "rollout", "restart", "daemonset/kube-proxy")
+		k.MustRun("", "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
+		c.until("old proxy pods gone", 2*time.Minute, func() bool {
+			now := podsOf()
+			return len(now) == 2 && !slices.ContainsFunc(now, func(p string) bool { return slices.Contains(before, p) })
+		})
 	})
-	took := time.Since(start)
-	time.Sleep(2 * time.Second)
-	cancel()
 	var report []string
-	for _, r := range <-done {
+	for _, r := range results {
 		report = append(report, fmt.Sprintf("%-40s %-12s %4d sent %3d failed  %v (rollout %.0fs)", "kube-proxy DaemonSet", r.Name, r.Sent, r.Failed(), r.Errors, took.Seconds()))
 		if r.Sent < 20 {
 			t.Errorf("proxy rollout via %s: only %d requests sent", r.Name, r.Sent)
@@ -290,4 +274,22 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 		}
 	}
 	return report
+}
+
+// measureDuring sends the targets' traffic (once every path answers)
+// from 2 s before change until 2 s after it, and returns the results and
+// how long change took.
+func (c *localCluster) measureDuring(targets []loadgen.Target, change func()) ([]loadgen.Result, time.Duration) {
+	c.untilAnswering(targets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	done := make(chan []loadgen.Result)
+	go func() { done <- loadgen.Run(ctx, targets...) }()
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	change()
+	took := time.Since(start)
+	time.Sleep(2 * time.Second)
+	cancel()
+	return <-done, took
 }
