@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -27,6 +30,53 @@ func (j JumpRule) Args() []string {
 		args = append(args, "-m", "comment", "--comment", j.Comment)
 	}
 	return append(args, "-j", j.Target)
+}
+
+// Owned is what one writer keeps in a namespace's iptables: jump rules in
+// built-in chains, and chains of its own, by table.
+type Owned struct {
+	Jumps []JumpRule
+	// Chains says, by table, which chains are the writer's.
+	Chains map[string]func(chain string) bool
+}
+
+func (o *Owned) hasJump(j JumpRule) bool {
+	return o != nil && slices.ContainsFunc(o.Jumps, func(k JumpRule) bool {
+		return k.Table == j.Table && k.Chain == j.Chain && slices.Equal(k.Args(), j.Args())
+	})
+}
+
+func (o *Owned) hasChain(table, chain string) bool {
+	if o == nil || o.Chains[table] == nil {
+		return false
+	}
+	return o.Chains[table](chain)
+}
+
+// Remove deletes what o owns, its jumps first, except what keep owns too.
+// kube-proxy's iptables and ipvs modes share chain names and some jumps
+// (KUBE-SERVICES, KUBE-POSTROUTING, KUBE-FORWARD …): the mode that runs
+// removes the other's leftovers with its own as keep, once its rules have
+// replaced the shared chains' contents, so that traffic never meets a
+// missing jump or an emptied chain.
+func Remove(ctx context.Context, ex Executor, o, keep *Owned) error {
+	var failed []error
+	for _, j := range o.Jumps {
+		if keep.hasJump(j) {
+			continue
+		}
+		if err := ex.DeleteRule(ctx, j.Table, j.Chain, j.Args()...); err != nil {
+			failed = append(failed, err)
+		}
+	}
+	tables := slices.Sorted(maps.Keys(o.Chains))
+	for _, table := range tables {
+		owned := func(c string) bool { return o.Chains[table](c) && !keep.hasChain(table, c) }
+		if err := DeleteChains(ctx, ex, table, owned); err != nil {
+			failed = append(failed, err)
+		}
+	}
+	return errors.Join(failed...)
 }
 
 // DeleteChains flushes and deletes, in one restore, the chains of table

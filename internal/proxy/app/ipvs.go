@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/ipset"
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
 )
@@ -24,14 +25,21 @@ type IPVSAccess struct {
 	Links  ipvsproxy.Links
 	Sets   *ipset.Runner
 	Sysctl func(key, value string) error
+	// DeleteLink removes a dummy link (kube-ipvs0) left by an ipvs proxy.
+	DeleteLink func(name string) error
 }
 
-// realIPVS programs the process's namespace.
+// realIPVS programs the process's namespace; nil on a kernel without
+// IPVS, where the mode cannot run and has left nothing behind.
 func realIPVS() *IPVSAccess {
+	if kipvs.Supported() != nil {
+		return nil
+	}
 	return &IPVSAccess{
-		Open:  func() (*kipvs.Handle, error) { return kipvs.Open("") },
-		Links: ipvsproxy.Netlink{},
-		Sets:  &ipset.Runner{},
+		DeleteLink: ipvsproxy.DeleteDummy,
+		Open:       func() (*kipvs.Handle, error) { return kipvs.Open("") },
+		Links:      ipvsproxy.Netlink{},
+		Sets:       &ipset.Runner{},
 		Sysctl: func(key, value string) error {
 			return os.WriteFile(filepath.Join("/proc/sys", key), []byte(value), 0o644)
 		},
@@ -112,10 +120,11 @@ func checkScheduler(h *kipvs.Handle, sched string) error {
 }
 
 // cleanupIPVS removes the ipvs mode's state: virtual servers, kube-ipvs0,
-// its chains and jumps, then its sets (which rules no longer name). On a
-// kernel without IPVS there is nothing to remove.
-func cleanupIPVS(ctx context.Context, o OS) error {
-	if o.IPVS == nil || kipvs.Supported() != nil {
+// its chains and jumps but those keep owns, then its sets (which rules no
+// longer name). Without IPVS access (a kernel without IPVS) there is
+// nothing to remove.
+func cleanupIPVS(ctx context.Context, o OS, keep *utiliptables.Owned) error {
+	if o.IPVS == nil {
 		return nil
 	}
 	var errs []error
@@ -123,8 +132,10 @@ func cleanupIPVS(ctx context.Context, o OS) error {
 		errs = append(errs, h.Flush())
 		h.Close()
 	}
-	errs = append(errs, ipvsproxy.DeleteDummy(ipvsproxy.DummyLink))
-	errs = append(errs, ipvsproxy.Cleanup(ctx, o.IPTables))
+	if o.IPVS.DeleteLink != nil {
+		errs = append(errs, o.IPVS.DeleteLink(ipvsproxy.DummyLink))
+	}
+	errs = append(errs, ipvsproxy.Cleanup(ctx, o.IPTables, keep))
 	if o.IPVS.Sets != nil {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()

@@ -17,8 +17,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
 )
 
@@ -93,9 +95,16 @@ type modeInfo struct {
 	name string
 	// start is nil for modes that are not built yet.
 	start func(*deps) (syncer, error)
-	// cleanup removes the mode's rules: at --cleanup, and when another
-	// mode starts in the same namespace.
-	cleanup func(context.Context, OS) error
+	// cleanup removes the mode's rules but those keep owns too (nil:
+	// all of them): at --cleanup, and when another mode has synced in
+	// the same namespace.
+	cleanup func(ctx context.Context, o OS, keep *utiliptables.Owned) error
+	// iptables is what the mode writes in iptables, nil if nothing.
+	iptables func() *utiliptables.Owned
+	// deadAlone: the mode's rules send traffic to its process's sockets,
+	// so that they carry nothing once it has exited; another mode removes
+	// them before it starts rather than after its first sync.
+	deadAlone bool
 	// kernel, when set, says whether this kernel can run the mode.
 	kernel func() error
 	why    string // why a mode is not built
@@ -104,15 +113,19 @@ type modeInfo struct {
 // modes is the registry of proxy modes: adding one means a folder under
 // internal/proxy and a line here.
 var modes = []modeInfo{
-	{name: "iptables", start: startIPTables, cleanup: func(ctx context.Context, o OS) error { return iptables.Cleanup(ctx, o.IPTables) }},
-	{name: "userspace", start: startUserspace, cleanup: func(ctx context.Context, o OS) error { return userspace.Cleanup(ctx, o.IPTables) }},
-	{name: "nftables", start: startNFTables, cleanup: func(_ context.Context, o OS) error {
+	{name: "iptables", start: startIPTables, iptables: iptables.Owned, cleanup: func(ctx context.Context, o OS, keep *utiliptables.Owned) error {
+		return utiliptables.Remove(ctx, o.IPTables, iptables.Owned(), keep)
+	}},
+	{name: "userspace", start: startUserspace, iptables: userspace.Owned, deadAlone: true, cleanup: func(ctx context.Context, o OS, keep *utiliptables.Owned) error {
+		return utiliptables.Remove(ctx, o.IPTables, userspace.Owned(), keep)
+	}},
+	{name: "nftables", start: startNFTables, cleanup: func(_ context.Context, o OS, _ *utiliptables.Owned) error {
 		if o.NFTablesCleanup == nil {
 			return nil
 		}
 		return o.NFTablesCleanup()
 	}},
-	{name: "ipvs", start: startIPVS, cleanup: cleanupIPVS, kernel: kipvs.Supported},
+	{name: "ipvs", start: startIPVS, iptables: ipvsproxy.Owned, cleanup: cleanupIPVS, kernel: kipvs.Supported},
 }
 
 // ModeNames lists the modes that can run.

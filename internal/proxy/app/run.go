@@ -202,12 +202,34 @@ func CleanupAll(ctx context.Context, o OS) error {
 	var failed []error
 	for _, m := range modes {
 		if m.cleanup != nil {
-			if err := m.cleanup(ctx, o); err != nil {
+			if err := m.cleanup(ctx, o, nil); err != nil {
 				failed = append(failed, fmt.Errorf("%s mode: %w", m.name, err))
 			}
 		}
 	}
 	return errors.Join(failed...)
+}
+
+// removeOtherModes removes the rules other modes left here (a previous
+// proxy's in another mode): those that are dead without their process
+// before this mode starts (deadAlone), the others after its first sync.
+// Until then the rules a previous proxy left, in this mode or another,
+// are what carries traffic, and a restart must not open a gap. Chains and
+// jumps this mode shares with another (the iptables and ipvs modes'
+// KUBE-SERVICES …) are kept; its sync has rewritten them.
+func removeOtherModes(ctx context.Context, mode modeInfo, o OS, logger *slog.Logger, deadAlone bool) {
+	var keep *utiliptables.Owned
+	if mode.iptables != nil {
+		keep = mode.iptables()
+	}
+	for _, m := range modes {
+		if m.cleanup == nil || m.name == mode.name || m.deadAlone != deadAlone {
+			continue
+		}
+		if err := m.cleanup(ctx, o, keep); err != nil {
+			logger.Warn("could not remove another mode's rules", "mode", m.name, "err", err)
+		}
+	}
 }
 
 // proxyNameLabel and headlessLabel are the labels kube-proxy filters on:
@@ -286,22 +308,23 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 				"endpoints", len(plan.NATs)+len(plan.PortNATs))
 		}
 	}
-	// Rules another mode left here would capture traffic first.
-	for _, m := range modes {
-		if m.cleanup != nil && m.name != mode.name {
-			if err := m.cleanup(ctx, osdeps); err != nil {
-				logger.Warn("could not remove another mode's rules", "mode", m.name, "err", err)
-			}
-		}
-	}
+	removeOtherModes(ctx, mode, osdeps, logger, true)
 	proxier, err := mode.start(d)
 	if err != nil {
 		return fmt.Errorf("%s mode: %w", mode.name, err)
 	}
 	health.LastSuccess = proxier.LastSuccess
 	health.Timeout = 2 * o.SyncPeriod
+	othersRemoved := false
 	runner = proxy.NewRunner(proxy.RunnerConfig{Name: mode.name, MinInterval: o.MinSyncPeriod, MaxInterval: o.SyncPeriod, Logger: logger},
-		proxier.Sync)
+		func(ctx context.Context) error {
+			err := proxier.Sync(ctx)
+			if err == nil && !othersRemoved {
+				othersRemoved = true
+				removeOtherModes(ctx, mode, osdeps, logger, false)
+			}
+			return err
+		})
 
 	if d.whileDraining != nil {
 		go func() {

@@ -2,7 +2,6 @@ package iptables
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
@@ -16,25 +15,22 @@ var fixedChains = map[string][]string{
 	"mangle": {ChainCanary},
 }
 
-// Cleanup removes every rule and chain of the iptables mode: what
-// `svcnet proxy --cleanup` does, and what another mode does when it
-// starts where this one ran.
-func Cleanup(ctx context.Context, ex utiliptables.Executor) error {
-	var failed []error
+// Owned is everything the iptables mode writes: its jumps (with and
+// without the localhost node-port firewall) and chains.
+func Owned() *utiliptables.Owned {
+	var jumps []JumpRule
 	for _, localhost := range []bool{false, true} {
-		for _, j := range JumpRules(Config{LocalhostNodePorts: localhost}) {
-			if err := ex.DeleteRule(ctx, j.Table, j.Chain, j.Args()...); err != nil {
-				failed = append(failed, err)
-			}
-		}
+		jumps = append(jumps, JumpRules(Config{LocalhostNodePorts: localhost})...)
 	}
-	for _, table := range []string{"nat", "filter", "mangle"} {
-		owned := func(c string) bool {
-			return slices.Contains(fixedChains[table], c) || (table == "nat" && IsServiceChain(c))
-		}
-		if err := utiliptables.DeleteChains(ctx, ex, table, owned); err != nil {
-			failed = append(failed, err)
-		}
+	chains := map[string]func(string) bool{}
+	for table, fixed := range fixedChains {
+		chains[table] = func(c string) bool { return slices.Contains(fixed, c) || (table == "nat" && IsServiceChain(c)) }
 	}
-	return errors.Join(failed...)
+	return &utiliptables.Owned{Jumps: jumps, Chains: chains}
+}
+
+// Cleanup removes every rule and chain of the iptables mode: what
+// `svcnet proxy --cleanup` does.
+func Cleanup(ctx context.Context, ex utiliptables.Executor) error {
+	return utiliptables.Remove(ctx, ex, Owned(), nil)
 }

@@ -2,23 +2,27 @@ package ipvs
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 )
 
-// Cleanup removes the mode's jumps and chains. Chains of the same names
-// belong to the iptables mode too (KUBE-SERVICES, KUBE-POSTROUTING …):
-// whichever mode starts rewrites them, and each mode's cleanup removes
-// them, as kube-proxy's do.
-func Cleanup(ctx context.Context, ex utiliptables.Executor) error {
-	var errs []error
+// Owned is everything the ipvs mode writes in iptables. Chains of the
+// same names belong to the iptables mode too (KUBE-SERVICES,
+// KUBE-POSTROUTING …), and some jumps: see utiliptables.Remove.
+func Owned() *utiliptables.Owned {
+	o := &utiliptables.Owned{Chains: map[string]func(string) bool{
+		"nat":    func(c string) bool { return slices.Contains(NATChains, c) },
+		"filter": func(c string) bool { return slices.Contains(FilterChains, c) },
+	}}
 	for _, j := range JumpRules {
-		errs = append(errs, ex.DeleteRule(ctx, j.Table, j.Chain, "-m", "comment", "--comment", j.Comment, "-j", j.Target))
+		o.Jumps = append(o.Jumps, utiliptables.JumpRule{Table: j.Table, Chain: j.Chain, Target: j.Target, Comment: j.Comment})
 	}
-	errs = append(errs,
-		utiliptables.DeleteChains(ctx, ex, "nat", func(c string) bool { return slices.Contains(NATChains, c) }),
-		utiliptables.DeleteChains(ctx, ex, "filter", func(c string) bool { return slices.Contains(FilterChains, c) }))
-	return errors.Join(errs...)
+	return o
+}
+
+// Cleanup removes the mode's jumps and chains, but what keep owns (nil:
+// everything).
+func Cleanup(ctx context.Context, ex utiliptables.Executor, keep *utiliptables.Owned) error {
+	return utiliptables.Remove(ctx, ex, Owned(), keep)
 }

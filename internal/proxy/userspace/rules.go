@@ -3,7 +3,6 @@ package userspace
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -101,16 +100,14 @@ func joinAll(parts ...[]string) []string {
 	return out
 }
 
+// Owned is everything the userspace mode writes in iptables.
+func Owned() *iptables.Owned {
+	return &iptables.Owned{Jumps: JumpRules(), Chains: map[string]func(string) bool{
+		"nat": func(c string) bool { return slices.Contains(Chains, c) },
+	}}
+}
+
 // Cleanup removes the userspace mode's rules and chains.
 func Cleanup(ctx context.Context, ex iptables.Executor) error {
-	var failed []error
-	for _, j := range JumpRules() {
-		if err := ex.DeleteRule(ctx, j.Table, j.Chain, j.Args()...); err != nil {
-			failed = append(failed, err)
-		}
-	}
-	if err := iptables.DeleteChains(ctx, ex, "nat", func(c string) bool { return slices.Contains(Chains, c) }); err != nil {
-		failed = append(failed, err)
-	}
-	return errors.Join(failed...)
+	return iptables.Remove(ctx, ex, Owned(), nil)
 }

@@ -151,10 +151,18 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 						t.Logf("dig @%s %s: %v\n%s", server, qtype, err, out)
 					}
 				}
+				resolv, err := c.exec("default/web-0", "cat", "/etc/resolv.conf")
+				t.Logf("web-0's resolv.conf: %v\n%s", err, resolv)
+				// Whether queries reach the cache's sockets (their queues
+				// and drops, and who holds them), the address it serves on,
+				// and the kernel's UDP counters (NoPorts, RcvbufErrors).
 				for _, argv := range [][]string{
 					{"iptables-save", "-t", "raw"},
 					{"conntrack", "-S"},
-					{"sh", "-c", "curl -s 127.0.0.1:9253/metrics | grep -E '^(svcnet|coredns)_' | grep -v bucket"},
+					{"sh", "-c", "curl -s 127.0.0.1:9253/metrics | grep -E '^(svcnet|coredns|process_start)' | grep -v bucket"},
+					{"ss", "-uanpm", "sport = :53"},
+					{"ip", "-4", "addr", "show", "dev", "lo"},
+					{"sh", "-c", "grep -E '^Udp:' /proc/net/snmp"},
 				} {
 					out, err := c.exec("node/node-1", argv...)
 					t.Logf("node-1 %v: %v\n%s", argv, err, out)
