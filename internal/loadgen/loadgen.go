@@ -12,10 +12,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -160,14 +162,26 @@ func get(c *http.Client, url, host string) (string, string) {
 	if host != "" {
 		req.Host = host
 	}
+	// A timeout before the connection was made (a SYN or SYN-ACK lost:
+	// the rules, the path) is told from one after it (a slow server).
+	var connected atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+	}))
+	phase := func(kind string) string {
+		if kind == "timeout" && !connected.Load() {
+			return "timeout connecting"
+		}
+		return kind
+	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return "", Classify(err)
+		return "", phase(Classify(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if err != nil {
-		return "", Classify(err)
+		return "", phase(Classify(err))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Sprintf("status %d", resp.StatusCode)

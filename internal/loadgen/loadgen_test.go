@@ -37,10 +37,20 @@ func TestRunCountsOutcomes(t *testing.T) {
 		{"503", unavailable.URL, "status 503"},
 		{"refused", closed, "refused"},
 		{"timeout", slow.URL, "timeout"},
+		{"silent dial", ok.URL, "timeout connecting"},
+	}
+	// A dial that never completes, as when every SYN is lost.
+	silent := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	var targets []Target
 	for _, tc := range cases {
-		targets = append(targets, Target{Name: tc.name, URL: tc.url, Rate: 40, Timeout: 200 * time.Millisecond, Dial: d.DialContext})
+		dial := d.DialContext
+		if tc.name == "silent dial" {
+			dial = silent
+		}
+		targets = append(targets, Target{Name: tc.name, URL: tc.url, Rate: 40, Timeout: 200 * time.Millisecond, Dial: dial})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()

@@ -273,6 +273,13 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 			t.Errorf("proxy rollout via %s: %s", r.Name, r)
 		}
 	}
+	if t.Failed() {
+		// Packets conntrack dropped or found invalid, by node.
+		for _, n := range []string{"node/node-1", "node/node-2"} {
+			out, err := c.exec(n, "conntrack", "-S")
+			t.Logf("%s conntrack -S: %v\n%s", n, err, out)
+		}
+	}
 	return report
 }
 
