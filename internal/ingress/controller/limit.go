@@ -63,6 +63,9 @@ func (l *listener) connContext(ctx context.Context, c net.Conn) context.Context 
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
+	if rc, ok := c.(*replayConn); ok {
+		c = rc.NetConn()
+	}
 	if cc, ok := c.(*countedConn); ok && cc.over {
 		return context.WithValue(ctx, overKey{}, true)
 	}

@@ -79,7 +79,7 @@ func Run(ctx context.Context, o Options) error {
 		Registerer:         reg,
 	})
 
-	srv := servers{errs: make(chan error, 3)}
+	srv := servers{errs: make(chan error, 4)}
 	limit := &connLimit{max: int64(c.MaxConnections)}
 	ports.http.limit = limit
 	// gRPC clients without TLS speak HTTP/2 from the first byte.
@@ -211,34 +211,51 @@ type servers struct {
 	errs chan error
 }
 
+// headerTimeout bounds the wait for a request's headers (and for the
+// first bytes that tell HTTP/1 from HTTP/2 without TLS).
+const headerTimeout = 10 * time.Second
+
 // serve serves h on l: over TLS when tlsConfig is set (with HTTP/2), else
-// plain HTTP/1.1, and HTTP/2 without TLS too when h2c.
+// plain HTTP/1.1, and HTTP/2 without TLS too when h2c (on connections
+// splitH2C sorts out, each side its own server).
 func (s *servers) serve(l *listener, h http.Handler, tlsConfig *tls.Config, h2c bool) {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       75 * time.Second, // nginx's keepalive_timeout
-		MaxHeaderBytes:    32 << 10,         // more gets 431
-		ErrorLog:          log.New(io.Discard, "", 0),
-		ConnContext:       l.connContext,
-		TLSConfig:         tlsConfig,
-		Protocols:         new(http.Protocols),
+	newServer := func(http1, http2, unencrypted bool) *http.Server {
+		srv := &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: headerTimeout,
+			IdleTimeout:       75 * time.Second, // nginx's keepalive_timeout
+			MaxHeaderBytes:    32 << 10,         // more gets 431
+			ErrorLog:          log.New(io.Discard, "", 0),
+			ConnContext:       l.connContext,
+			TLSConfig:         tlsConfig,
+			Protocols:         new(http.Protocols),
+		}
+		srv.Protocols.SetHTTP1(http1)
+		srv.Protocols.SetHTTP2(http2)
+		srv.Protocols.SetUnencryptedHTTP2(unencrypted)
+		s.list = append(s.list, srv)
+		return srv
 	}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetHTTP2(tlsConfig != nil)
-	srv.Protocols.SetUnencryptedHTTP2(h2c)
-	s.list = append(s.list, srv)
-	go func() {
-		var err error
-		if tlsConfig != nil {
-			err = srv.ServeTLS(l, "", "")
-		} else {
-			err = srv.Serve(l)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.errs <- err
-		}
-	}()
+	run := func(srv *http.Server, l net.Listener) {
+		go func() {
+			var err error
+			if tlsConfig != nil {
+				err = srv.ServeTLS(l, "", "")
+			} else {
+				err = srv.Serve(l)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.errs <- err
+			}
+		}()
+	}
+	if !h2c {
+		run(newServer(true, tlsConfig != nil, false), l)
+		return
+	}
+	h1, h2 := splitH2C(l, headerTimeout)
+	run(newServer(true, false, false), h1)
+	run(newServer(false, false, true), h2)
 }
 
 // shutdown lets requests in flight finish; long-lived ones get a few
