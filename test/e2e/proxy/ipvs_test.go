@@ -169,7 +169,21 @@ func testIPVSModeSwitch(t *testing.T) {
 				t.Errorf("step %d, %s mode: %s: %v, %d failed (%v)", i, mode, u.url, h.byPod, h.failed, h.lastErr)
 			}
 		}
-		left := c.modeState()
+		// The other modes' state goes once this mode has synced: it
+		// carries traffic until then.
+		var left map[string]string
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			left = c.modeState()
+			clean := true
+			for m, state := range left {
+				clean = clean && (m == mode || state == "")
+			}
+			if clean || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		for m, state := range left {
 			if m != mode && state != "" {
 				t.Errorf("step %d, %s mode: the %s mode's state is left: %s", i, mode, m, state)
