@@ -172,7 +172,8 @@ func testIPVSModeSwitch(t *testing.T) {
 		// The other modes' state goes once this mode has synced: it
 		// carries traffic until then.
 		var left map[string]string
-		deadline := time.Now().Add(15 * time.Second)
+		// The emulated VM is slow: a removal takes seconds.
+		deadline := time.Now().Add(time.Minute)
 		for {
 			left = c.modeState()
 			clean := true
