@@ -2,8 +2,10 @@ package controller
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -44,18 +46,39 @@ func (s *h2cSplit) close(err error) {
 	})
 }
 
+// accept hands each connection to sniff. Temporary failures (out of
+// file descriptors, a connection aborted before it was accepted) are
+// waited out as net/http's Serve does, 5 ms doubling to 1 s: under load
+// the port slows down rather than stops.
 func (s *h2cSplit) accept() {
+	var wait time.Duration
 	for {
 		c, err := s.l.Accept()
 		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
+			if temporary(err) {
+				wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(wait):
+					continue
+				case <-s.done:
+					return
+				}
 			}
 			s.close(err)
 			return
 		}
+		wait = 0
 		go s.sniff(c)
 	}
+}
+
+func temporary(err error) bool {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // sniff reads until the bytes read differ from the preface or are all of

@@ -97,6 +97,13 @@ func TestHTTP2WithoutTLS(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// Neither server reports the shared listener's end as a failure.
+		time.Sleep(100 * time.Millisecond)
+		select {
+		case err := <-srv.errs:
+			t.Errorf("a server failed at shutdown: %v", err)
+		default:
+		}
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
 			t.Errorf("%s still accepts connections", addr)

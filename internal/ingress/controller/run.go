@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -244,7 +245,9 @@ func (s *servers) serve(l *listener, h http.Handler, tlsConfig *tls.Config, h2c 
 			} else {
 				err = srv.Serve(l)
 			}
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			// net.ErrClosed: the other side of a split shut the
+			// listener both share.
+			if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 				s.errs <- err
 			}
 		}()
@@ -263,7 +266,9 @@ func (s *servers) serve(l *listener, h http.Handler, tlsConfig *tls.Config, h2c 
 func (s *servers) shutdown() {
 	ctx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
+	var wg sync.WaitGroup
 	for _, srv := range s.list {
-		_ = srv.Shutdown(ctx)
+		wg.Go(func() { _ = srv.Shutdown(ctx) }) // each gets the whole grace
 	}
+	wg.Wait()
 }
