@@ -51,6 +51,13 @@ var builtinTargets = map[string]bool{
 	"MASQUERADE": true, "MARK": true, "LOG": true, "REDIRECT": true, "CONNMARK": true,
 }
 
+// RestoreCount is the number of restores applied or attempted so far.
+func (f *Fake) RestoreCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.Restores)
+}
+
 // NewFake returns a Fake with empty built-in chains.
 func NewFake() *Fake {
 	f := &Fake{tables: map[string]*fakeTable{}}

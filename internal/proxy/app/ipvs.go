@@ -87,7 +87,7 @@ func startIPVS(d *deps) (syncer, error) {
 		return nil, err
 	}
 	exclude, _ := d.opts.ipvsExcludeCIDRs()
-	cidr, _ := d.opts.clusterCIDR()
+	cidr, _ := d.opts.clusterCIDR(d.family)
 	p, err := ipvsproxy.NewProxier(ipvsproxy.ProxierConfig{
 		Rules: ipvsproxy.Config{
 			Family: d.family, Node: d.node, NodeIPs: d.nodeIPs, ClusterCIDR: cidr,

@@ -9,9 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
@@ -35,21 +38,30 @@ var (
 // endpoint through the kernel's rules as they are.
 func dnatToWeb(t *testing.T, kernel utiliptables.Executor) bool {
 	t.Helper()
+	ok, err := webReached(kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// webReached is dnatToWeb for goroutines other than the test's.
+func webReached(kernel utiliptables.Executor) (bool, error) {
 	var all []byte
 	for _, table := range []string{"filter", "nat"} {
 		b, err := kernel.Save(context.Background(), table)
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
 		all = append(all, b...)
 	}
 	rs, err := trace.Parse(all)
 	if err != nil {
-		t.Fatal(err)
+		return false, err
 	}
 	pkt := trace.Packet{Src: netip.MustParseAddr("10.244.1.5"), Dst: netip.AddrPortFrom(webIP, 80), Proto: "tcp"}
 	out := trace.Trace(rs, pkt, trace.Env{}).Outcomes()
-	return len(out) == 1 && out[0].DNAT && out[0].Dst == webPod
+	return len(out) == 1 && out[0].DNAT && out[0].Dst == webPod, nil
 }
 
 func webTracker() *svcstate.Tracker {
@@ -154,7 +166,6 @@ func TestModeSwitchKeepsSharedRules(t *testing.T) {
 // the web Service still carries traffic.
 type recorder struct {
 	*iptablestest.Fake
-	t       *testing.T
 	mu      sync.Mutex
 	carried []string // one entry per change: "ok" or what broke it
 }
@@ -162,9 +173,12 @@ type recorder struct {
 func (r *recorder) note(what string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if dnatToWeb(r.t, r.Fake) {
+	switch ok, err := webReached(r.Fake); {
+	case err != nil:
+		r.carried = append(r.carried, fmt.Sprintf("unreadable after %s: %v", what, err))
+	case ok:
 		r.carried = append(r.carried, "ok")
-	} else {
+	default:
 		r.carried = append(r.carried, "broken by "+what)
 	}
 }
@@ -190,7 +204,7 @@ func (r *recorder) DeleteRule(ctx context.Context, table, chain string, args ...
 func TestRestartCarriesTraffic(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	kernel := &recorder{Fake: iptablestest.NewFake(), t: t}
+	kernel := &recorder{Fake: iptablestest.NewFake()}
 	ipvsLeftovers(t, kernel.Fake)
 	us, err := userspace.NewProxier(userspace.Config{Tracker: svcstate.NewTracker(svcstate.Config{Logger: quiet}), Executor: kernel.Fake, Logger: quiet})
 	if err != nil {
@@ -236,7 +250,11 @@ func TestRestartCarriesTraffic(t *testing.T) {
 		return kernel.restoredOnce() && !strings.Contains(string(nat), "KUBE-PORTALS") &&
 			!strings.Contains(string(nat), "KUBE-LOAD-BALANCER") && !strings.Contains(string(filter), "KUBE-IPVS-FILTER")
 	})
-	<-linkDeleted
+	select {
+	case <-linkDeleted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("kube-ipvs0 was never deleted")
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
@@ -252,4 +270,98 @@ func (r *recorder) restoredOnce() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.carried) > 0
+}
+
+// TestRunDualStack: the iptables mode proxies a dual-stack Service in
+// both families, each in its own iptables, to the endpoints of its own
+// family; without ip6tables it runs IPv4 only.
+func TestRunDualStack(t *testing.T) {
+	v6Pod := netip.MustParseAddrPort("[fd00:10:244:1::2]:8080")
+	objects := func() []runtime.Object {
+		return []runtime.Object{
+			&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
+				{Type: v1.NodeInternalIP, Address: "192.168.77.1"}, {Type: v1.NodeInternalIP, Address: "fd00:77::1"}}}},
+			Service("default", "web", webIP.String(), Port("http", v1.ProtocolTCP, 80, 0), ClusterIPs(webIP.String(), "fd00:96::20")),
+			Slice("default", "web", "web-v4", SlicePort("http", v1.ProtocolTCP, 8080), Endpoint(webPod.Addr().String(), "node-1")),
+			Slice("default", "web", "web-v6", AddressType(discovery.AddressTypeIPv6), SlicePort("http", v1.ProtocolTCP, 8080), Endpoint(v6Pod.Addr().String(), "node-1")),
+		}
+	}
+	reaches := func(kernel utiliptables.Executor, src netip.Addr, dst, want netip.AddrPort) bool {
+		var all []byte
+		for _, table := range []string{"filter", "nat"} {
+			b, _ := kernel.Save(context.Background(), table)
+			all = append(all, b...)
+		}
+		rs, err := trace.Parse(all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := trace.Trace(rs, trace.Packet{Src: src, Dst: dst, Proto: "tcp"}, trace.Env{}).Outcomes()
+		return len(out) == 1 && out[0].DNAT && out[0].Dst == want
+	}
+	run := func(t *testing.T, os OS) (*fake.Clientset, func()) {
+		ctx, cancel := context.WithCancel(t.Context())
+		o := Defaults()
+		o.HostnameOverride = "node-1"
+		o.MetricsBindAddress, o.HealthzBindAddress = freeAddr(t), freeAddr(t)
+		os.Conntrack, os.Interfaces, os.HealthCheckListener = &conntrack.Fake{}, StaticInterfaces{}, &loopbackHC{addrs: map[int]string{}}
+		done := make(chan error, 1)
+		client := fake.NewClientset(objects()...)
+		go func() { done <- RunWith(ctx, o, client, os) }()
+		return client, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+	}
+	v4Client, v6Client := netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("fd00:10:244:1::5")
+	v4Service, v6Service := netip.AddrPortFrom(webIP, 80), netip.MustParseAddrPort("[fd00:96::20]:80")
+
+	t.Run("both families", func(t *testing.T) {
+		v4, v6 := iptablestest.NewFake(), iptablestest.NewFake()
+		client, stop := run(t, OS{IPTables: v4, IP6Tables: v6})
+		defer stop()
+		waitFor(t, "the IPv4 rules", func() bool { return reaches(v4, v4Client, v4Service, webPod) })
+		waitFor(t, "the IPv6 rules", func() bool { return reaches(v6, v6Client, v6Service, v6Pod) })
+		// A change to an IPv4-only Service is not the IPv6 side's: no
+		// ip6tables-restore for it.
+		n4, n6 := v4.RestoreCount(), v6.RestoreCount()
+		only4 := Service("default", "v4only", "10.96.0.21", Port("http", v1.ProtocolTCP, 80, 0))
+		if _, err := client.CoreV1().Services("default").Create(t.Context(), only4, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the IPv4 side's sync of the IPv4-only Service", func() bool { return v4.RestoreCount() > n4 })
+		time.Sleep(300 * time.Millisecond) // the IPv6 side syncs right after, if it does
+		if n := v6.RestoreCount() - n6; n != 0 {
+			t.Errorf("%d ip6tables restores for an IPv4-only Service", n)
+		}
+		for name, kernel := range map[string]*iptablestest.Fake{"ip6tables": v6, "iptables": v4} {
+			data, _ := kernel.Save(context.Background(), "nat")
+			other := "fd00"
+			if name == "ip6tables" {
+				other = "10.244."
+			}
+			if strings.Contains(string(data), other) {
+				t.Errorf("%s has the other family's addresses:\n%s", name, data)
+			}
+		}
+	})
+	t.Run("no ip6tables", func(t *testing.T) {
+		v4, v6 := iptablestest.NewFake(), iptablestest.NewFake()
+		v6.FailRestore = func([]byte) error { return errors.New("ip6tables-restore: not here") }
+		_, stop := run(t, OS{IPTables: v4, IP6Tables: failingSave{v6}})
+		defer stop()
+		waitFor(t, "the IPv4 rules", func() bool { return reaches(v4, v4Client, v4Service, webPod) })
+		if n := v6.RestoreCount(); n != 0 {
+			t.Errorf("%d restores into an ip6tables that does not work", n)
+		}
+	})
+}
+
+// failingSave is an ip6tables that cannot even list its rules.
+type failingSave struct{ *iptablestest.Fake }
+
+func (failingSave) Save(context.Context, string) ([]byte, error) {
+	return nil, errors.New("ip6tables-save: not here")
 }

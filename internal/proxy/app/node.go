@@ -70,10 +70,10 @@ func (s StaticInterfaces) Addrs(family v1.IPFamily) ([]netip.Addr, error) {
 // may start the proxy before it has registered the node.
 const nodeWait = 10 * time.Second
 
-// resolveNode returns the node's topology and addresses of family: those
-// of the Node object's status.addresses (InternalIP, then ExternalIP),
-// else the namespace's own.
-func resolveNode(ctx context.Context, client kubernetes.Interface, name string, family v1.IPFamily, ifaces Interfaces, logger *slog.Logger) (proxy.Node, []netip.Addr, error) {
+// resolveNode returns the node's topology and its addresses of each family:
+// those of the Node object's status.addresses (InternalIP, then
+// ExternalIP), else the namespace's own.
+func resolveNode(ctx context.Context, client kubernetes.Interface, name string, families []v1.IPFamily, ifaces Interfaces, logger *slog.Logger) (proxy.Node, map[v1.IPFamily][]netip.Addr, error) {
 	node := proxy.Node{Name: name}
 	var obj *v1.Node
 	deadline := time.Now().Add(nodeWait)
@@ -100,18 +100,24 @@ func resolveNode(ctx context.Context, client kubernetes.Interface, name string, 
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	var addrs []netip.Addr
 	if obj != nil {
 		node.Zone = obj.Labels[v1.LabelTopologyZone]
-		addrs = nodeObjectAddrs(obj, family)
 	}
-	if len(addrs) == 0 {
-		var err error
-		if addrs, err = ifaces.Addrs(family); err != nil {
-			return node, nil, err
+	out := map[v1.IPFamily][]netip.Addr{}
+	for _, family := range families {
+		var addrs []netip.Addr
+		if obj != nil {
+			addrs = nodeObjectAddrs(obj, family)
 		}
+		if len(addrs) == 0 {
+			var err error
+			if addrs, err = ifaces.Addrs(family); err != nil {
+				return node, nil, err
+			}
+		}
+		out[family] = addrs
 	}
-	return node, addrs, nil
+	return node, out, nil
 }
 
 func nodeObjectAddrs(n *v1.Node, family v1.IPFamily) []netip.Addr {

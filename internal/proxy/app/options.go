@@ -101,6 +101,9 @@ type modeInfo struct {
 	cleanup func(ctx context.Context, o OS, keep *utiliptables.Owned) error
 	// iptables is what the mode writes in iptables, nil if nothing.
 	iptables func() *utiliptables.Owned
+	// dualStack: the mode proxies IPv6 Services too, with a second
+	// proxier of its own (kube-proxy's dual-stack proxier).
+	dualStack bool
 	// deadAlone: the mode's rules send traffic to its process's sockets,
 	// so that they carry nothing once it has exited; another mode removes
 	// them before it starts rather than after its first sync.
@@ -113,13 +116,17 @@ type modeInfo struct {
 // modes is the registry of proxy modes: adding one means a folder under
 // internal/proxy and a line here.
 var modes = []modeInfo{
-	{name: "iptables", start: startIPTables, iptables: iptables.Owned, cleanup: func(ctx context.Context, o OS, keep *utiliptables.Owned) error {
-		return utiliptables.Remove(ctx, o.IPTables, iptables.Owned(), keep)
+	{name: "iptables", start: startIPTables, iptables: iptables.Owned, dualStack: true, cleanup: func(ctx context.Context, o OS, keep *utiliptables.Owned) error {
+		var errs []error
+		for _, ex := range o.executors() {
+			errs = append(errs, utiliptables.Remove(ctx, ex, iptables.Owned(), keep))
+		}
+		return errors.Join(errs...)
 	}},
 	{name: "userspace", start: startUserspace, iptables: userspace.Owned, deadAlone: true, cleanup: func(ctx context.Context, o OS, keep *utiliptables.Owned) error {
 		return utiliptables.Remove(ctx, o.IPTables, userspace.Owned(), keep)
 	}},
-	{name: "nftables", start: startNFTables, cleanup: func(_ context.Context, o OS, _ *utiliptables.Owned) error {
+	{name: "nftables", start: startNFTables, dualStack: true, cleanup: func(_ context.Context, o OS, _ *utiliptables.Owned) error {
 		if o.NFTablesCleanup == nil {
 			return nil
 		}
@@ -190,7 +197,7 @@ func (o *Options) Validate() error {
 	if _, err := lookupMode(o.Mode); err != nil {
 		return err
 	}
-	if _, err := o.clusterCIDR(); err != nil {
+	if _, err := o.clusterCIDR(v1.IPv4Protocol); err != nil {
 		return err
 	}
 	if _, err := o.serviceCIDRs(v1.IPv4Protocol); err != nil {
@@ -232,8 +239,8 @@ func (o *Options) ipvsExcludeCIDRs() ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// clusterCIDR returns the IPv4 pod network, if any.
-func (o *Options) clusterCIDR() (netip.Prefix, error) {
+// clusterCIDR returns the pod network of family, if any.
+func (o *Options) clusterCIDR(family v1.IPFamily) (netip.Prefix, error) {
 	var out netip.Prefix
 	for _, s := range strings.Split(o.ClusterCIDR, ",") {
 		s = strings.TrimSpace(s)
@@ -244,7 +251,7 @@ func (o *Options) clusterCIDR() (netip.Prefix, error) {
 		if err != nil {
 			return netip.Prefix{}, fmt.Errorf("--cluster-cidr %q: %w", s, err)
 		}
-		if p.Addr().Is4() && !out.IsValid() {
+		if p.Addr().Is4() == (family == v1.IPv4Protocol) && !out.IsValid() {
 			out = p.Masked()
 		}
 	}

@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -40,6 +43,9 @@ type syncer interface {
 // in tests.
 type OS struct {
 	IPTables utiliptables.Executor
+	// IP6Tables is ip6tables, for the IPv6 side of a dual-stack mode;
+	// nil: IPv4 only.
+	IP6Tables utiliptables.Executor
 	// NFTables opens the namespace's nf_tables for the nftables mode;
 	// NFTablesCleanup deletes that mode's tables. Nil in tests that run
 	// without a kernel.
@@ -60,6 +66,7 @@ type OS struct {
 func RealOS(o Options) OS {
 	return OS{
 		IPTables:            &utiliptables.Exec{Binary: o.IPTablesBinary},
+		IP6Tables:           &utiliptables.Exec{Binary: IP6Binary(o.IPTablesBinary)},
 		NFTables:            nftables.OpenKernel,
 		NFTablesCleanup:     nftables.Cleanup,
 		Conntrack:           &conntrack.Exec{},
@@ -68,6 +75,24 @@ func RealOS(o Options) OS {
 		HealthCheckListener: healthcheck.AllAddresses,
 		IPVS:                realIPVS(),
 	}
+}
+
+// IP6Binary is the ip6tables command of the same backend as the iptables
+// command b: iptables-legacy gives ip6tables-legacy.
+func IP6Binary(b string) string {
+	dir, file := filepath.Split(b)
+	if rest, ok := strings.CutPrefix(file, "iptables"); ok {
+		return dir + "ip6tables" + rest
+	}
+	return b
+}
+
+// executors are the iptables of each family there is.
+func (o OS) executors() []utiliptables.Executor {
+	if o.IP6Tables == nil {
+		return []utiliptables.Executor{o.IPTables}
+	}
+	return []utiliptables.Executor{o.IPTables, o.IP6Tables}
 }
 
 // deps is what a mode is started with.
@@ -81,6 +106,7 @@ type deps struct {
 	node      proxy.Node
 	nodeIPs   []netip.Addr
 	family    v1.IPFamily
+	iptables  utiliptables.Executor // of the family
 	afterSync func(proxy.SyncResult)
 	// whileDraining, set by a mode, says it has work left that no event
 	// will trigger (the ipvs mode's drained real servers to delete).
@@ -102,9 +128,12 @@ func TuneIPTables(ctx context.Context, ex *utiliptables.Exec) (int, error) {
 }
 
 func startIPTables(d *deps) (syncer, error) {
-	cidr, _ := d.opts.clusterCIDR()
+	if d.iptables == nil {
+		return nil, fmt.Errorf("no %s iptables", d.family)
+	}
+	cidr, _ := d.opts.clusterCIDR(d.family)
 	maxChains := 0
-	if ex, ok := d.os.IPTables.(*utiliptables.Exec); ok {
+	if ex, ok := d.iptables.(*utiliptables.Exec); ok {
 		var err error
 		if maxChains, err = TuneIPTables(d.ctx, ex); err != nil {
 			return nil, err
@@ -122,7 +151,7 @@ func startIPTables(d *deps) (syncer, error) {
 			NodePortAddresses: d.opts.nodePortAddresses(d.nodeIPs, d.family),
 		},
 		Tracker:             d.tracker,
-		Executor:            d.os.IPTables,
+		Executor:            d.iptables,
 		Metrics:             d.metrics,
 		Logger:              d.logger,
 		EditTopLevelChains:  d.opts.EditTopLevelChains,
@@ -135,7 +164,7 @@ func startNFTables(d *deps) (syncer, error) {
 	if d.os.NFTables == nil {
 		return nil, fmt.Errorf("no nf_tables access configured")
 	}
-	cidr, _ := d.opts.clusterCIDR()
+	cidr, _ := d.opts.clusterCIDR(d.family)
 	serviceCIDRs, _ := d.opts.serviceCIDRs(d.family)
 	k, err := d.os.NFTables(d.family)
 	if err != nil {
@@ -210,6 +239,109 @@ func CleanupAll(ctx context.Context, o OS) error {
 	return errors.Join(failed...)
 }
 
+// afterSync is what follows a family's sync that changed something:
+// health-check node ports (from the primary family's view: one listener
+// per Service serves both) and the UDP conntrack entries the change left
+// stale.
+func afterSync(d *deps, mode modeInfo, o OS, health *healthcheck.ProxyHealth, hcServices *healthcheck.Services, primary bool) func(proxy.SyncResult) {
+	hcDesired := healthcheck.NewDesired(d.family)
+	hcRetry := false
+	log := d.logger.With("ipFamily", string(d.family))
+	return func(res proxy.SyncResult) {
+		if primary && (hcDesired.Update(res) || hcRetry) {
+			err := hcServices.Sync(hcDesired.Services())
+			hcRetry = err != nil
+			if err != nil {
+				log.Warn("health-check node ports", "err", err)
+			}
+		}
+		if mode.name == "userspace" {
+			return // only the kernel modes leave DNAT state in conntrack
+		}
+		plan := conntrack.Plan(res.Previous, res.Current, res.Changed, d.node, d.family)
+		if plan.Empty() {
+			return
+		}
+		if err := conntrack.Apply(d.ctx, o.Conntrack, plan, d.family); err != nil {
+			d.metrics.ConntrackCleanupErrors.Inc()
+			log.Warn("could not clear all stale UDP conntrack entries", "err", err)
+		} else {
+			log.Info("cleared stale UDP conntrack entries", "serviceIPs", len(plan.IPs), "nodePorts", len(plan.Ports),
+				"endpoints", len(plan.NATs)+len(plan.PortNATs))
+		}
+	}
+}
+
+// serviceOfFamily says whether a family's proxier sees the Service: it
+// has a cluster IP of the family (kube-proxy's per-family change tracker
+// skips the others whole, external and load-balancer IPs included).
+func serviceOfFamily(obj any, family v1.IPFamily) bool {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	svc, ok := obj.(*v1.Service)
+	if !ok {
+		return false
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	return slices.ContainsFunc(ips, func(s string) bool {
+		a, err := netip.ParseAddr(s)
+		return err == nil && a.Unmap().Is4() == (family == v1.IPv4Protocol)
+	})
+}
+
+// sliceOfFamily says whether a family's proxier sees the EndpointSlice:
+// its address type is the family's.
+func sliceOfFamily(obj any, family v1.IPFamily) bool {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, ok := obj.(*discovery.EndpointSlice)
+	if !ok {
+		return false
+	}
+	return string(s.AddressType) == string(family)
+}
+
+// proxyStack is the proxiers of every family: a sync syncs them all.
+type proxyStack []syncer
+
+func (p proxyStack) Sync(ctx context.Context) error {
+	var errs []error
+	for _, s := range p {
+		errs = append(errs, s.Sync(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// LastSuccess is the oldest of the families' last successes: the proxy
+// is healthy when every family is.
+func (p proxyStack) LastSuccess() time.Time {
+	var oldest time.Time
+	for i, s := range p {
+		if t := s.LastSuccess(); i == 0 || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	return oldest
+}
+
+// probeFamily checks that the kernel can take the family's rules before
+// the family is proxied: ip6tables may be missing, or IPv6 disabled.
+func probeFamily(ctx context.Context, d *deps, mode string) error {
+	if mode != "iptables" {
+		return nil // nftables: opening the ip6 table was the probe
+	}
+	if d.iptables == nil {
+		return errors.New("no ip6tables configured")
+	}
+	_, err := d.iptables.Save(ctx, "nat")
+	return err
+}
+
 // removeOtherModes removes the rules other modes left here (a previous
 // proxy's in another mode): those that are dead without their process
 // before this mode starts (deadAlone), the others after its first sync.
@@ -217,20 +349,26 @@ func CleanupAll(ctx context.Context, o OS) error {
 // are what carries traffic, and a restart must not open a gap. Chains and
 // jumps this mode shares with another (the iptables and ipvs modes'
 // KUBE-SERVICES …) are kept; its sync has rewritten them.
-func removeOtherModes(ctx context.Context, mode modeInfo, o OS, logger *slog.Logger, deadAlone bool) {
+func removeOtherModes(ctx context.Context, mode modeInfo, o OS, logger *slog.Logger, deadAlone bool) bool {
 	var keep *utiliptables.Owned
 	if mode.iptables != nil {
 		keep = mode.iptables()
 	}
+	ok := true
 	for _, m := range modes {
 		if m.cleanup == nil || m.name == mode.name || m.deadAlone != deadAlone {
 			continue
 		}
 		if err := m.cleanup(ctx, o, keep); err != nil {
 			logger.Warn("could not remove another mode's rules", "mode", m.name, "err", err)
+			ok = false
 		}
 	}
+	return ok
 }
+
+// maxRemovals bounds the attempts at removing other modes' rules.
+const maxRemovals = 5
 
 // proxyNameLabel and headlessLabel are the labels kube-proxy filters on:
 // services handled by another proxy, and headless ones, are not ours.
@@ -261,72 +399,83 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(reg)
 
-	family := v1.IPv4Protocol
-	node, nodeIPs, err := resolveNode(ctx, client, name, family, osdeps.Interfaces, logger)
+	families := []v1.IPFamily{v1.IPv4Protocol}
+	if mode.dualStack {
+		families = append(families, v1.IPv6Protocol)
+	}
+	node, nodeIPs, err := resolveNode(ctx, client, name, families, osdeps.Interfaces, logger)
 	if err != nil {
 		return err
 	}
-	logger.Info("starting proxy", "mode", mode.name, "node", node.Name, "zone", node.Zone, "nodeIPs", nodeIPs)
+	logger.Info("starting proxy", "mode", mode.name, "node", node.Name, "zone", node.Zone, "nodeIPs", slices.Concat(nodeIPs[v1.IPv4Protocol], nodeIPs[v1.IPv6Protocol]))
 
 	// The runner exists before the informers start, so that the very
 	// first event can kick it; it syncs once they have synced.
 	var runner *proxy.Runner
-	tracker := svcstate.NewTracker(svcstate.Config{
-		NodeName:   node.Name,
-		Logger:     logger,
-		OnBadInput: metrics.CountBadInput,
-		OnChange:   func() { runner.Run() },
-	})
-
 	var health healthcheck.ProxyHealth
 	hcServices := healthcheck.NewServices(osdeps.HealthCheckListener, &health, logger)
 	defer hcServices.Close()
-	hcDesired := healthcheck.NewDesired(family)
-	hcRetry := false
-	d := &deps{ctx: ctx, opts: o, os: osdeps, tracker: tracker, metrics: metrics, logger: logger,
-		node: node, nodeIPs: nodeIPs, family: family}
-	d.afterSync = func(res proxy.SyncResult) {
-		if hcDesired.Update(res) || hcRetry {
-			err := hcServices.Sync(hcDesired.Services())
-			hcRetry = err != nil
-			if err != nil {
-				logger.Warn("health-check node ports", "err", err)
-			}
-		}
-		if mode.name == "userspace" {
-			return // only the kernel modes leave DNAT state in conntrack
-		}
-		plan := conntrack.Plan(res.Previous, res.Current, res.Changed, node, family)
-		if plan.Empty() {
-			return
-		}
-		if err := conntrack.Apply(ctx, osdeps.Conntrack, plan, family); err != nil {
-			metrics.ConntrackCleanupErrors.Inc()
-			logger.Warn("could not clear all stale UDP conntrack entries", "err", err)
-		} else {
-			logger.Info("cleared stale UDP conntrack entries", "serviceIPs", len(plan.IPs), "nodePorts", len(plan.Ports),
-				"endpoints", len(plan.NATs)+len(plan.PortNATs))
-		}
-	}
 	removeOtherModes(ctx, mode, osdeps, logger, true)
-	proxier, err := mode.start(d)
-	if err != nil {
-		return fmt.Errorf("%s mode: %w", mode.name, err)
+	// One proxier per family, each with its own tracker fed every event,
+	// as kube-proxy's dual-stack proxier: a tracker's changes are consumed
+	// by the sync that takes them.
+	var (
+		stack    proxyStack
+		trackers = map[v1.IPFamily]*svcstate.Tracker{}
+		draining []func() bool
+	)
+	for _, family := range families {
+		cfg := svcstate.Config{NodeName: node.Name, Logger: logger, OnChange: func() { runner.Run() }}
+		if family == families[0] {
+			cfg.OnBadInput = metrics.CountBadInput // once, not per family
+		}
+		tracker := svcstate.NewTracker(cfg)
+		d := &deps{ctx: ctx, opts: o, os: osdeps, tracker: tracker, metrics: metrics, logger: logger,
+			node: node, nodeIPs: nodeIPs[family], family: family, iptables: osdeps.IPTables}
+		if family == v1.IPv6Protocol {
+			d.iptables = osdeps.IP6Tables
+		}
+		d.afterSync = afterSync(d, mode, osdeps, &health, hcServices, family == families[0])
+		proxier, err := mode.start(d)
+		if err == nil && family == v1.IPv6Protocol {
+			err = probeFamily(ctx, d, mode.name)
+		}
+		if err != nil {
+			if family == families[0] {
+				return fmt.Errorf("%s mode: %w", mode.name, err)
+			}
+			// As kube-proxy, which runs single-stack where the node cannot
+			// do the other family; said at every start, and in the docs.
+			logger.Warn("IPv6 Services are not proxied on this node: its IPv6 side does not work", "mode", mode.name, "err", err)
+			continue
+		}
+		stack = append(stack, proxier)
+		trackers[family] = tracker
+		if d.whileDraining != nil {
+			draining = append(draining, d.whileDraining)
+		}
 	}
-	health.LastSuccess = proxier.LastSuccess
+	health.LastSuccess = stack.LastSuccess
 	health.Timeout = 2 * o.SyncPeriod
-	othersRemoved := false
+	// The other modes' rules go after the first sync; a removal that
+	// fails (the xtables lock, a set still in use) is tried again after
+	// the next syncs, a few times.
+	removals := 0
 	runner = proxy.NewRunner(proxy.RunnerConfig{Name: mode.name, MinInterval: o.MinSyncPeriod, MaxInterval: o.SyncPeriod, Logger: logger},
 		func(ctx context.Context) error {
-			err := proxier.Sync(ctx)
-			if err == nil && !othersRemoved {
-				othersRemoved = true
-				removeOtherModes(ctx, mode, osdeps, logger, false)
+			err := stack.Sync(ctx)
+			if err == nil && removals < maxRemovals {
+				removals++
+				if removeOtherModes(ctx, mode, osdeps, logger, false) {
+					removals = maxRemovals
+				} else if removals == maxRemovals {
+					logger.Error("gave up removing other modes' rules; `svcnet proxy --cleanup` removes them", "attempts", removals)
+				}
 			}
 			return err
 		})
 
-	if d.whileDraining != nil {
+	for _, whileDraining := range draining {
 		go func() {
 			t := time.NewTicker(2 * time.Second)
 			defer t.Stop()
@@ -335,7 +484,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 				case <-ctx.Done():
 					return
 				case <-t.C:
-					if d.whileDraining() {
+					if whileDraining() {
 						runner.Run()
 					}
 				}
@@ -358,13 +507,19 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = "!" + proxyNameLabel + ",!" + headlessLabel }))
 	svcInformer := services.Core().V1().Services().Informer()
 	sliceInformer := sliceFactory.Discovery().V1().EndpointSlices().Informer()
-	svcReg, err := svcInformer.AddEventHandler(tracker.ServiceHandler())
-	if err != nil {
-		return err
-	}
-	sliceReg, err := sliceInformer.AddEventHandler(tracker.EndpointSliceHandler())
-	if err != nil {
-		return err
+	var synced []cache.InformerSynced
+	for family, tracker := range trackers {
+		svcReg, err := svcInformer.AddEventHandler(cache.FilteringResourceEventHandler{
+			FilterFunc: func(obj any) bool { return serviceOfFamily(obj, family) }, Handler: tracker.ServiceHandler()})
+		if err != nil {
+			return err
+		}
+		sliceReg, err := sliceInformer.AddEventHandler(cache.FilteringResourceEventHandler{
+			FilterFunc: func(obj any) bool { return sliceOfFamily(obj, family) }, Handler: tracker.EndpointSliceHandler()})
+		if err != nil {
+			return err
+		}
+		synced = append(synced, svcReg.HasSynced, sliceReg.HasSynced)
 	}
 	services.Start(ctx.Done())
 	sliceFactory.Start(ctx.Done())
@@ -374,7 +529,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	// its cache is full, its handlers (the tracker) only once they have
 	// been handed every object. The first sync must see them all, or it
 	// is a full sync of half the cluster followed by a huge partial one.
-	if !cache.WaitForCacheSync(ctx.Done(), svcReg.HasSynced, sliceReg.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
 			return nil
 		}

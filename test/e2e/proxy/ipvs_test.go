@@ -197,8 +197,9 @@ func testIPVSModeSwitch(t *testing.T) {
 }
 
 // modeState describes what each kernel mode has written in the node: for
-// ipvs its virtual servers, kube-ipvs0 and KUBE- sets; for iptables its
-// per-service chains; for nftables its table. Empty when none.
+// ipvs its virtual servers, kube-ipvs0, KUBE- sets and chains of its own;
+// for iptables its per-service and own chains; for nftables its table.
+// Empty when none.
 func (c *cluster) modeState() map[string]string {
 	c.t.Helper()
 	var ipvs []string
@@ -224,10 +225,19 @@ func (c *cluster) modeState() map[string]string {
 			ipvs = append(ipvs, "set "+s)
 		}
 	}
+	// Each mode's chains of its own (those the two share excepted).
 	var chains []string
-	for _, l := range strings.Split(c.node.Run("iptables-save", "-t", "nat"), "\n") {
-		if strings.HasPrefix(l, ":KUBE-SVC-") || strings.HasPrefix(l, ":KUBE-SEP-") {
-			chains = append(chains, strings.Fields(l)[0][1:])
+	for _, l := range strings.Split(c.node.Run("iptables-save"), "\n") {
+		if !strings.HasPrefix(l, ":") {
+			continue
+		}
+		switch name := strings.Fields(l)[0][1:]; {
+		case strings.HasPrefix(name, "KUBE-SVC-"), strings.HasPrefix(name, "KUBE-SEP-"),
+			name == "KUBE-EXTERNAL-SERVICES", name == "KUBE-NODEPORTS", name == "KUBE-PROXY-CANARY":
+			chains = append(chains, name)
+		case name == "KUBE-IPVS-FILTER", name == "KUBE-IPVS-OUT-FILTER", name == "KUBE-LOAD-BALANCER", name == "KUBE-NODE-PORT",
+			name == "KUBE-SOURCE-RANGES-FIREWALL":
+			ipvs = append(ipvs, "chain "+name)
 		}
 	}
 	var table string
