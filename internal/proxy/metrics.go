@@ -107,13 +107,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming,
-			m.LastSync, m.RestoreFailures, m.PartialRestoreFailures, m.Rules, m.RulesLastSync,
-			m.NoLocalEndpoints, m.ServiceChanges, m.EndpointChanges, m.Services, m.Endpoints, m.BadInput,
-			m.ConntrackCleanupErrors, m.EndpointDialFailures, m.NFTablesSyncFailures, m.NFTablesCleanupFailures,
-			m.NFTablesElements)
+		m.MustRegister(reg)
 	}
 	return m
+}
+
+// MustRegister registers the metrics with reg.
+func (m *Metrics) MustRegister(reg prometheus.Registerer) {
+	reg.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming,
+		m.LastSync, m.RestoreFailures, m.PartialRestoreFailures, m.Rules, m.RulesLastSync,
+		m.NoLocalEndpoints, m.ServiceChanges, m.EndpointChanges, m.Services, m.Endpoints, m.BadInput,
+		m.ConntrackCleanupErrors, m.EndpointDialFailures, m.NFTablesSyncFailures, m.NFTablesCleanupFailures,
+		m.NFTablesElements)
 }
 
 // CountBadInput is a svcstate.Config.OnBadInput that counts into m.

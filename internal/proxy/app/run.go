@@ -397,7 +397,6 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := proxy.NewMetrics(reg)
 
 	families := []v1.IPFamily{v1.IPv4Protocol}
 	if mode.dualStack {
@@ -425,6 +424,10 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		draining []func() bool
 	)
 	for _, family := range families {
+		// Each family's metrics carry its ip_family label, as kube-proxy's
+		// do: one family's sync may take seconds while the other's has
+		// nothing to do.
+		metrics := proxy.NewMetrics(nil) // registered once the family runs
 		cfg := svcstate.Config{NodeName: node.Name, Logger: logger, OnChange: func() { runner.Run() }}
 		if family == families[0] {
 			cfg.OnBadInput = metrics.CountBadInput // once, not per family
@@ -449,6 +452,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 			logger.Warn("IPv6 Services are not proxied on this node: its IPv6 side does not work", "mode", mode.name, "err", err)
 			continue
 		}
+		metrics.MustRegister(prometheus.WrapRegistererWith(prometheus.Labels{"ip_family": string(family)}, reg))
 		stack = append(stack, proxier)
 		trackers[family] = tracker
 		if d.whileDraining != nil {

@@ -422,9 +422,13 @@ func testMetrics(t *testing.T, c *cluster) {
 	want := []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_network_programming_duration_seconds_bucket",
 		"svcnet_proxy_endpoints", "kubeproxy_sync_proxy_rules_last_timestamp_seconds"}
 	if c.mode == "nftables" {
-		want = append(want, "kubeproxy_sync_proxy_rules_nftables_sync_failures_total 0", "svcnet_proxy_nftables_elements")
+		want = append(want, `kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"} 0`, `kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv6"} 0`,
+			"svcnet_proxy_nftables_elements")
 	} else {
-		want = append(want, "kubeproxy_sync_proxy_rules_iptables_total{table=\"nat\"}", "kubeproxy_sync_proxy_rules_iptables_restore_failures_total 0")
+		want = append(want, `kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}`, `kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"} 0`)
+		if c.mode == "iptables" { // the IPv6 side too
+			want = append(want, `kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv6"} 0`)
+		}
 	}
 	for _, m := range want {
 		if !strings.Contains(body, m) {

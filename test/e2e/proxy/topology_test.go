@@ -294,13 +294,25 @@ func (c *cluster) metric(name string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The sum over its series: each IP family's proxier has its own
+	// (label ip_family).
 	sc := bufio.NewScanner(strings.NewReader(body))
+	sum, found := 0.0, false
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
 		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			return 0, err
+		}
+		sum, found = sum+v, true
 	}
-	return 0, fmt.Errorf("no metric %s", name)
+	if !found {
+		return 0, fmt.Errorf("no metric %s", name)
+	}
+	return sum, nil
 }
 
 // waitEndpoints waits until the proxy programs n endpoints in total: the
