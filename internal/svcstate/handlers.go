@@ -1,6 +1,9 @@
 package svcstate
 
 import (
+	"net/netip"
+	"slices"
+
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
@@ -8,7 +11,7 @@ import (
 
 // ServiceHandler adapts the tracker to a Service informer.
 func (t *Tracker) ServiceHandler() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
+	return t.ofFamily(serviceOfFamily, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if s, ok := obj.(*v1.Service); ok {
 				t.OnServiceAdd(s)
@@ -25,13 +28,13 @@ func (t *Tracker) ServiceHandler() cache.ResourceEventHandler {
 				t.OnServiceDelete(s)
 			}
 		},
-	}
+	})
 }
 
 // EndpointSliceHandler adapts the tracker to a discovery.k8s.io/v1
 // EndpointSlice informer.
 func (t *Tracker) EndpointSliceHandler() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
+	return t.ofFamily(sliceOfFamily, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if s, ok := obj.(*discovery.EndpointSlice); ok {
 				t.OnEndpointSliceAdd(s)
@@ -48,7 +51,37 @@ func (t *Tracker) EndpointSliceHandler() cache.ResourceEventHandler {
 				t.OnEndpointSliceDelete(s)
 			}
 		},
+	})
+}
+
+// ofFamily passes h only the objects of the tracker's family, if it has
+// one; an object that leaves the family is a delete, one that enters it
+// an add.
+func (t *Tracker) ofFamily(of func(any, v1.IPFamily) bool, h cache.ResourceEventHandler) cache.ResourceEventHandler {
+	if t.cfg.Family == "" {
+		return h
 	}
+	return cache.FilteringResourceEventHandler{FilterFunc: func(obj any) bool { return of(obj, t.cfg.Family) }, Handler: h}
+}
+
+func serviceOfFamily(obj any, family v1.IPFamily) bool {
+	svc, ok := unwrapTombstone(obj).(*v1.Service)
+	if !ok {
+		return false
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	return slices.ContainsFunc(ips, func(s string) bool {
+		a, err := netip.ParseAddr(s)
+		return err == nil && Family(a.Unmap()) == family
+	})
+}
+
+func sliceOfFamily(obj any, family v1.IPFamily) bool {
+	s, ok := unwrapTombstone(obj).(*discovery.EndpointSlice)
+	return ok && string(s.AddressType) == string(family)
 }
 
 // unwrapTombstone returns the last known object of a delete the informer

@@ -31,6 +31,12 @@ type Config struct {
 	OnChange func()
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
+	// Family, if set, makes the handlers pass only that family's objects:
+	// Services with a cluster IP of the family (the others are skipped
+	// whole, as kube-proxy's per-family change tracker skips them) and
+	// EndpointSlices of its address type. One tracker per family is a
+	// dual-stack proxy's.
+	Family v1.IPFamily
 }
 
 // Tracker turns Service and EndpointSlice events into snapshots. Its On*

@@ -47,6 +47,12 @@ func dnatToWeb(t *testing.T, kernel utiliptables.Executor) bool {
 
 // webReached is dnatToWeb for goroutines other than the test's.
 func webReached(kernel utiliptables.Executor) (bool, error) {
+	return dnatTo(kernel, netip.MustParseAddr("10.244.1.5"), netip.AddrPortFrom(webIP, 80), webPod)
+}
+
+// dnatTo says whether a TCP packet from src to dst is DNATed to want, and
+// only there, by the kernel's rules as they are.
+func dnatTo(kernel utiliptables.Executor, src netip.Addr, dst, want netip.AddrPort) (bool, error) {
 	var all []byte
 	for _, table := range []string{"filter", "nat"} {
 		b, err := kernel.Save(context.Background(), table)
@@ -59,9 +65,8 @@ func webReached(kernel utiliptables.Executor) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	pkt := trace.Packet{Src: netip.MustParseAddr("10.244.1.5"), Dst: netip.AddrPortFrom(webIP, 80), Proto: "tcp"}
-	out := trace.Trace(rs, pkt, trace.Env{}).Outcomes()
-	return len(out) == 1 && out[0].DNAT && out[0].Dst == webPod, nil
+	out := trace.Trace(rs, trace.Packet{Src: src, Dst: dst, Proto: "tcp"}, trace.Env{}).Outcomes()
+	return len(out) == 1 && out[0].DNAT && out[0].Dst == want, nil
 }
 
 func webTracker() *svcstate.Tracker {
@@ -287,17 +292,11 @@ func TestRunDualStack(t *testing.T) {
 		}
 	}
 	reaches := func(kernel utiliptables.Executor, src netip.Addr, dst, want netip.AddrPort) bool {
-		var all []byte
-		for _, table := range []string{"filter", "nat"} {
-			b, _ := kernel.Save(context.Background(), table)
-			all = append(all, b...)
-		}
-		rs, err := trace.Parse(all)
+		ok, err := dnatTo(kernel, src, dst, want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := trace.Trace(rs, trace.Packet{Src: src, Dst: dst, Proto: "tcp"}, trace.Env{}).Outcomes()
-		return len(out) == 1 && out[0].DNAT && out[0].Dst == want
+		return ok
 	}
 	run := func(t *testing.T, os OS) (*fake.Clientset, func()) {
 		ctx, cancel := context.WithCancel(t.Context())

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -131,6 +130,13 @@ func startIPTables(d *deps) (syncer, error) {
 	if d.iptables == nil {
 		return nil, fmt.Errorf("no %s iptables", d.family)
 	}
+	// ip6tables may be missing, or IPv6 disabled: find out before the
+	// family is proxied, not at every sync.
+	if d.family == v1.IPv6Protocol {
+		if _, err := d.iptables.Save(d.ctx, "nat"); err != nil {
+			return nil, err
+		}
+	}
 	cidr, _ := d.opts.clusterCIDR(d.family)
 	maxChains := 0
 	if ex, ok := d.iptables.(*utiliptables.Exec); ok {
@@ -243,7 +249,7 @@ func CleanupAll(ctx context.Context, o OS) error {
 // health-check node ports (from the primary family's view: one listener
 // per Service serves both) and the UDP conntrack entries the change left
 // stale.
-func afterSync(d *deps, mode modeInfo, o OS, health *healthcheck.ProxyHealth, hcServices *healthcheck.Services, primary bool) func(proxy.SyncResult) {
+func afterSync(d *deps, mode modeInfo, o OS, hcServices *healthcheck.Services, primary bool) func(proxy.SyncResult) {
 	hcDesired := healthcheck.NewDesired(d.family)
 	hcRetry := false
 	log := d.logger.With("ipFamily", string(d.family))
@@ -272,40 +278,6 @@ func afterSync(d *deps, mode modeInfo, o OS, health *healthcheck.ProxyHealth, hc
 	}
 }
 
-// serviceOfFamily says whether a family's proxier sees the Service: it
-// has a cluster IP of the family (kube-proxy's per-family change tracker
-// skips the others whole, external and load-balancer IPs included).
-func serviceOfFamily(obj any, family v1.IPFamily) bool {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	svc, ok := obj.(*v1.Service)
-	if !ok {
-		return false
-	}
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	return slices.ContainsFunc(ips, func(s string) bool {
-		a, err := netip.ParseAddr(s)
-		return err == nil && a.Unmap().Is4() == (family == v1.IPv4Protocol)
-	})
-}
-
-// sliceOfFamily says whether a family's proxier sees the EndpointSlice:
-// its address type is the family's.
-func sliceOfFamily(obj any, family v1.IPFamily) bool {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	s, ok := obj.(*discovery.EndpointSlice)
-	if !ok {
-		return false
-	}
-	return string(s.AddressType) == string(family)
-}
-
 // proxyStack is the proxiers of every family: a sync syncs them all.
 type proxyStack []syncer
 
@@ -327,19 +299,6 @@ func (p proxyStack) LastSuccess() time.Time {
 		}
 	}
 	return oldest
-}
-
-// probeFamily checks that the kernel can take the family's rules before
-// the family is proxied: ip6tables may be missing, or IPv6 disabled.
-func probeFamily(ctx context.Context, d *deps, mode string) error {
-	if mode != "iptables" {
-		return nil // nftables: opening the ip6 table was the probe
-	}
-	if d.iptables == nil {
-		return errors.New("no ip6tables configured")
-	}
-	_, err := d.iptables.Save(ctx, "nat")
-	return err
 }
 
 // removeOtherModes removes the rules other modes left here (a previous
@@ -420,7 +379,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	// by the sync that takes them.
 	var (
 		stack    proxyStack
-		trackers = map[v1.IPFamily]*svcstate.Tracker{}
+		trackers []*svcstate.Tracker
 		draining []func() bool
 	)
 	for _, family := range families {
@@ -428,7 +387,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		// do: one family's sync may take seconds while the other's has
 		// nothing to do.
 		metrics := proxy.NewMetrics(nil) // registered once the family runs
-		cfg := svcstate.Config{NodeName: node.Name, Logger: logger, OnChange: func() { runner.Run() }}
+		cfg := svcstate.Config{NodeName: node.Name, Logger: logger, OnChange: func() { runner.Run() }, Family: family}
 		if family == families[0] {
 			cfg.OnBadInput = metrics.CountBadInput // once, not per family
 		}
@@ -438,11 +397,8 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		if family == v1.IPv6Protocol {
 			d.iptables = osdeps.IP6Tables
 		}
-		d.afterSync = afterSync(d, mode, osdeps, &health, hcServices, family == families[0])
+		d.afterSync = afterSync(d, mode, osdeps, hcServices, family == families[0])
 		proxier, err := mode.start(d)
-		if err == nil && family == v1.IPv6Protocol {
-			err = probeFamily(ctx, d, mode.name)
-		}
 		if err != nil {
 			if family == families[0] {
 				return fmt.Errorf("%s mode: %w", mode.name, err)
@@ -454,7 +410,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		}
 		metrics.MustRegister(prometheus.WrapRegistererWith(prometheus.Labels{"ip_family": string(family)}, reg))
 		stack = append(stack, proxier)
-		trackers[family] = tracker
+		trackers = append(trackers, tracker)
 		if d.whileDraining != nil {
 			draining = append(draining, d.whileDraining)
 		}
@@ -512,14 +468,12 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	svcInformer := services.Core().V1().Services().Informer()
 	sliceInformer := sliceFactory.Discovery().V1().EndpointSlices().Informer()
 	var synced []cache.InformerSynced
-	for family, tracker := range trackers {
-		svcReg, err := svcInformer.AddEventHandler(cache.FilteringResourceEventHandler{
-			FilterFunc: func(obj any) bool { return serviceOfFamily(obj, family) }, Handler: tracker.ServiceHandler()})
+	for _, tracker := range trackers {
+		svcReg, err := svcInformer.AddEventHandler(tracker.ServiceHandler())
 		if err != nil {
 			return err
 		}
-		sliceReg, err := sliceInformer.AddEventHandler(cache.FilteringResourceEventHandler{
-			FilterFunc: func(obj any) bool { return sliceOfFamily(obj, family) }, Handler: tracker.EndpointSliceHandler()})
+		sliceReg, err := sliceInformer.AddEventHandler(tracker.EndpointSliceHandler())
 		if err != nil {
 			return err
 		}
