@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Dialer opens a connection (from inside a network namespace, say).
@@ -42,7 +44,56 @@ type Target struct {
 // Outcome is how one request ended, at the time it was sent.
 type Outcome struct {
 	At   time.Time
+	Took time.Duration
 	Kind string // "" for success
+}
+
+// Stall is a period in which the client's own process did not run (its
+// heartbeat came late): a request in flight then may time out in the
+// client, whatever the network did.
+type Stall struct {
+	At  time.Time
+	Len time.Duration
+}
+
+// stallThreshold is the heartbeat lateness reported as a stall: well
+// above a busy machine's scheduling delays, a fifth of the 1 s timeout.
+const stallThreshold = 200 * time.Millisecond
+
+// watchStalls records, until ctx ends, the periods longer than
+// stallThreshold in which a 10 ms heartbeat did not run.
+func watchStalls(ctx context.Context) func() []Stall {
+	var (
+		mu     sync.Mutex
+		stalls []Stall
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				n := time.Now()
+				if gap := n.Sub(last); gap > stallThreshold {
+					mu.Lock()
+					stalls = append(stalls, Stall{At: last, Len: gap})
+					mu.Unlock()
+				}
+				last = n
+			}
+		}
+	}()
+	return func() []Stall {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return stalls
+	}
 }
 
 // Count tallies outcomes sent in [from, to).
@@ -73,6 +124,10 @@ type Result struct {
 	Answers map[string]int
 	// Outcomes, with Target.Timeline.
 	Outcomes []Outcome
+	// Stalls of the client process while failed requests were in flight.
+	Stalls []Stall
+
+	failures []Outcome
 }
 
 // Failed is the number of requests that did not succeed.
@@ -88,20 +143,60 @@ func (r Result) String() string {
 	if len(kinds) > 0 {
 		s += " (" + strings.Join(kinds, ", ") + fmt.Sprintf("; between %s and %s)", r.First.Format("15:04:05.000"), r.Last.Format("15:04:05.000"))
 	}
+	for _, st := range r.Stalls {
+		s += fmt.Sprintf("; client stalled %v at %s", st.Len.Round(time.Millisecond), st.At.Format("15:04:05.000"))
+	}
 	return s
 }
 
 // Run sends requests to every target until ctx ends, then waits for the
 // outstanding ones and returns the counts, in the targets' order.
 func Run(ctx context.Context, targets ...Target) []Result {
+	lockOnce.Do(lockMemory)
 	results := make([]Result, len(targets))
+	stalls := watchStalls(ctx)
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = run(ctx, t) }()
 	}
 	wg.Wait()
+	all := stalls()
+	for i := range results {
+		results[i].Stalls = overlapping(all, results[i].failures)
+		results[i].failures = nil
+	}
 	return results
+}
+
+var lockOnce sync.Once
+
+// lockMemory keeps the client's pages in memory. On machines that keep
+// little page cache (ours re-read file pages from disk all the time), a
+// busy disk stalls a process for hundreds of milliseconds each time it
+// touches code or data not touched lately, and a request in flight then
+// times out in the client, whatever the network did. What the process has
+// mapped now is locked at once; what it maps later, page by page as used.
+// Root (the tests that measure) may; where it fails, stalls show in
+// Result.Stalls instead.
+func lockMemory() {
+	if unix.Mlockall(unix.MCL_CURRENT) == nil {
+		_ = unix.Mlockall(unix.MCL_FUTURE | unix.MCL_ONFAULT)
+	}
+}
+
+// overlapping returns the stalls that overlap one of the periods.
+func overlapping(stalls []Stall, periods []Outcome) []Stall {
+	var out []Stall
+	for _, st := range stalls {
+		for _, p := range periods {
+			if st.At.Before(p.At.Add(p.Took)) && p.At.Before(st.At.Add(st.Len)) {
+				out = append(out, st)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func run(ctx context.Context, t Target) Result {
@@ -135,6 +230,7 @@ func run(ctx context.Context, t Target) Result {
 			res.OK++
 		} else {
 			res.fail(o.Kind, o.At)
+			res.failures = append(res.failures, o)
 		}
 	}
 	if t.Timeline {
@@ -240,8 +336,9 @@ func Every(ctx context.Context, rate, inflight int, do func() string) []Outcome 
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			kind := do()
+			took := time.Since(at)
 			mu.Lock()
-			out = append(out, Outcome{At: at, Kind: kind})
+			out = append(out, Outcome{At: at, Took: took, Kind: kind})
 			mu.Unlock()
 		}()
 	}

@@ -92,3 +92,26 @@ func TestEveryAndCount(t *testing.T) {
 		t.Errorf("a window after the run counted %d", s)
 	}
 }
+
+// TestOverlapping: a stall is reported with a failure only when the two
+// periods share time.
+func TestOverlapping(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 16, 42, 1, 0, time.UTC)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	failed := []Outcome{{At: t0, Took: ms(1000), Kind: "timeout"}}
+	for _, tc := range []struct {
+		name  string
+		stall Stall
+		want  bool
+	}{
+		{"inside", Stall{At: t0.Add(ms(200)), Len: ms(300)}, true},
+		{"over the end", Stall{At: t0.Add(ms(900)), Len: ms(500)}, true},
+		{"before", Stall{At: t0.Add(-ms(600)), Len: ms(500)}, false},
+		{"after", Stall{At: t0.Add(ms(1000)), Len: ms(500)}, false},
+	} {
+		got := len(overlapping([]Stall{tc.stall}, failed)) == 1
+		if got != tc.want {
+			t.Errorf("%s: overlapping %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

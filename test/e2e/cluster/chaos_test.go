@@ -354,7 +354,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 			sent, failed, kinds := loadgen.Count(r.Outcomes, w.from, w.to)
 			cells = append(cells, cell(sent, failed, kinds))
 			if w.f.dataPath && failed > 0 {
-				t.Errorf("%s: %d of %d requests through the %s failed: %v", w.f.name, failed, sent, targets[i].Name, kinds)
+				t.Errorf("%s: %d of %d requests through the %s failed: %v (%s)", w.f.name, failed, sent, targets[i].Name, kinds, failedAt(r.Outcomes, w.from, w.to, r.Stalls))
 			}
 		}
 		sent, failed, kinds := loadgen.Count(dnsOutcomes, w.from, w.to)
@@ -377,6 +377,22 @@ func TestFaultsUnderLoad(t *testing.T) {
 	if path := os.Getenv("SVCNET_CHAOS_REPORT"); path != "" {
 		_ = os.WriteFile(path, []byte(strings.Join(report, "\n")+"\n"), 0o644)
 	}
+}
+
+// failedAt lists when the failed requests of [from, to) were sent and
+// how long they took, and the client's own stalls, to be read against the
+// components' logs.
+func failedAt(outcomes []loadgen.Outcome, from, to time.Time, stalls []loadgen.Stall) string {
+	var out []string
+	for _, o := range outcomes {
+		if o.Kind != "" && !o.At.Before(from) && o.At.Before(to) {
+			out = append(out, fmt.Sprintf("%s at %s for %v", o.Kind, o.At.Format("15:04:05.000"), o.Took.Round(time.Millisecond)))
+		}
+	}
+	for _, st := range stalls {
+		out = append(out, fmt.Sprintf("client stalled %v at %s", st.Len.Round(time.Millisecond), st.At.Format("15:04:05.000")))
+	}
+	return strings.Join(out, "; ")
 }
 
 // containerStarts maps each container of the node's pods to its current

@@ -279,6 +279,10 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 			out, err := c.exec(n, "conntrack", "-S")
 			t.Logf("%s conntrack -S: %v\n%s", n, err, out)
 		}
+		// When each new proxy started and synced, against the failures'
+		// times.
+		out, _, err := k.Run("", "-n", "kube-system", "logs", "-l", "k8s-app=kube-proxy", "--prefix", "--tail=-1")
+		t.Logf("the new proxies' logs: %v\n%s", err, out)
 	}
 	return report
 }
