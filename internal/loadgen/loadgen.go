@@ -56,6 +56,10 @@ type Stall struct {
 	Len time.Duration
 }
 
+func (st Stall) String() string {
+	return fmt.Sprintf("client stalled %v at %s", st.Len.Round(time.Millisecond), st.At.Format("15:04:05.000"))
+}
+
 // stallThreshold is the heartbeat lateness reported as a stall: well
 // above a busy machine's scheduling delays, a fifth of the 1 s timeout.
 const stallThreshold = 200 * time.Millisecond
@@ -144,7 +148,7 @@ func (r Result) String() string {
 		s += " (" + strings.Join(kinds, ", ") + fmt.Sprintf("; between %s and %s)", r.First.Format("15:04:05.000"), r.Last.Format("15:04:05.000"))
 	}
 	for _, st := range r.Stalls {
-		s += fmt.Sprintf("; client stalled %v at %s", st.Len.Round(time.Millisecond), st.At.Format("15:04:05.000"))
+		s += "; " + st.String()
 	}
 	return s
 }

@@ -380,8 +380,8 @@ func TestFaultsUnderLoad(t *testing.T) {
 }
 
 // failedAt lists when the failed requests of [from, to) were sent and
-// how long they took, and the client's own stalls, to be read against the
-// components' logs.
+// how long they took, and the client's own stalls in that window, to be
+// read against the components' logs.
 func failedAt(outcomes []loadgen.Outcome, from, to time.Time, stalls []loadgen.Stall) string {
 	var out []string
 	for _, o := range outcomes {
@@ -390,7 +390,9 @@ func failedAt(outcomes []loadgen.Outcome, from, to time.Time, stalls []loadgen.S
 		}
 	}
 	for _, st := range stalls {
-		out = append(out, fmt.Sprintf("client stalled %v at %s", st.Len.Round(time.Millisecond), st.At.Format("15:04:05.000")))
+		if st.At.Before(to) && from.Before(st.At.Add(st.Len)) {
+			out = append(out, st.String())
+		}
 	}
 	return strings.Join(out, "; ")
 }
