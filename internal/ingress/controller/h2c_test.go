@@ -22,7 +22,7 @@ func TestHTTP2WithoutTLS(t *testing.T) {
 	srv := servers{errs: make(chan error, 4)}
 	srv.serve(&listener{Listener: l}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.Proto+" "+r.Method)
-	}), nil, true)
+	}), nil, true, nil)
 	t.Cleanup(srv.shutdown)
 	addr := l.Addr().String()
 

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -60,13 +59,7 @@ type overKey struct{}
 
 // connContext marks the requests of a connection over the limit.
 func (l *listener) connContext(ctx context.Context, c net.Conn) context.Context {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
-	}
-	if rc, ok := c.(*replayConn); ok {
-		c = rc.NetConn()
-	}
-	if cc, ok := c.(*countedConn); ok && cc.over {
+	if over(c) {
 		return context.WithValue(ctx, overKey{}, true)
 	}
 	return ctx

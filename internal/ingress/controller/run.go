@@ -84,13 +84,13 @@ func Run(ctx context.Context, o Options) error {
 	limit := &connLimit{max: int64(c.MaxConnections)}
 	ports.http.limit = limit
 	// gRPC clients without TLS speak HTTP/2 from the first byte.
-	srv.serve(ports.http, limited(px.Handler(ports.http.port())), nil, true)
+	srv.serve(ports.http, limited(px.Handler(ports.http.port())), nil, true, px)
 	if ports.https != nil {
 		ports.https.limit = limit
-		srv.serve(ports.https, limited(px.Handler(ports.httpsPort())), px.TLSConfig(), false)
+		srv.serve(ports.https, limited(px.Handler(ports.httpsPort())), px.TLSConfig(), false, nil)
 	}
 	if ports.metrics != nil {
-		srv.serve(ports.metrics, metricsMux(reg, c.Profiling, px.Ready), nil, false)
+		srv.serve(ports.metrics, metricsMux(reg, c.Profiling, px.Ready), nil, false, nil)
 	}
 	slog.Info("ingress starting", "http", ports.http.String(), "https", ports.https.String(), "metrics", ports.metrics.String(),
 		"class", c.IngressClass, "controller", c.ControllerClass, "namespace", c.WatchNamespace, "publishService", c.PublishService)
@@ -209,6 +209,7 @@ func metricsMux(reg *prometheus.Registry, profiling bool, ready func() bool) htt
 // failure of any.
 type servers struct {
 	list []*http.Server
+	fast []*fastServer
 	errs chan error
 }
 
@@ -216,16 +217,21 @@ type servers struct {
 // first bytes that tell HTTP/1 from HTTP/2 without TLS).
 const headerTimeout = 10 * time.Second
 
+// idleTimeout closes a kept-alive client connection without a request,
+// as nginx's keepalive_timeout.
+const idleTimeout = 75 * time.Second
+
 // serve serves h on l: over TLS when tlsConfig is set (with HTTP/2), else
 // plain HTTP/1.1, and HTTP/2 without TLS too when h2c (on connections
-// splitH2C sorts out, each side its own server).
-func (s *servers) serve(l *listener, h http.Handler, tlsConfig *tls.Config, h2c bool) {
+// splitH2C sorts out, each side its own server). With fast, plain
+// HTTP/1.1 goes through its fast path first.
+func (s *servers) serve(l *listener, h http.Handler, tlsConfig *tls.Config, h2c bool, fast *proxy.Proxy) {
 	newServer := func(http1, http2, unencrypted bool) *http.Server {
 		srv := &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: headerTimeout,
-			IdleTimeout:       75 * time.Second, // nginx's keepalive_timeout
-			MaxHeaderBytes:    32 << 10,         // more gets 431
+			IdleTimeout:       idleTimeout,
+			MaxHeaderBytes:    32 << 10, // more gets 431
 			ErrorLog:          log.New(io.Discard, "", 0),
 			ConnContext:       l.connContext,
 			TLSConfig:         tlsConfig,
@@ -252,13 +258,24 @@ func (s *servers) serve(l *listener, h http.Handler, tlsConfig *tls.Config, h2c 
 			}
 		}()
 	}
-	if !h2c {
-		run(newServer(true, tlsConfig != nil, false), l)
+	h1 := net.Listener(l)
+	if h2c {
+		var h2 net.Listener
+		h1, h2 = splitH2C(l, headerTimeout)
+		run(newServer(false, false, true), h2)
+	}
+	if fast == nil || tlsConfig != nil {
+		run(newServer(true, tlsConfig != nil, false), h1)
 		return
 	}
-	h1, h2 := splitH2C(l, headerTimeout)
-	run(newServer(true, false, false), h1)
-	run(newServer(false, false, true), h2)
+	fs := newFastServer(fast, h1, l.port(), proxy.ConnTimeouts{Header: headerTimeout, Idle: idleTimeout})
+	s.fast = append(s.fast, fs)
+	go func() {
+		if err := fs.serve(); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.errs <- err
+		}
+	}()
+	run(newServer(true, false, false), fs.handed)
 }
 
 // shutdown lets requests in flight finish; long-lived ones get a few
@@ -269,6 +286,9 @@ func (s *servers) shutdown() {
 	var wg sync.WaitGroup
 	for _, srv := range s.list {
 		wg.Go(func() { _ = srv.Shutdown(ctx) }) // each gets the whole grace
+	}
+	for _, fs := range s.fast {
+		wg.Go(func() { fs.shutdown(ctx) })
 	}
 	wg.Wait()
 }

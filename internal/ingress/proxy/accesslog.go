@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"io"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -50,20 +49,23 @@ func (l *accessLog) Close() {
 	l.mu.Unlock()
 }
 
-func (l *accessLog) write(r *http.Request, req *request, status int, bytes int64, d time.Duration) {
+// logEntry is what the access log says of a request itself.
+type logEntry struct{ remote, method, host, path string }
+
+func (l *accessLog) write(r logEntry, req *request, status int, bytes int64, d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.line[:0]
 	b = append(b, `{"time":"`...)
 	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","remote":`...)
-	b = appendString(b, r.RemoteAddr)
+	b = appendString(b, r.remote)
 	b = append(b, `,"method":`...)
-	b = appendString(b, r.Method)
+	b = appendString(b, r.method)
 	b = append(b, `,"host":`...)
-	b = appendString(b, r.Host)
+	b = appendString(b, r.host)
 	b = append(b, `,"path":`...)
-	b = appendString(b, r.URL.Path)
+	b = appendString(b, r.path)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"bytes":`...)

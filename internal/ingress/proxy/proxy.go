@@ -416,7 +416,7 @@ func (p *Proxy) finish(w *logWriter, r *http.Request, req *request, start time.T
 	}
 	p.metrics.observe(req, status, d)
 	if p.log != nil {
-		p.log.write(r, req, status, w.bytes, d)
+		p.log.write(logEntry{remote: r.RemoteAddr, method: r.Method, host: r.Host, path: r.URL.Path}, req, status, w.bytes, d)
 	}
 }
 

@@ -126,9 +126,11 @@ func setupAnnotated(t *testing.T, o Options, eps map[string][]string, annotation
 	}
 	p := New(o)
 	p.Set(table, ups)
-	srv := httptest.NewServer(p.Handler(8080))
-	t.Cleanup(func() { srv.Close(); p.Close() })
-	return p, srv.URL
+	// Served as the ingress serves plain HTTP: what the fast path takes
+	// is tested through it, the rest through net/http.
+	f := serveFront(t, p, 8080)
+	t.Cleanup(p.Close)
+	return p, "http://" + f.addr
 }
 
 func do(t *testing.T, method, url, host string, body io.Reader, hdr ...string) (*http.Response, received) {

@@ -34,6 +34,8 @@ type podConn struct {
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	used time.Time // when it went idle
+	// readBy is the read deadline the fast path set last (zero: none).
+	readBy time.Time
 }
 
 func newPods(connect, read time.Duration, maxIdle int) *pods {

@@ -1,0 +1,256 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/ingress/route"
+)
+
+// cannedPod answers every request with resp, written as it is, and closes
+// the connection when close.
+func cannedPod(t *testing.T, resp string, close bool) string {
+	return rawPod(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, r.Body)
+			if _, err := io.WriteString(c, resp); err != nil || close {
+				return
+			}
+		}
+	})
+}
+
+// answer is what a client sees of one response, the parts that must not
+// depend on which path served it.
+type answer struct {
+	Status   int
+	Header   http.Header
+	TE       []string
+	Length   int64
+	Body     string
+	Received string // the pod's echo of the request, with made IDs masked
+}
+
+var madeID = regexp.MustCompile(`"X-Request-Id":"[0-9a-f]{32}"`)
+
+// roundTrip sends raw on a new connection and reads one answer.
+func roundTrip(t *testing.T, addr, raw, method string) answer {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if errors.Is(err, syscall.ECONNRESET) {
+		// A server that closes with a request half read (431) resets
+		// the connection, at times before the client read the body.
+		body = []byte("reset")
+	} else if err != nil {
+		t.Fatalf("reading the body: %v", err)
+	}
+	resp.Header.Del("Date")
+	a := answer{Status: resp.StatusCode, Header: resp.Header, TE: resp.TransferEncoding, Length: resp.ContentLength, Body: string(body)}
+	if strings.HasPrefix(a.Body, `{"body"`) {
+		a.Received, a.Body = madeID.ReplaceAllString(a.Body, `"X-Request-Id":"made"`), ""
+	}
+	return a
+}
+
+// TestFastPath sends each request to net/http's server alone and to the
+// fast path in front of it, as the ingress serves plain HTTP: the answers
+// and what the pods receive must be the same, and the fast path must
+// have served exactly the requests it is meant to.
+func TestFastPath(t *testing.T) {
+	big := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Big: " + strings.Repeat("b", 20<<10) + "\r\nContent-Length: 2\r\n\r\nok"
+	eps := map[string][]string{
+		"alpha":     {echo(t, "a")},
+		"empty":     nil,
+		"chunked":   {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n", false)},
+		"eof":       {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nuntil the end", true)},
+		"http10":    {cannedPod(t, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\nold!", true)},
+		"early":     {cannedPod(t, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhints", false)},
+		"nocontent": {cannedPod(t, "HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n", false)},
+		"hop":       {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: X-Secret\r\nX-Secret: s\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok", false)},
+		"big":       {cannedPod(t, big, false)},
+		"short":     {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\nabc", true)},
+		"garbage":   {cannedPod(t, "SSH-2.0-OpenSSH\r\n\r\n", true)},
+		"refused":   {refused(t), refused(t)},
+	}
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(fastTable(t, eps))
+	netHTTP := httptest.NewUnstartedServer(p.Handler(8080))
+	netHTTP.Config.MaxHeaderBytes = 32 << 10 // as the ingress's
+	netHTTP.Start()
+	t.Cleanup(netHTTP.Close)
+	fast := serveFront(t, p, 8080)
+
+	get := func(path string, fields ...string) string {
+		return "GET " + path + " HTTP/1.1\r\nHost: app.example\r\n" + strings.Join(fields, "") + "\r\n"
+	}
+	tests := []struct {
+		name   string
+		raw    string
+		method string
+		fast   bool // served by the fast path
+		status int
+	}{
+		{"plain", get("/alpha"), "GET", true, 200},
+		{"query", get("/alpha/x?a=1&b=/c"), "GET", true, 200},
+		{"head", "HEAD /alpha HTTP/1.1\r\nHost: app.example\r\n\r\n", "HEAD", true, 200},
+		{"forwarded fields from the client", get("/alpha", "X-Forwarded-For: 6.6.6.6\r\n", "X-Real-IP: 6.6.6.6\r\n", "Forwarded: for=6.6.6.6\r\n", "X-Forwarded-Host: evil\r\n", "X-Request-ID: given-1\r\n"), "GET", true, 200},
+		{"empty request id", get("/alpha", "X-Request-ID: \r\n"), "GET", true, 200},
+		{"host with case and port", "GET /alpha HTTP/1.1\r\nHost: APP.example:8080\r\n\r\n", "GET", true, 200},
+		{"close", get("/alpha", "Connection: close\r\n"), "GET", true, 200},
+		{"hop-by-hop fields", get("/alpha", "Keep-Alive: 5\r\n", "Proxy-Connection: keep-alive\r\n", "Proxy-Authorization: x\r\n", "Connection: keep-alive\r\n"), "GET", true, 200},
+		{"repeated fields", get("/alpha", "Accept: a\r\n", "Accept: b\r\n", "X-Custom:  spaced  \r\n"), "GET", true, 200},
+		{"content-length 0", "POST /alpha HTTP/1.1\r\nHost: app.example\r\nContent-Length: 0\r\n\r\n", "POST", true, 200},
+		{"chunked answer", get("/chunked"), "GET", true, 200},
+		{"answer until the pod closes", get("/eof"), "GET", true, 200},
+		{"HTTP/1.0 answer", get("/http10"), "GET", true, 200},
+		{"informational answer first", get("/early"), "GET", true, 200},
+		{"no content", get("/nocontent"), "GET", true, 204},
+		{"hop-by-hop answer fields", get("/hop"), "GET", true, 200},
+		{"answer head over the buffer", get("/big"), "GET", true, 200},
+		{"garbage answer", get("/garbage"), "GET", true, 502},
+		{"every endpoint refuses", get("/refused"), "GET", true, 502},
+
+		{"no route", get("/nothing"), "GET", false, 404},
+		{"no endpoint", get("/empty"), "GET", false, 503},
+		{"path to clean", get("/alpha//x/../y"), "GET", false, 200},
+		{"escaped path", get("/alph%61"), "GET", false, 200},
+		{"body", "POST /alpha HTTP/1.1\r\nHost: app.example\r\nContent-Length: 4\r\n\r\nbody", "POST", false, 200},
+		{"chunked body", "POST /alpha HTTP/1.1\r\nHost: app.example\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n", "POST", false, 200},
+		{"expect", "POST /alpha HTTP/1.1\r\nHost: app.example\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n", "POST", false, 200},
+		{"upgrade", get("/alpha", "Connection: Upgrade\r\n", "Upgrade: websocket\r\n"), "GET", false, 200},
+		{"connection naming a field", get("/alpha", "Connection: X-Hop\r\n", "X-Hop: 1\r\n"), "GET", false, 200},
+		{"HTTP/1.0", "GET /alpha HTTP/1.0\r\nHost: app.example\r\n\r\n", "GET", false, 200},
+		{"absolute target", "GET http://app.example/alpha HTTP/1.1\r\nHost: app.example\r\n\r\n", "GET", false, 200},
+		{"no host", "GET /alpha HTTP/1.1\r\n\r\n", "GET", false, 400},
+		{"two hosts", "GET /alpha HTTP/1.1\r\nHost: app.example\r\nHost: b\r\n\r\n", "GET", false, 400},
+		{"space in a field name", get("/alpha", "Bad Field: x\r\n"), "GET", false, 400},
+		{"bare LF", "GET /alpha HTTP/1.1\nHost: app.example\n\n", "GET", false, 200},
+		{"folded field", get("/alpha", "X-A: 1\r\n", " folded\r\n"), "GET", false, 200},
+		{"head over the buffer", get("/alpha", "X-Big: "+strings.Repeat("x", 5000)+"\r\n"), "GET", false, 200},
+		{"head over the limit", get("/alpha", "X-Big: "+strings.Repeat("x", 40<<10)+"\r\n"), "GET", false, 431},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := roundTrip(t, netHTTP.Listener.Addr().String(), tt.raw, tt.method)
+			before := fast.handoffs.Load()
+			got := roundTrip(t, fast.addr, tt.raw, tt.method)
+			if handed := fast.handoffs.Load() != before; handed == tt.fast {
+				t.Errorf("served by the fast path: %v, want %v", !handed, tt.fast)
+			}
+			if got.Status != tt.status {
+				t.Errorf("status %d, want %d", got.Status, tt.status)
+			}
+			if got.Body == "reset" || want.Body == "reset" {
+				got.Body, want.Body = "", "" // which side saw the reset is luck
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the fast path's answer differs from net/http's:\nfast:     %.2000s\nnet/http: %.2000s", fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want))
+			}
+		})
+	}
+}
+
+// fastTable routes app.example/NAME to a backend NAME for each name.
+func fastTable(t *testing.T, eps map[string][]string) (*route.Table, []*Upstream) {
+	prefix := ptr.To(networkingv1.PathTypePrefix)
+	var paths []networkingv1.HTTPIngressPath
+	for svc := range eps {
+		paths = append(paths, networkingv1.HTTPIngressPath{Path: "/" + svc, PathType: prefix,
+			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}}})
+	}
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "app.example",
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}}}}
+	table, problems := route.Build([]*networkingv1.Ingress{ing})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	var ups []*Upstream
+	for _, ref := range table.Backends {
+		u := newUpstream(ref)
+		u.set(eps[ref.Name])
+		ups = append(ups, u)
+	}
+	return table, ups
+}
+
+// TestFastPathConnection serves several requests on one connection:
+// pipelined ones on the fast path, then one for net/http, after which the
+// connection stays with net/http and still answers.
+func TestFastPathConnection(t *testing.T) {
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(fastTable(t, map[string][]string{"alpha": {echo(t, "a")}}))
+	f := serveFront(t, p, 8080)
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	read := func(want string) {
+		t.Helper()
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("status %d body %q (%v), want one with %q", resp.StatusCode, body, err, want)
+		}
+	}
+	// Two requests in one write: both answered, in order.
+	fmt.Fprint(c, "GET /alpha/1 HTTP/1.1\r\nHost: app.example\r\n\r\nGET /alpha/2 HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	read(`"uri":"/alpha/1"`)
+	read(`"uri":"/alpha/2"`)
+	if n := f.handoffs.Load(); n != 0 {
+		t.Fatalf("%d connections handed to net/http, want none yet", n)
+	}
+	// A request with a body hands the connection over, with the bytes
+	// already read: the next request pipelined behind it too.
+	fmt.Fprint(c, "POST /alpha/3 HTTP/1.1\r\nHost: app.example\r\nContent-Length: 4\r\n\r\nbodyGET /alpha/4 HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	read(`"body":"body"`)
+	read(`"uri":"/alpha/4"`)
+	if n := f.handoffs.Load(); n != 1 {
+		t.Fatalf("%d connections handed to net/http, want 1", n)
+	}
+	fmt.Fprint(c, "GET /alpha/5 HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	read(`"uri":"/alpha/5"`)
+}
