@@ -228,6 +228,9 @@ func (fc *fastConn) exchange(req *request, host string) (status int, bytes int64
 				p.metrics.connectErrors.Inc()
 				continue
 			}
+			if answeredNothing(err) && idempotent(string(fc.req.Method)) {
+				continue
+			}
 			break
 		}
 		return fc.answer(req, pc)

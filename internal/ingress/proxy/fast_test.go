@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,6 +92,8 @@ func roundTrip(t *testing.T, addr, raw, method string) answer {
 // and what the pods receive must be the same, and the fast path must
 // have served exactly the requests it is meant to.
 func TestFastPath(t *testing.T) {
+	// A pod that accepts and closes without answering, as one that stops.
+	mute := rawPod(t, func(c net.Conn) { _, _ = bufio.NewReader(c).ReadString('\n') })
 	big := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Big: " + strings.Repeat("b", 20<<10) + "\r\nContent-Length: 2\r\n\r\nok"
 	eps := map[string][]string{
 		"alpha":     {echo(t, "a")},
@@ -105,6 +108,8 @@ func TestFastPath(t *testing.T) {
 		"short":     {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\nabc", true)},
 		"garbage":   {cannedPod(t, "SSH-2.0-OpenSSH\r\n\r\n", true)},
 		"refused":   {refused(t), refused(t)},
+		"flaky":     {mute, mute, echo(t, "f")},
+		"mute":      {mute},
 	}
 	p := New(Options{})
 	t.Cleanup(p.Close)
@@ -144,6 +149,8 @@ func TestFastPath(t *testing.T) {
 		{"answer head over the buffer", get("/big"), "GET", true, 200},
 		{"garbage answer", get("/garbage"), "GET", true, 502},
 		{"every endpoint refuses", get("/refused"), "GET", true, 502},
+		{"pods that answer nothing, then one that does", get("/flaky"), "GET", true, 200},
+		{"a pod that answers nothing", get("/mute"), "GET", true, 502},
 
 		{"no route", get("/nothing"), "GET", false, 404},
 		{"no endpoint", get("/empty"), "GET", false, 503},
@@ -253,4 +260,32 @@ func TestFastPathConnection(t *testing.T) {
 	}
 	fmt.Fprint(c, "GET /alpha/5 HTTP/1.1\r\nHost: app.example\r\n\r\n")
 	read(`"uri":"/alpha/5"`)
+}
+
+// TestNoAnswerRetries: a pod that closes without answering sends an
+// idempotent request to the next endpoint, a POST gets its 502 (the pod
+// may have acted on it).
+func TestNoAnswerRetries(t *testing.T) {
+	mute := rawPod(t, func(c net.Conn) { _, _ = bufio.NewReader(c).ReadString('\n') })
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(fastTable(t, map[string][]string{"alpha": {mute, echo(t, "a")}}))
+	f := serveFront(t, p, 8080)
+	for _, tt := range []struct {
+		method string
+		want   []int // the statuses of two requests, in order of value
+	}{
+		{"GET", []int{200, 200}},
+		{"DELETE", []int{200, 200}},
+		{"POST", []int{200, 502}}, // round robin: one starts at the mute pod
+	} {
+		var got []int
+		for range 2 {
+			got = append(got, roundTrip(t, f.addr, tt.method+" /alpha HTTP/1.1\r\nHost: app.example\r\nContent-Length: 0\r\n\r\n", tt.method).Status)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.method, got, tt.want)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 
 	"github.com/svcnet/svcnet/internal/ingress/annotations"
 )
@@ -49,7 +50,13 @@ func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
 				break
 			}
 		}
-		if !dialFailed(err) || sent || r.Context().Err() != nil {
+		if sent || r.Context().Err() != nil {
+			break
+		}
+		if !dialFailed(err) {
+			if body == nil && idempotent(r.Method) && answeredNothing(err) {
+				continue
+			}
 			break
 		}
 		t.p.metrics.connectErrors.Inc()
@@ -71,6 +78,24 @@ func (t *retrying) send(r *http.Request, req *request) (*http.Response, error) {
 		return t.p.h2cPods.RoundTrip(r)
 	}
 	return t.p.pods.do(r, timeouts{connect: req.cfg.ConnectTimeout, read: req.cfg.ReadTimeout, send: req.cfg.SendTimeout})
+}
+
+// answeredNothing reports whether err is a pod's connection closed or
+// reset before any byte of an answer: a pod that was stopping when it
+// accepted. Idempotent requests without a body then try the next
+// endpoint, as nginx's proxy_next_upstream error does; when every
+// endpoint fails so, the answer is 502.
+func answeredNothing(err error) bool {
+	return errors.Is(err, errStale) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// idempotent reports the methods RFC 9110 calls idempotent.
+func idempotent(method string) bool {
+	switch method {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
 }
 
 // dialFailed reports whether err is a failure to connect.
