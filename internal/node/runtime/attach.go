@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -86,7 +87,17 @@ type attachHub struct {
 	mu      sync.Mutex
 	clients map[*attachClient]bool
 	closed  bool // stdin closed for good (stdinOnce)
+	ended   bool // the container has exited: closeAll ran
+	// writers counts the clients' writers until they have written what
+	// was queued for them: the shim must not exit before (its exit
+	// closes the connections, and the node agent's Attach takes that
+	// end for the container's, success, without the output).
+	writers sync.WaitGroup
 }
+
+// attachDrain bounds how long a shim whose container has exited waits
+// for its clients to take the output queued for them.
+var attachDrain = 10 * time.Second
 
 type attachClient struct {
 	hello attachHello
@@ -125,10 +136,17 @@ func (h *attachHub) handle(conn net.Conn) {
 		return
 	}
 	h.mu.Lock()
+	if h.ended {
+		// The container has exited: nothing more will come.
+		h.mu.Unlock()
+		return
+	}
 	h.clients[c] = true
+	h.writers.Add(1)
 	h.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
+		defer h.writers.Done()
 		defer close(done)
 		for f := range c.out {
 			if writeFrame(conn, f.kind, f.data) != nil {
@@ -234,14 +252,22 @@ func (h *attachHub) output(kind byte) io.Writer {
 	})
 }
 
-// closeAll ends every connection (the container has exited), after what
-// was queued for them is written.
+// closeAll ends every connection (the container has exited) once what
+// was queued for them is written, and returns then (or after
+// attachDrain, for a client that does not read): the shim exits next.
 func (h *attachHub) closeAll() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.ended = true
 	for c := range h.clients {
 		delete(h.clients, c)
 		close(c.out)
+	}
+	h.mu.Unlock()
+	written := make(chan struct{})
+	go func() { h.writers.Wait(); close(written) }()
+	select {
+	case <-written:
+	case <-time.After(attachDrain):
 	}
 }
 
