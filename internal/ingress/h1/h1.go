@@ -382,25 +382,31 @@ func parseLength(v []byte) (int64, bool) {
 	return n, true
 }
 
-var tokenChars = func() (t [256]bool) {
+var tokenChars = chars("!#$%&'*+-.^_`|~")
+
+// chars is a table of the letters, the digits and extra.
+func chars(extra string) (t [256]bool) {
 	for c := 'a'; c <= 'z'; c++ {
 		t[c], t[c-'a'+'A'] = true, true
 	}
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
+	for _, c := range extra {
 		t[c] = true
 	}
 	return t
-}()
+}
 
-func isToken(b []byte) bool {
+func isToken(b []byte) bool { return only(b, &tokenChars) }
+
+// only reports whether b is not empty and all its bytes are in t.
+func only(b []byte, t *[256]bool) bool {
 	if len(b) == 0 {
 		return false
 	}
 	for _, c := range b {
-		if !tokenChars[c] {
+		if !t[c] {
 			return false
 		}
 	}
@@ -409,54 +415,12 @@ func isToken(b []byte) bool {
 
 // targetChars are a path's and query's characters (RFC 3986 pchar, '/'
 // and '?'), without '%'.
-var targetChars = func() (t [256]bool) {
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for _, c := range "-._~!$&'()*+,;=:@/?" {
-		t[c] = true
-	}
-	return t
-}()
+var targetChars = chars("-._~!$&'()*+,;=:@/?")
 
-func validTarget(b []byte) bool {
-	if len(b) == 0 || b[0] != '/' {
-		return false
-	}
-	for _, c := range b {
-		if !targetChars[c] {
-			return false
-		}
-	}
-	return true
-}
+func validTarget(b []byte) bool { return len(b) > 0 && b[0] == '/' && only(b, &targetChars) }
 
 // hostChars are a Host's: a name, an IPv4 or bracketed IPv6 address, a
 // port.
-var hostChars = func() (t [256]bool) {
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for _, c := range "-._:[]" {
-		t[c] = true
-	}
-	return t
-}()
+var hostChars = chars("-._:[]")
 
-func validHost(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	for _, c := range b {
-		if !hostChars[c] {
-			return false
-		}
-	}
-	return true
-}
+func validHost(b []byte) bool { return only(b, &hostChars) }

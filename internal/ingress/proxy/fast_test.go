@@ -113,7 +113,7 @@ func TestFastPath(t *testing.T) {
 	}
 	p := New(Options{})
 	t.Cleanup(p.Close)
-	p.Set(fastTable(t, eps))
+	p.Set(routes(t, eps, nil))
 	netHTTP := httptest.NewUnstartedServer(p.Handler(8080))
 	netHTTP.Config.MaxHeaderBytes = 32 << 10 // as the ingress's
 	netHTTP.Start()
@@ -192,15 +192,17 @@ func TestFastPath(t *testing.T) {
 	}
 }
 
-// fastTable routes app.example/NAME to a backend NAME for each name.
-func fastTable(t *testing.T, eps map[string][]string) (*route.Table, []*Upstream) {
+// routes is one Ingress with those annotations that routes
+// app.example/NAME to a backend NAME, with the endpoints given.
+func routes(t *testing.T, eps map[string][]string, annotations map[string]string) (*route.Table, []*Upstream) {
+	t.Helper()
 	prefix := ptr.To(networkingv1.PathTypePrefix)
 	var paths []networkingv1.HTTPIngressPath
 	for svc := range eps {
 		paths = append(paths, networkingv1.HTTPIngressPath{Path: "/" + svc, PathType: prefix,
 			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}}})
 	}
-	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: annotations},
 		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "app.example",
 			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}}}}
 	table, problems := route.Build([]*networkingv1.Ingress{ing})
@@ -222,7 +224,7 @@ func fastTable(t *testing.T, eps map[string][]string) (*route.Table, []*Upstream
 func TestFastPathConnection(t *testing.T) {
 	p := New(Options{})
 	t.Cleanup(p.Close)
-	p.Set(fastTable(t, map[string][]string{"alpha": {echo(t, "a")}}))
+	p.Set(routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil))
 	f := serveFront(t, p, 8080)
 	c, err := net.Dial("tcp", f.addr)
 	if err != nil {
@@ -269,7 +271,7 @@ func TestNoAnswerRetries(t *testing.T) {
 	mute := rawPod(t, func(c net.Conn) { _, _ = bufio.NewReader(c).ReadString('\n') })
 	p := New(Options{})
 	t.Cleanup(p.Close)
-	p.Set(fastTable(t, map[string][]string{"alpha": {mute, echo(t, "a")}}))
+	p.Set(routes(t, map[string][]string{"alpha": {mute, echo(t, "a")}}, nil))
 	f := serveFront(t, p, 8080)
 	for _, tt := range []struct {
 		method string

@@ -14,10 +14,6 @@ import (
 	"testing"
 	"time"
 
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-
 	"github.com/svcnet/svcnet/internal/ingress/route"
 )
 
@@ -105,25 +101,7 @@ func setup(t *testing.T, o Options, eps map[string][]string) (*Proxy, string) {
 // setupAnnotated is setup with the Ingress's annotations.
 func setupAnnotated(t *testing.T, o Options, eps map[string][]string, annotations map[string]string) (*Proxy, string) {
 	t.Helper()
-	prefix := ptr.To(networkingv1.PathTypePrefix)
-	var paths []networkingv1.HTTPIngressPath
-	for svc := range eps {
-		paths = append(paths, networkingv1.HTTPIngressPath{Path: "/" + svc, PathType: prefix,
-			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}}})
-	}
-	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: annotations},
-		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "app.example",
-			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}}}}
-	table, problems := route.Build([]*networkingv1.Ingress{ing})
-	if len(problems) > 0 {
-		t.Fatal(problems)
-	}
-	var ups []*Upstream
-	for _, ref := range table.Backends {
-		u := newUpstream(ref)
-		u.set(eps[ref.Name])
-		ups = append(ups, u)
-	}
+	table, ups := routes(t, eps, annotations)
 	p := New(o)
 	p.Set(table, ups)
 	// Served as the ingress serves plain HTTP: what the fast path takes
