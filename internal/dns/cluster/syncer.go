@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -37,7 +38,8 @@ const (
 // DefaultWindow is how long the syncer waits after a change for more
 // before it publishes a snapshot: an update costs tens of microseconds,
 // so the window only lets events that arrive together (a rollout's slice
-// updates, delivered in one read of the watch) share a snapshot.
+// updates, delivered in one read of the watch) share a snapshot. Under a
+// millisecond it is one yield, not a timer (see Run).
 const DefaultWindow = 100 * time.Microsecond
 
 // SyncOptions configure a Syncer.
@@ -330,12 +332,22 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if next := lastEnd.Add(lastEnd.Sub(lastStart)); next.After(now.Add(wait)) {
 			wait = next.Sub(now)
 		}
-		t.Reset(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
+		if wait < time.Millisecond && wait == s.opts.Window {
+			// Go's timers cannot wait less than about a millisecond in
+			// an idle process (the poller sleeps in whole milliseconds),
+			// so a shorter window cost every lone change a millisecond:
+			// svcnet answered a new Service one poll step after CoreDNS.
+			// Yielding once lets the events delivered together with this
+			// one (the informer hands them over one by one) join it.
+			runtime.Gosched()
+		} else {
+			t.Reset(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
 		}
 		lastStart = time.Now()
 		s.build()

@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		programming: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "svcnet_dns_programming_duration_seconds",
 			Help:    "Time from an API change to the zone answering with it.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1ms .. 33s
+			Buckets: prometheus.ExponentialBuckets(0.000125, 2, 19), // 125µs .. 33s
 		}),
 		updates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svcnet_dns_zone_updates_total",

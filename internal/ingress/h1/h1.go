@@ -182,6 +182,11 @@ func ParseResponse(b []byte, r *Response) (n int, ok bool) {
 			return 0, false
 		}
 		r.Reason = line[13:]
+		for _, c := range r.Reason {
+			if (c < 0x20 && c != '\t') || c == 0x7f {
+				return 0, false // a bare CR, say: passed on, it would split the line
+			}
+		}
 	}
 	keepAlive := false
 	var listed [][]byte // named by Connection: hop-by-hop too

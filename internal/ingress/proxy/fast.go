@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -288,6 +290,9 @@ func (fc *fastConn) send(req *request) (*podConn, error) {
 			_ = pc.SetWriteDeadline(time.Now().Add(req.cfg.SendTimeout))
 		}
 		_, err = pc.Write(fc.header)
+		if req.cfg.SendTimeout > 0 {
+			_ = pc.SetWriteDeadline(time.Time{}) // pooled for routes without one too
+		}
 		if err == nil {
 			read := pods.readTimeout
 			if req.cfg.ReadTimeout > 0 {
@@ -311,7 +316,9 @@ func (fc *fastConn) send(req *request) (*podConn, error) {
 			return pc, nil
 		}
 		pc.Conn.Close()
-		if reused && !isTimeout(err) {
+		// A kept-alive connection the pod had closed: sent again, for
+		// an idempotent method (the pod may have acted on another).
+		if reused && !isTimeout(err) && idempotent(string(fc.req.Method)) {
 			continue
 		}
 		return nil, err
@@ -388,13 +395,13 @@ func (fc *fastConn) answer(req *request, pc *podConn) (status int, bytes int64, 
 	var err error
 	switch {
 	case resp.ContentLength >= 0:
-		bytes, err = io.CopyN(w, pc.br, resp.ContentLength)
+		bytes, err = copyN(w, flushing{pc.br, pc.br, w}, resp.ContentLength)
 	case resp.Chunked:
-		if bytes, err = copyChunked(w, httputil.NewChunkedReader(pc.br)); err == nil {
+		if bytes, err = copyChunked(w, flushing{httputil.NewChunkedReader(pc.br), pc.br, w}); err == nil {
 			err = skipTrailer(pc.br)
 		}
 	default: // until the pod closes
-		bytes, err = copyChunked(w, pc.br)
+		bytes, err = copyChunked(w, flushing{pc.br, pc.br, w})
 		resp.Close = true
 	}
 	if err != nil {
@@ -404,6 +411,41 @@ func (fc *fastConn) answer(req *request, pc *podConn) (status int, bytes int64, 
 	}
 	fc.release(req, pc, !resp.Close)
 	return status, bytes, true
+}
+
+// copyN copies n bytes of r to w, through a buffer of the pool: never
+// by w's ReadFrom, which reads into w's own buffer and so must not see it
+// flushed by a flushing reader meanwhile.
+func copyN(w *bufio.Writer, r io.Reader, n int64) (int64, error) {
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+	copied, err := io.CopyBuffer(writerOnly{w}, io.LimitReader(r, n), *buf)
+	if err == nil && copied < n {
+		err = io.ErrUnexpectedEOF
+	}
+	return copied, err
+}
+
+// writerOnly hides its writer's ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
+
+// flushing reads r, and sends what the client's buffer holds before a
+// read that would wait for the pod: a streamed answer (server-sent
+// events, long polls) reaches the client as the pod sends it, while a
+// body already read from the pod costs no extra write.
+type flushing struct {
+	r   io.Reader
+	pod *bufio.Reader
+	w   *bufio.Writer
+}
+
+func (f flushing) Read(p []byte) (int, error) {
+	if f.pod.Buffered() == 0 && f.w.Buffered() > 0 {
+		if err := f.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	return f.r.Read(p)
 }
 
 // maxTrailer bounds the trailer lines skipped after a chunked body.
@@ -429,7 +471,9 @@ func skipTrailer(br *bufio.Reader) error {
 // copyChunked copies r to w in chunks and ends the chunks.
 func copyChunked(w *bufio.Writer, r io.Reader) (int64, error) {
 	cw := httputil.NewChunkedWriter(w)
-	n, err := io.Copy(cw, r)
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+	n, err := io.CopyBuffer(writerOnly{cw}, r, *buf)
 	if err != nil {
 		return n, err
 	}
@@ -467,11 +511,20 @@ func (fc *fastConn) answerSlowly(req *request, pc *podConn) (status int, bytes i
 	}
 	defer resp.Body.Close()
 	_ = pc.SetReadDeadline(time.Time{})
-	for _, h := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length"} {
+	for _, v := range resp.Header["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				resp.Header.Del(f)
+			}
+		}
+	}
+	for _, h := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length"} {
 		resp.Header.Del(h)
 	}
 	w := fc.bw
-	_, _ = w.WriteString("HTTP/1.1 " + resp.Status + "\r\n")
+	// The standard reason: the pod's may hold what the fast reader
+	// declined.
+	_, _ = w.WriteString("HTTP/1.1 " + strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode) + "\r\n")
 	_ = resp.Header.Write(w)
 	noBody := h1.NoBody(fc.req.Method, resp.StatusCode)
 	switch {
@@ -488,9 +541,9 @@ func (fc *fastConn) answerSlowly(req *request, pc *podConn) (status int, bytes i
 		return resp.StatusCode, 0, true
 	}
 	if resp.ContentLength >= 0 {
-		bytes, err = io.CopyN(w, resp.Body, resp.ContentLength)
+		bytes, err = copyN(w, flushing{resp.Body, pc.br, w}, resp.ContentLength)
 	} else {
-		bytes, err = copyChunked(w, resp.Body)
+		bytes, err = copyChunked(w, flushing{resp.Body, pc.br, w})
 	}
 	return resp.StatusCode, bytes, err == nil
 }

@@ -94,7 +94,7 @@ func roundTrip(t *testing.T, addr, raw, method string) answer {
 func TestFastPath(t *testing.T) {
 	// A pod that accepts and closes without answering, as one that stops.
 	mute := rawPod(t, func(c net.Conn) { _, _ = bufio.NewReader(c).ReadString('\n') })
-	big := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Big: " + strings.Repeat("b", 20<<10) + "\r\nContent-Length: 2\r\n\r\nok"
+	big := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: X-Secret\r\nX-Secret: s\r\nX-Big: " + strings.Repeat("b", 20<<10) + "\r\nContent-Length: 2\r\n\r\nok"
 	eps := map[string][]string{
 		"alpha":     {echo(t, "a")},
 		"empty":     nil,
@@ -110,6 +110,7 @@ func TestFastPath(t *testing.T) {
 		"refused":   {refused(t), refused(t)},
 		"flaky":     {mute, mute, echo(t, "f")},
 		"mute":      {mute},
+		"headbody":  {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello", false)},
 	}
 	p := New(Options{})
 	t.Cleanup(p.Close)
@@ -147,6 +148,8 @@ func TestFastPath(t *testing.T) {
 		{"no content", get("/nocontent"), "GET", true, 204},
 		{"hop-by-hop answer fields", get("/hop"), "GET", true, 200},
 		{"answer head over the buffer", get("/big"), "GET", true, 200},
+		{"a body answered to HEAD", "HEAD /headbody HTTP/1.1\r\nHost: app.example\r\n\r\n", "HEAD", true, 200},
+		{"the next request to that pod", get("/headbody"), "GET", true, 200},
 		{"garbage answer", get("/garbage"), "GET", true, 502},
 		{"every endpoint refuses", get("/refused"), "GET", true, 502},
 		{"pods that answer nothing, then one that does", get("/flaky"), "GET", true, 200},
@@ -289,5 +292,49 @@ func TestNoAnswerRetries(t *testing.T) {
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.method, got, tt.want)
 		}
+	}
+}
+
+// TestFastPathStreams: an answer the pod sends in pieces reaches the
+// client piece by piece, not when the pod ends it.
+func TestFastPathStreams(t *testing.T) {
+	more := make(chan struct{})
+	pod := rawPod(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n7\r\nevent 1\r\n")
+		<-more
+		fmt.Fprint(c, "7\r\nevent 2\r\n0\r\n\r\n")
+	})
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(routes(t, map[string][]string{"events": {pod}}, nil))
+	f := serveFront(t, p, 8080)
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "GET /events HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		close(more)
+		t.Fatalf("the head, before the pod ends its answer: %v", err)
+	}
+	first := make([]byte, 7)
+	_, err = io.ReadFull(resp.Body, first)
+	close(more)
+	if err != nil || string(first) != "event 1" {
+		t.Fatalf("the first event, before the pod ends its answer: %q %v", first, err)
+	}
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || string(rest) != "event 2" {
+		t.Fatalf("the rest: %q %v", rest, err)
+	}
+	if n := f.handoffs.Load(); n != 0 {
+		t.Fatalf("served by net/http (%d handoffs), not the fast path", n)
 	}
 }

@@ -75,8 +75,14 @@ func (p *pods) get(ctx context.Context, addr string, connect time.Duration) (*po
 	return &podConn{Conn: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 8<<10)}, false, nil
 }
 
-// put keeps c for the next request to addr, if there is room.
+// put keeps c for the next request to addr, if there is room. A
+// connection with bytes left after the answer (a body the pod sent to a
+// HEAD, say) is closed: the next request would read them as its answer.
 func (p *pods) put(addr string, c *podConn) {
+	if c.br.Buffered() > 0 {
+		c.Conn.Close()
+		return
+	}
 	c.used = time.Now()
 	p.mu.Lock()
 	if l := p.idle[addr]; len(l) < p.maxIdle {
@@ -124,7 +130,7 @@ func (p *pods) do(r *http.Request, t timeouts) (*http.Response, error) {
 			return resp, nil
 		}
 		c.Conn.Close()
-		if errors.Is(err, errStale) && reused && replayable(r) {
+		if errors.Is(err, errStale) && reused && replayable(r) && idempotent(r.Method) {
 			continue
 		}
 		return nil, err
@@ -141,6 +147,7 @@ func (p *pods) exchange(c *podConn, r *http.Request, t timeouts) (*http.Response
 	// The client going away, or the read timeout, unblocks the exchange.
 	stop := context.AfterFunc(r.Context(), func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	c.readBy = time.Time{} // the fast path's record of the deadline ends here
 	if t.send > 0 {
 		_ = c.SetWriteDeadline(time.Now().Add(t.send))
 	}
@@ -178,16 +185,18 @@ func (p *pods) exchange(c *podConn, r *http.Request, t timeouts) (*http.Response
 			continue // 100 Continue and other informational answers
 		}
 		_ = c.SetReadDeadline(time.Time{})
+		// A connection whose client left as it was answered has a
+		// deadline in the past: stop() says whether that can still come.
 		if resp.Body == http.NoBody || resp.ContentLength == 0 {
 			resp.Body = http.NoBody
-			if !resp.Close && !r.Close {
+			if !resp.Close && !r.Close && stop() {
 				p.put(r.URL.Host, c)
 			} else {
 				c.Conn.Close()
 			}
 			return resp, nil
 		}
-		resp.Body = &podBody{body: resp.Body, c: c, p: p, addr: r.URL.Host, reuse: !resp.Close && !r.Close}
+		resp.Body = &podBody{body: resp.Body, c: c, p: p, addr: r.URL.Host, reuse: !resp.Close && !r.Close && stop()}
 		return resp, nil
 	}
 }
