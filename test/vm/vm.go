@@ -140,7 +140,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// give the VM a way out through the host.
 		"-nic", "none",
 		"-kernel", filepath.Join(kdir, "vmlinux"), "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init",
+		// loglevel=5 prints the stacks of a kernel report (a soft
+		// lockup's, say), which the kernel writes at the default level.
+		"-append", "console=ttyS0 panic=-1 quiet loglevel=5 softlockup_all_cpu_backtrace=1 rdinit=/init",
 		"-virtfs", "local,path=/,mount_tag=root,readonly=on,security_model=none,multidevs=remap",
 		"-virtfs", "local,path=" + out + ",mount_tag=out,security_model=none",
 	}
@@ -157,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("vm: no end within %s; console:\n%s", timeout, tail(res.Console, 40))
+		return res, fmt.Errorf("vm: no end within %s; console:\n%s", timeout, firstReport(res.Console)+tail(res.Console, 40))
 	}
 	if qerr != nil && res.ExitCode < 0 {
 		return res, fmt.Errorf("vm: qemu: %v: %s; console:\n%s", qerr, qout, tail(res.Console, 40))
@@ -189,6 +191,18 @@ func script(cfg Config) string {
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// firstReport is the console's first kernel BUG report (up to 80 lines,
+// its stacks with it), which the tail of a long hang no longer holds; ""
+// for none.
+func firstReport(b []byte) string {
+	i := bytes.Index(b, []byte("BUG: "))
+	if i < 0 {
+		return ""
+	}
+	lines := strings.SplitN(string(b[i:]), "\n", 81)
+	return strings.Join(lines[:min(len(lines), 80)], "\n") + "\n…\n"
+}
 
 func tail(b []byte, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")

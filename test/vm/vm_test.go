@@ -95,3 +95,16 @@ func TestBoot(t *testing.T) {
 		t.Error("a file written in the VM appeared on the machine: the root share must be read-only")
 	}
 }
+
+func TestFirstReport(t *testing.T) {
+	tests := []struct{ console, want string }{
+		{"[ 1.0] booting\n[ 2.0] ok\n", ""},
+		{"[ 1.0] booting\n[ 73.1] watchdog: BUG: soft lockup - CPU#0 stuck for 22s!\n[ 73.1] Call Trace:\n[ 99.0] later\n",
+			"BUG: soft lockup - CPU#0 stuck for 22s!\n[ 73.1] Call Trace:\n[ 99.0] later\n\n…\n"},
+	}
+	for _, tt := range tests {
+		if got := firstReport([]byte(tt.console)); got != tt.want {
+			t.Errorf("firstReport(%q) = %q, want %q", tt.console, got, tt.want)
+		}
+	}
+}
