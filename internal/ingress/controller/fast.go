@@ -41,9 +41,7 @@ func (s *fastServer) serve() error {
 	for {
 		c, err := s.l.Accept()
 		if err != nil {
-			if temporary(err) {
-				wait = min(max(2*wait, 5*time.Millisecond), time.Second)
-				time.Sleep(wait)
+			if temporary(err) && backoff(&wait, nil) {
 				continue
 			}
 			return err

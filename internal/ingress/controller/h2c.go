@@ -56,19 +56,28 @@ func (s *h2cSplit) accept() {
 		c, err := s.l.Accept()
 		if err != nil {
 			if temporary(err) {
-				wait = min(max(2*wait, 5*time.Millisecond), time.Second)
-				select {
-				case <-time.After(wait):
+				if backoff(&wait, s.done) {
 					continue
-				case <-s.done:
-					return
 				}
+				return
 			}
 			s.close(err)
 			return
 		}
 		wait = 0
 		go s.sniff(c)
+	}
+}
+
+// backoff waits out a temporary accept failure, 5 ms doubling to 1 s
+// (wait holds the last wait), unless stop closes first: false then.
+func backoff(wait *time.Duration, stop <-chan struct{}) bool {
+	*wait = min(max(2**wait, 5*time.Millisecond), time.Second)
+	select {
+	case <-time.After(*wait):
+		return true
+	case <-stop:
+		return false
 	}
 }
 

@@ -67,20 +67,15 @@ func ParseRequest(b []byte, r *Request) (n int, ok bool) {
 	}
 	hosts := 0
 	for {
-		start := len(b) - len(rest)
-		line, rest, complete, ok = nextLine(rest)
+		name, value, end, complete, ok := nextField(b, &rest)
 		if !complete || !ok {
 			return 0, ok
 		}
-		if len(line) == 0 {
+		if end > 0 {
 			if hosts != 1 {
 				return 0, false
 			}
-			return start + 2, true
-		}
-		name, value, ok := splitField(line)
-		if !ok {
-			return 0, false
+			return end, true
 		}
 		switch fieldKind(name) {
 		case kindHost:
@@ -191,18 +186,13 @@ func ParseResponse(b []byte, r *Response) (n int, ok bool) {
 	keepAlive := false
 	var listed [][]byte // named by Connection: hop-by-hop too
 	for {
-		start := len(b) - len(rest)
-		line, rest, complete, ok = nextLine(rest)
+		name, value, end, complete, ok := nextField(b, &rest)
 		if !complete || !ok {
 			return 0, ok
 		}
-		if len(line) == 0 {
-			n = start + 2
+		if end > 0 {
+			n = end
 			break
-		}
-		name, value, ok := splitField(line)
-		if !ok {
-			return 0, false
 		}
 		switch fieldKind(name) {
 		case kindContentLength:
@@ -289,6 +279,24 @@ func nextLine(b []byte) (line, rest []byte, complete, ok bool) {
 	return b[:i-1], b[i+1:], true, true
 }
 
+// nextField reads the field line at the start of *rest, a tail of the
+// head b, and moves *rest past it. At the head's empty line end is the
+// head's length; complete and ok as nextLine's, ok false for a malformed
+// field too.
+func nextField(b []byte, rest *[]byte) (name, value []byte, end int, complete, ok bool) {
+	start := len(b) - len(*rest)
+	line, after, complete, ok := nextLine(*rest)
+	if !complete || !ok {
+		return nil, nil, 0, complete, ok
+	}
+	*rest = after
+	if len(line) == 0 {
+		return nil, nil, start + 2, true, true
+	}
+	name, value, ok = splitField(line)
+	return name, value, 0, true, ok
+}
+
 // splitField splits "name: value", trimming the value's surrounding
 // spaces and tabs. A line that starts with a space or tab (obsolete
 // folding), a name that is not a token, or a control byte or non-ASCII
@@ -361,11 +369,16 @@ var kinds = []struct {
 	{[]byte("Forwarded"), kindDrop},
 }
 
-// isHopByHop reports the dropped names that are hop-by-hop (a response's
-// X-Forwarded-* and the like pass on).
+// HopByHop are the fields that concern one connection only (RFC 9110
+// 7.6.1, and the Proxy-* and Keep-Alive of older practice), never passed
+// on; fields a Connection field names are too.
+var HopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// isHopByHop reports whether name is one of HopByHop, in any case.
 func isHopByHop(name []byte) bool {
-	for _, h := range [...]string{"Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Trailer"} {
-		if bytes.EqualFold(name, []byte(h)) {
+	for _, h := range HopByHop {
+		if len(h) == len(name) && bytes.EqualFold(name, []byte(h)) {
 			return true
 		}
 	}

@@ -518,9 +518,10 @@ func (fc *fastConn) answerSlowly(req *request, pc *podConn) (status int, bytes i
 			}
 		}
 	}
-	for _, h := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length"} {
+	for _, h := range h1.HopByHop {
 		resp.Header.Del(h)
 	}
+	resp.Header.Del("Content-Length") // written below
 	w := fc.bw
 	// The standard reason: the pod's may hold what the fast reader
 	// declined.
@@ -551,10 +552,8 @@ func (fc *fastConn) answerSlowly(req *request, pc *podConn) (status int, bytes i
 // fail answers a request no pod answered: 504 for a timeout, 502 for
 // anything else, as the reverse proxy's error handler does.
 func (fc *fastConn) fail(err error) int {
-	status, text := http.StatusBadGateway, "502 bad gateway\n"
-	if isTimeout(err) {
-		status, text = http.StatusGatewayTimeout, "504 gateway timeout\n"
-	}
+	status, text := gatewayError(err)
+	text += "\n" // as http.Error ends it
 	w := fc.bw
 	_, _ = w.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) +
 		"\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: " + strconv.Itoa(len(text)) + "\r\n")
@@ -570,5 +569,16 @@ func (fc *fastConn) fail(err error) int {
 
 func isTimeout(err error) bool {
 	var ne net.Error
-	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, syscall.ETIMEDOUT)
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, syscall.ETIMEDOUT)
+}
+
+// gatewayError is the answer to a request no pod answered, on either
+// path: 504 for a timeout, 502 for anything else (a refused or reset
+// connection, a pod that answered nothing or garbage).
+func gatewayError(err error) (int, string) {
+	if isTimeout(err) {
+		return http.StatusGatewayTimeout, "504 gateway timeout"
+	}
+	return http.StatusBadGateway, "502 bad gateway"
 }

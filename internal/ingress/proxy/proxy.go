@@ -390,7 +390,6 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // connection, a pod that answered nothing).
 func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	var tooBig *http.MaxBytesError
-	var ne net.Error
 	switch {
 	case errors.As(err, &tooBig):
 		w.Header().Set("Connection", "close")
@@ -400,10 +399,9 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		if lw, ok := w.(*logWriter); ok {
 			lw.status = 499
 		}
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		http.Error(w, "504 gateway timeout", http.StatusGatewayTimeout)
 	default:
-		http.Error(w, "502 bad gateway", http.StatusBadGateway)
+		status, text := gatewayError(err)
+		http.Error(w, text, status)
 	}
 }
 
