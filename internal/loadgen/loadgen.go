@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -46,6 +47,18 @@ type Outcome struct {
 	At   time.Time
 	Took time.Duration
 	Kind string // "" for success
+	// Detail, for a failed HTTP request, is when its connect began and
+	// ended (from the send): a client slow to reach connect is told from
+	// a SYN that got no answer.
+	Detail string
+}
+
+func (o Outcome) String() string {
+	s := o.At.Format("15:04:05.000") + " " + o.Kind
+	if o.Detail != "" {
+		s += " (" + o.Detail + ")"
+	}
+	return s
 }
 
 // Stall is a period in which the client's own process did not run (its
@@ -147,11 +160,21 @@ func (r Result) String() string {
 	if len(kinds) > 0 {
 		s += " (" + strings.Join(kinds, ", ") + fmt.Sprintf("; between %s and %s)", r.First.Format("15:04:05.000"), r.Last.Format("15:04:05.000"))
 	}
+	for i, o := range r.failures {
+		if i == maxListedFailures {
+			s += fmt.Sprintf("; %d more", len(r.failures)-i)
+			break
+		}
+		s += "; " + o.String()
+	}
 	for _, st := range r.Stalls {
 		s += "; " + st.String()
 	}
 	return s
 }
+
+// maxListedFailures bounds the failed requests a Result's text lists.
+const maxListedFailures = 5
 
 // Run sends requests to every target until ctx ends, then waits for the
 // outstanding ones and returns the counts, in the targets' order.
@@ -168,7 +191,6 @@ func Run(ctx context.Context, targets ...Target) []Result {
 	all := stalls()
 	for i := range results {
 		results[i].Stalls = overlapping(all, results[i].failures)
-		results[i].failures = nil
 	}
 	return results
 }
@@ -218,14 +240,14 @@ func run(ctx context.Context, t Target) Result {
 	}
 	var mu sync.Mutex
 	answers := map[string]int{}
-	outcomes := Every(ctx, t.Rate, inflight, func() string {
-		body, kind := get(client, t.URL, t.Host)
+	outcomes := every(ctx, t.Rate, inflight, func() (string, string) {
+		body, kind, detail := get(client, t.URL, t.Host)
 		if kind == "" {
 			mu.Lock()
 			answers[body]++
 			mu.Unlock()
 		}
-		return kind
+		return kind, detail
 	})
 	res := Result{Name: t.Name, Errors: map[string]int{}, Answers: answers}
 	for _, o := range outcomes {
@@ -237,6 +259,7 @@ func run(ctx context.Context, t Target) Result {
 			res.failures = append(res.failures, o)
 		}
 	}
+	slices.SortFunc(res.failures, func(a, b Outcome) int { return a.At.Compare(b.At) })
 	if t.Timeline {
 		res.Outcomes = outcomes
 	}
@@ -253,40 +276,64 @@ func (r *Result) fail(kind string, at time.Time) {
 	}
 }
 
-// get fetches url and returns the body, or the kind of failure.
-func get(c *http.Client, url, host string) (string, string) {
+// get fetches url and returns the body, or the kind of failure and when
+// the request's connect began and ended.
+func get(c *http.Client, url, host string) (body, kind, detail string) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
-		return "", "bad request: " + err.Error()
+		return "", "bad request: " + err.Error(), ""
 	}
 	if host != "" {
 		req.Host = host
 	}
 	// A timeout before the connection was made (a SYN or SYN-ACK lost:
 	// the rules, the path) is told from one after it (a slow server).
-	var connected atomic.Bool
+	// The connect's start and end come from the net.Dialer inside the
+	// target's Dialer (the trace rides in the context it is given).
+	var (
+		connected           atomic.Bool
+		connStart, connDone atomic.Int64 // ns after start, 0: not yet
+		start               = time.Now()
+		since               = func() int64 { return max(int64(time.Since(start)), 1) }
+	)
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+		ConnectStart: func(string, string) { connStart.CompareAndSwap(0, since()) },
+		ConnectDone:  func(string, string, error) { connDone.CompareAndSwap(0, since()) },
+		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
 	}))
-	phase := func(kind string) string {
+	failed := func(err error) (string, string, string) {
+		kind := Classify(err)
 		if kind == "timeout" && !connected.Load() {
-			return "timeout connecting"
+			kind = "timeout connecting"
 		}
-		return kind
+		return "", kind, connectPhases(time.Duration(connStart.Load()), time.Duration(connDone.Load()))
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return "", phase(Classify(err))
+		return failed(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if err != nil {
-		return "", phase(Classify(err))
+		return failed(err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Sprintf("status %d", resp.StatusCode)
+		return "", fmt.Sprintf("status %d", resp.StatusCode), ""
 	}
-	return strings.TrimSpace(string(body)), ""
+	return strings.TrimSpace(string(b)), "", ""
+}
+
+// connectPhases says when a connect began and ended after its request
+// was sent (zero: it did not).
+func connectPhases(began, ended time.Duration) string {
+	ms := func(d time.Duration) string { return fmt.Sprintf("+%dms", d.Milliseconds()) }
+	switch {
+	case began == 0:
+		return "connect not begun"
+	case ended == 0:
+		return "connect began " + ms(began) + ", not done"
+	}
+	return "connect " + ms(began) + " to " + ms(ended)
 }
 
 // Classify names the kind of a request's failure.
@@ -312,6 +359,11 @@ func Classify(err error) string {
 // failure) and returns each call's outcome: do returns "" for success or
 // the kind of failure.
 func Every(ctx context.Context, rate, inflight int, do func() string) []Outcome {
+	return every(ctx, rate, inflight, func() (string, string) { return do(), "" })
+}
+
+// every is Every for a do that also says what a failure went through.
+func every(ctx context.Context, rate, inflight int, do func() (kind, detail string)) []Outcome {
 	var (
 		mu  sync.Mutex
 		wg  sync.WaitGroup
@@ -339,10 +391,10 @@ func Every(ctx context.Context, rate, inflight int, do func() string) []Outcome 
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			kind := do()
+			kind, detail := do()
 			took := time.Since(at)
 			mu.Lock()
-			out = append(out, Outcome{At: at, Took: took, Kind: kind})
+			out = append(out, Outcome{At: at, Took: took, Kind: kind, Detail: detail})
 			mu.Unlock()
 		}()
 	}

@@ -2,12 +2,16 @@ package loadgen
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestRunCountsOutcomes(t *testing.T) {
@@ -32,12 +36,15 @@ func TestRunCountsOutcomes(t *testing.T) {
 	cases := []struct {
 		name, url string
 		wantKind  string // "" for all ok
+		// wantDetail begins every failure's detail.
+		wantDetail string
 	}{
-		{"ok", ok.URL, ""},
-		{"503", unavailable.URL, "status 503"},
-		{"refused", closed, "refused"},
-		{"timeout", slow.URL, "timeout"},
-		{"silent dial", ok.URL, "timeout connecting"},
+		{"ok", ok.URL, "", ""},
+		{"503", unavailable.URL, "status 503", ""},
+		{"refused", closed, "refused", "connect +"},
+		{"timeout", slow.URL, "timeout", "connect +"},
+		{"silent dial", ok.URL, "timeout connecting", "connect not begun"},
+		{"SYN dropped", "http://" + fullBacklog(t), "timeout connecting", "connect began +"},
 	}
 	// A dial that never completes, as when every SYN is lost.
 	silent := func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -70,7 +77,44 @@ func TestRunCountsOutcomes(t *testing.T) {
 		if r.OK != 0 || r.Errors[tc.wantKind] != r.Sent || r.First.IsZero() {
 			t.Errorf("%s: %s, want every request %q", tc.name, r, tc.wantKind)
 		}
+		for _, o := range r.failures {
+			if !strings.HasPrefix(o.Detail, tc.wantDetail) {
+				t.Errorf("%s: failure %s, want a detail beginning %q", tc.name, o, tc.wantDetail)
+				break
+			}
+		}
 	}
+}
+
+// fullBacklog returns a loopback address whose listener never accepts and
+// whose accept queue is full: the kernel drops every further SYN there, so
+// a connect to it begins and never ends.
+func fullBacklog(t *testing.T) string {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port)
+	// Fill the queue (a backlog of 0 holds one connection).
+	for range 2 {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			break
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	return addr
 }
 
 func TestEveryAndCount(t *testing.T) {

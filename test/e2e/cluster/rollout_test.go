@@ -1,13 +1,17 @@
 package cluster_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -255,6 +259,13 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 	if len(before) != 2 {
 		t.Fatalf("kube-proxy pods %v, want one on each of the 2 nodes", before)
 	}
+	// What conntrack saw of the ClusterIP path, on the client's node (its
+	// orig tuple names the ClusterIP) and on node-1 (the pods behind it).
+	clusterIP := strings.TrimSuffix(strings.TrimPrefix(targets[0].URL, "http://"), ":80/")
+	events := []*conntrackEvents{
+		watchConntrack(t, "svcnet-"+c.name+"-node-2", "--orig-dst", clusterIP),
+		watchConntrack(t, "svcnet-"+c.name+"-node-1", "--orig-port-dst", "9376"),
+	}
 	results, took := c.measureDuring(targets, func() {
 		k.MustRun("", "-n", "kube-system", "rollout", "restart", "daemonset/kube-proxy")
 		k.MustRun("", "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
@@ -283,8 +294,98 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 		// times.
 		out, _, err := k.Run("", "-n", "kube-system", "logs", "-l", "k8s-app=kube-proxy", "--prefix", "--tail=-1")
 		t.Logf("the new proxies' logs: %v\n%s", err, out)
+		// What conntrack saw from just before the first failure to the
+		// timeout after the last, on either path.
+		var from, to time.Time
+		for _, r := range results {
+			if r.Failed() > 0 {
+				if from.IsZero() || r.First.Before(from) {
+					from = r.First
+				}
+				if r.Last.After(to) {
+					to = r.Last
+				}
+			}
+		}
+		for _, ev := range events {
+			ev.stop()
+			t.Logf("conntrack events in %s, %s to %s:\n%s", ev.ns, from.Format("15:04:05.000"), to.Format("15:04:05.000"),
+				strings.Join(ev.between(from.Add(-200*time.Millisecond), to.Add(1200*time.Millisecond)), "\n"))
+		}
 	}
 	return report
+}
+
+// conntrackEvents records `conntrack -E` in a namespace, timestamped.
+type conntrackEvents struct {
+	ns    string
+	mu    sync.Mutex
+	lines []string
+	stop  func() // ends the recording; the lines are all there after it
+}
+
+// maxConntrackLines bounds what a recording keeps.
+const maxConntrackLines = 100_000
+
+// watchConntrack records the conntrack events matching filter in ns until
+// stop or the test's end.
+func watchConntrack(t *testing.T, ns string, filter ...string) *conntrackEvents {
+	ev := &conntrackEvents{ns: ns, stop: func() {}}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, "conntrack", "-E", "-o", "timestamp", "-p", "tcp"}, filter...)...)
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		t.Logf("conntrack -E in %s: %v", ns, err)
+		return ev
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			ev.mu.Lock()
+			if len(ev.lines) < maxConntrackLines {
+				ev.lines = append(ev.lines, sc.Text())
+			}
+			ev.mu.Unlock()
+		}
+	}()
+	// SIGTERM, not a kill: conntrack writes out what its stdio buffer
+	// holds as it exits (`ip netns exec` has become conntrack).
+	ev.stop = sync.OnceFunc(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = cmd.Wait()
+	})
+	t.Cleanup(ev.stop)
+	return ev
+}
+
+// between returns the events stamped within [from, to].
+func (ev *conntrackEvents) between(from, to time.Time) []string {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []string
+	for _, l := range ev.lines {
+		// "[1733351021.637812]\t    [NEW] tcp ..."
+		stamp, _, ok := strings.Cut(strings.TrimPrefix(l, "["), "]")
+		sec, err := strconv.ParseFloat(stamp, 64)
+		if !ok || err != nil {
+			continue
+		}
+		at := time.Unix(0, int64(sec*1e9))
+		if !at.Before(from) && !at.After(to) {
+			out = append(out, at.Format("15:04:05.000000")+" "+strings.TrimSpace(l[len(stamp)+2:]))
+		}
+	}
+	return out
 }
 
 // measureDuring sends the targets' traffic (once every path answers)
