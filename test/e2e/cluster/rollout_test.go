@@ -266,6 +266,11 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 		watchConntrack(t, "svcnet-"+c.name+"-node-2", "--orig-dst", clusterIP),
 		watchConntrack(t, "svcnet-"+c.name+"-node-1", "--orig-port-dst", "9376"),
 	}
+	nodes := []string{"svcnet-" + c.name + "-node-1", "svcnet-" + c.name + "-node-2"}
+	var counters []map[string]int64
+	for _, ns := range nodes {
+		counters = append(counters, netCounters(ns))
+	}
 	results, took := c.measureDuring(targets, func() {
 		k.MustRun("", "-n", "kube-system", "rollout", "restart", "daemonset/kube-proxy")
 		k.MustRun("", "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
@@ -307,6 +312,18 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 				}
 			}
 		}
+		// The kernel's drop counters over the measurement, by node.
+		for i, ns := range nodes {
+			var moved []string
+			for k, v := range netCounters(ns) {
+				d := v - counters[i][k]
+				if d != 0 && slices.ContainsFunc([]string{"Drop", "Fail", "Retrans", "Overflow", "Err", "Discard", "NoRoute"}, func(w string) bool { return strings.Contains(k, w) }) {
+					moved = append(moved, fmt.Sprintf("%s +%d", k, d))
+				}
+			}
+			slices.Sort(moved)
+			t.Logf("%s: drop, failure and retransmission counters that moved: %s", ns, strings.Join(moved, ", "))
+		}
 		for _, ev := range events {
 			ev.stop()
 			t.Logf("conntrack events in %s, %s to %s:\n%s", ev.ns, from.Format("15:04:05.000"), to.Format("15:04:05.000"),
@@ -314,6 +331,28 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 		}
 	}
 	return report
+}
+
+// netCounters reads a namespace's /proc/net/snmp and /proc/net/netstat
+// ("TcpExt.ListenDrops" → value).
+func netCounters(ns string) map[string]int64 {
+	out, _ := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/snmp", "/proc/net/netstat").Output()
+	m := map[string]int64{}
+	lines := strings.Split(string(out), "\n")
+	// Each group is a line of names and a line of values, both "Tcp: …".
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) != len(values) || len(names) < 2 || names[0] != values[0] {
+			continue
+		}
+		group := strings.TrimSuffix(names[0], ":")
+		for j := 1; j < len(names); j++ {
+			if v, err := strconv.ParseInt(values[j], 10, 64); err == nil {
+				m[group+"."+names[j]] = v
+			}
+		}
+	}
+	return m
 }
 
 // conntrackEvents records `conntrack -E` in a namespace, timestamped.
