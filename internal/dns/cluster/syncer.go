@@ -82,6 +82,10 @@ type Syncer struct {
 	syncedAt atomic.Pointer[time.Time]
 	serial   uint32
 	upd      *index.Updater // nil until the first build; only build uses it
+
+	// onEvent, in tests, runs as each event reaches the handler (a slow
+	// handler, whose queue lags behind the informer's store).
+	onEvent func()
 }
 
 // sliceOwnerIndex indexes EndpointSlices by namespace/service-name.
@@ -150,10 +154,18 @@ func NewSyncer(factory informers.SharedInformerFactory, o SyncOptions, set func(
 		if err := r.inf.SetTransform(r.transform); err != nil {
 			return nil, fmt.Errorf("dns informer transform: %w", err)
 		}
-		if _, err := r.inf.AddEventHandler(s.handler(r.changed)); err != nil {
+		reg, err := r.inf.AddEventHandler(s.handler(r.changed))
+		if err != nil {
 			return nil, err
 		}
-		s.synced = append(s.synced, r.inf.HasSynced)
+		// Synced once the handler has been given every object of the
+		// initial list, not only once the informer's store holds them:
+		// the handler gets them from a queue of its own, and at 100,000
+		// Services thousands were still queued when the store was
+		// complete. Each then marked its Service changed, and the first
+		// real change waited behind half a second to seconds of updates
+		// that changed nothing.
+		s.synced = append(s.synced, reg.HasSynced)
 	}
 	return s, nil
 }
@@ -184,6 +196,9 @@ func (s *Syncer) handler(f changeFunc) cache.ResourceEventHandler {
 }
 
 func (s *Syncer) event(f changeFunc, old, cur any) {
+	if s.onEvent != nil {
+		s.onEvent()
+	}
 	syncedAt := s.syncedAt.Load()
 	if syncedAt == nil {
 		// Before the first build every object goes in anyway: the

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,13 @@ func startSyncer(t *testing.T, watchPods bool, objs ...runtime.Object) (*fake.Cl
 // startSyncerWindow is startSyncer with a coalescing window (0: default).
 func startSyncerWindow(t *testing.T, watchPods bool, window time.Duration, objs ...runtime.Object) (*fake.Clientset, *published) {
 	t.Helper()
+	return startSyncerHook(t, watchPods, window, nil, objs...)
+}
+
+// startSyncerHook is startSyncerWindow with a function run as each event
+// reaches the syncer's handler.
+func startSyncerHook(t *testing.T, watchPods bool, window time.Duration, onEvent func(), objs ...runtime.Object) (*fake.Clientset, *published) {
+	t.Helper()
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	p := &published{notify: make(chan struct{}, 1)}
@@ -92,6 +100,7 @@ func startSyncerWindow(t *testing.T, watchPods bool, window time.Duration, objs 
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.onEvent = onEvent
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -109,6 +118,44 @@ func startSyncerWindow(t *testing.T, watchPods bool, window time.Duration, objs 
 func has(idx *index.Index, name string, t uint16) bool {
 	n, ok := idx.Lookup(name)
 	return ok && len(n.RRs(t)) > 0
+}
+
+// TestSyncerStartsQuiet: the objects of the initial list are in the
+// first synced index and are not taken for changes afterwards — no
+// further index is built until something changes, and the first change
+// is published on its own — also when the handler's queue lags behind
+// the informer's store (as at 100,000 Services).
+func TestSyncerStartsQuiet(t *testing.T) {
+	const n = 2000
+	objs := make([]runtime.Object, n)
+	for i := range objs {
+		objs[i] = dnstest.Service("ns"+strconv.Itoa(i%20), "svc-"+strconv.Itoa(i), []string{netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}).String()},
+			dnstest.Port("http", corev1.ProtocolTCP, 80))
+	}
+	var events atomic.Int32
+	slow := func() {
+		if events.Add(1) <= 200 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	client, p := startSyncerHook(t, false, 0, slow, objs...)
+	idx, _ := p.waitFor(t, "the first synced index", (*index.Index).Synced)
+	if got := idx.Services(); got != n {
+		t.Fatalf("first synced index has %d Services, want %d", got, n)
+	}
+	_, _, first := p.last()
+	time.Sleep(300 * time.Millisecond)
+	if _, _, now := p.last(); now != first {
+		t.Errorf("%d indexes built after the synced one with nothing changed: the initial list was taken for changes", now-first)
+	}
+	svc := dnstest.Service("default", "late", []string{"10.97.0.1"}, dnstest.Port("http", corev1.ProtocolTCP, 80))
+	if _, err := client.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, "the late Service", func(idx *index.Index) bool { return has(idx, "late.default.svc.cluster.local.", dns.TypeA) })
+	if _, _, now := p.last(); now != first+1 {
+		t.Errorf("the late Service came in index %d after the synced one, want the next one", now-first)
+	}
 }
 
 func TestSyncerFollowsTheAPI(t *testing.T) {

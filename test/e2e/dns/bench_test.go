@@ -41,7 +41,7 @@ var (
 	benchFixed   = flag.Int("dns.fixed-qps", 50000, "also hold this rate (1.5x CoreDNS's maximum for cluster names in docs/benchmarks.md' reference figures) and report its latency; 0 skips it")
 	benchLayouts = flag.String("dns.layouts", "shared,split", "where the server and dnsperf run: shared (all cores for both), split (server on CPU 0, dnsperf on CPU 1), or both, comma-separated")
 	benchCoreDNS = flag.String("dns.coredns", "", "also measure this CoreDNS binary the same way, side by side (go install github.com/coredns/coredns@v1.14.7)")
-	benchProfile = flag.String("dns.cpuprofile", "", "write a CPU profile of svcnet dns during the cluster-name maximum-rate run to this file")
+	benchProfile = flag.String("dns.cpuprofile", "", "write a CPU profile of svcnet dns during the cluster-name maximum-rate run to this file (BenchmarkDNSPropagation: to this file.N at N Services)")
 )
 
 // BenchmarkDNS10kServices measures `svcnet dns` with dnsperf on this
@@ -413,8 +413,17 @@ func createBenchNamespaces(b *testing.B, api *framework.APIServer) {
 // writeQueries writes a dnsperf data file: the names in random order, so
 // that no cache line or map bucket is favoured by the order.
 func writeQueries(b *testing.B, names []string) string {
+	return writeQueryLines(b, names, len(names))
+}
+
+// writeQueryLines writes at least lines queries, names repeated as needed,
+// in a shuffled order.
+func writeQueryLines(b *testing.B, names []string, lines int) string {
 	b.Helper()
 	shuffled := slices.Clone(names)
+	for len(shuffled) < lines {
+		shuffled = append(shuffled, names[:min(len(names), lines-len(shuffled))]...)
+	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	var sb strings.Builder
 	for _, n := range shuffled {

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
+	"github.com/svcnet/svcnet/internal/node/stats"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -30,6 +31,9 @@ var (
 
 // propagationNew is how many Services each size creates one at a time.
 const propagationNew = 100
+
+// outlier is a propagation time logged one by one, with when it was.
+const outlier = 50 * time.Millisecond
 
 // BenchmarkDNSPropagation grows one API server to 10,000 and then
 // 100,000 ClusterIP Services and at each size measures, for `svcnet dns`
@@ -83,7 +87,12 @@ func BenchmarkDNSPropagation(b *testing.B) {
 	for _, n := range sizes {
 		names = append(names, growServices(b, api, len(names), n)...)
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			queries := writeQueries(b, names)
+			// The same number of queries at every size: dnsperf keeps them
+			// all in memory and walks them in order, and at 10 times the
+			// lines its own cache misses cost both servers about 15 %
+			// (both dropped by that much from 10,000 to 100,000 when the
+			// file had one line per Service).
+			queries := writeQueryLines(b, names, sizes[len(sizes)-1])
 			last := names[len(names)-1]
 			d := startDNS(b, api, up.Addr)
 			servers := map[string]string{"svcnet": d.Addr}
@@ -99,15 +108,38 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				results[name][n] = &result{rss: rssBytes(b, pids[name])}
 			}
 			for i := range propagationNew {
+				at := time.Now()
 				lat := createAndPoll(b, api, fmt.Sprintf("late-%d-%03d", n, i), servers)
 				for name, l := range lat {
 					results[name][n].lat = append(results[name][n].lat, l)
+					if l > outlier {
+						b.Logf("%s, %d Services: new Service %d of %d (created at %s) answered after %s",
+							name, n, i+1, propagationNew, at.Format("15:04:05.000"), l.Round(time.Millisecond))
+					}
 				}
 			}
 			for name, addr := range servers {
 				r := results[name][n]
 				slices.Sort(r.lat)
-				r.qps = runDNSPerf(b, newTarget(addr, "", nil), queries, 0, false).qps
+				var prof chan []byte
+				if *benchProfile != "" && name == "svcnet" {
+					prof = d.profile(b, *benchSeconds-2)
+				}
+				busy0, srv0 := machineTicks(b), processTicks(b, pids[name])
+				perf := runDNSPerf(b, newTarget(addr, "", nil), queries, 0, false)
+				if prof != nil {
+					if err := os.WriteFile(fmt.Sprintf("%s.%d", *benchProfile, n), <-prof, 0o644); err != nil {
+						b.Error(err)
+					}
+				}
+				r.qps = perf.qps
+				// Where the machine's CPU went during the run: a rate that
+				// drops with the zone's size for both servers alike may be
+				// other processes' work (the API server's), not theirs.
+				secs := perf.elapsed.Seconds()
+				busy, srv := float64(machineTicks(b)-busy0)/ticksPerSecond/secs, float64(processTicks(b, pids[name])-srv0)/ticksPerSecond/secs
+				b.Logf("%s, %d Services, during the rate run: machine busy %.2f cores; server %.2f, dnsperf %.2f, the rest %.2f",
+					name, n, busy, srv, perf.clientCPU/secs, busy-srv-perf.clientCPU/secs)
 				b.ReportMetric(ms(percentile(r.lat, 50)), name+"-p50-ms")
 				b.ReportMetric(ms(percentile(r.lat, 99)), name+"-p99-ms")
 				b.ReportMetric(ms(r.lat[len(r.lat)-1]), name+"-max-ms")
@@ -320,4 +352,41 @@ func plotCDF(series map[string][]time.Duration) string {
 	}
 	s.WriteString("</svg>\n")
 	return s.String()
+}
+
+// ticksPerSecond is USER_HZ, the unit of /proc's CPU times.
+const ticksPerSecond = 100
+
+// machineTicks is the CPU time all CPUs have spent busy so far (/proc/stat:
+// all but idle and iowait).
+func machineTicks(b *testing.B) uint64 {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	var busy uint64
+	for i, f := range strings.Fields(line)[1:] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/stat: %q", line)
+		}
+		if i != 3 && i != 4 && i < 8 { // idle, iowait; guest times are in user already
+			busy += v
+		}
+	}
+	return busy
+}
+
+// processTicks is the CPU time a process has used so far.
+func processTicks(b *testing.B, pid int) uint64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, ticks, _, err := stats.ParseStat(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ticks
 }
