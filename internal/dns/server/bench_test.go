@@ -17,12 +17,12 @@ import (
 	"github.com/svcnet/svcnet/internal/dns/index"
 )
 
-// BenchmarkHandle measures the work of one cluster answer without the
-// socket, at the 10,000-Service scale of the dnsperf target.
-func BenchmarkHandle(b *testing.B) {
+// serverWithServices returns a server whose zone holds n Services,
+// svc-I in namespace nsI%50, each with one ClusterIP and port http/80.
+func serverWithServices(b *testing.B, n int) *Server {
 	var svcs []*corev1.Service
-	for i := range 10000 {
-		ip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}).String()
+	for i := range n {
+		ip := netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)}).String()
 		svcs = append(svcs, dnstest.Service(fmt.Sprintf("ns%d", i%50), fmt.Sprintf("svc-%d", i), []string{ip},
 			dnstest.Port("http", corev1.ProtocolTCP, 80)))
 	}
@@ -31,6 +31,13 @@ func BenchmarkHandle(b *testing.B) {
 		b.Fatal(err)
 	}
 	s.SetIndex(index.Build(index.Options{}, svcs, nil, nil), time.Time{})
+	return s
+}
+
+// BenchmarkHandle measures the work of one cluster answer without the
+// socket, at the 10,000-Service scale of the dnsperf target.
+func BenchmarkHandle(b *testing.B) {
+	s := serverWithServices(b, 10000)
 	for _, tc := range []struct {
 		name  string
 		qname string
@@ -62,17 +69,7 @@ func BenchmarkHandle(b *testing.B) {
 // run, without the socket).
 func BenchmarkHandleSpread(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
-		var svcs []*corev1.Service
-		for i := range n {
-			ip := netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)}).String()
-			svcs = append(svcs, dnstest.Service(fmt.Sprintf("ns%d", i%50), fmt.Sprintf("svc-%d", i), []string{ip},
-				dnstest.Port("http", corev1.ProtocolTCP, 80)))
-		}
-		s, err := New(Options{Logger: quiet, Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		s.SetIndex(index.Build(index.Options{}, svcs, nil, nil), time.Time{})
+		s := serverWithServices(b, n)
 		pkts := make([][]byte, n)
 		for i, p := range rand.New(rand.NewPCG(1, 2)).Perm(n) {
 			m := new(dns.Msg)
