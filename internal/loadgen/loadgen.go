@@ -51,6 +51,9 @@ type Outcome struct {
 	// ended (from the send): a client slow to reach connect is told from
 	// a SYN that got no answer.
 	Detail string
+	// Excused: the request failed while the client's own process stood
+	// still (see Result.Excused).
+	Excused bool
 }
 
 func (o Outcome) String() string {
@@ -113,7 +116,8 @@ func watchStalls(ctx context.Context) func() []Stall {
 	}
 }
 
-// Count tallies outcomes sent in [from, to).
+// Count tallies outcomes sent in [from, to): failed counts the failures
+// not excused; kinds lists the excused ones as "excused: <kind>".
 func Count(outcomes []Outcome, from, to time.Time) (sent, failed int, kinds map[string]int) {
 	kinds = map[string]int{}
 	for _, o := range outcomes {
@@ -121,7 +125,10 @@ func Count(outcomes []Outcome, from, to time.Time) (sent, failed int, kinds map[
 			continue
 		}
 		sent++
-		if o.Kind != "" {
+		switch {
+		case o.Excused:
+			kinds["excused: "+o.Kind]++
+		case o.Kind != "":
 			failed++
 			kinds[o.Kind]++
 		}
@@ -143,12 +150,25 @@ type Result struct {
 	Outcomes []Outcome
 	// Stalls of the client process while failed requests were in flight.
 	Stalls []Stall
+	// Excused counts the failed requests during which the client itself
+	// stood still (a Stall overlaps them), at most maxExcused: such a
+	// request timed out in a process that could not read its answer,
+	// whatever the system under test did. More than maxExcused count as
+	// failures, so a client that stalls all the time fails its test.
+	Excused int
 
 	failures []Outcome
 }
 
 // Failed is the number of requests that did not succeed.
 func (r Result) Failed() int { return r.Sent - r.OK }
+
+// Unexcused is the number of failed requests not excused by a stall of
+// the client: what the system under test is charged with.
+func (r Result) Unexcused() int { return r.Failed() - r.Excused }
+
+// maxExcused bounds the failures one target's Result excuses.
+const maxExcused = 3
 
 func (r Result) String() string {
 	var kinds []string
@@ -157,6 +177,9 @@ func (r Result) String() string {
 	}
 	sort.Strings(kinds)
 	s := fmt.Sprintf("%s: %d sent, %d ok, %d failed", r.Name, r.Sent, r.OK, r.Failed())
+	if r.Excused > 0 {
+		s += fmt.Sprintf(" (%d excused: the client stalled)", r.Excused)
+	}
 	if len(kinds) > 0 {
 		s += " (" + strings.Join(kinds, ", ") + fmt.Sprintf("; between %s and %s)", r.First.Format("15:04:05.000"), r.Last.Format("15:04:05.000"))
 	}
@@ -166,6 +189,9 @@ func (r Result) String() string {
 			break
 		}
 		s += "; " + o.String()
+		if o.Excused {
+			s += " excused"
+		}
 	}
 	for _, st := range r.Stalls {
 		s += "; " + st.String()
@@ -191,8 +217,28 @@ func Run(ctx context.Context, targets ...Target) []Result {
 	all := stalls()
 	for i := range results {
 		results[i].Stalls = overlapping(all, results[i].failures)
+		results[i].excuse(all)
 	}
 	return results
+}
+
+// excuse marks the first maxExcused failures that a stall overlaps, in
+// the failures and in Outcomes.
+func (r *Result) excuse(stalls []Stall) {
+	excused := map[int64]bool{}
+	for i := range r.failures {
+		f := &r.failures[i]
+		if r.Excused < maxExcused && len(overlapping(stalls, []Outcome{*f})) > 0 {
+			f.Excused = true
+			r.Excused++
+			excused[f.At.UnixNano()] = true
+		}
+	}
+	for i := range r.Outcomes {
+		if o := &r.Outcomes[i]; o.Kind != "" && excused[o.At.UnixNano()] {
+			o.Excused = true
+		}
+	}
 }
 
 var lockOnce sync.Once

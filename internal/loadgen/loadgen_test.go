@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -157,5 +158,44 @@ func TestOverlapping(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: overlapping %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestExcuse: a failure during which the client stalled is excused, up to
+// maxExcused per target; one no stall overlaps is not; Count and
+// Unexcused leave the excused ones out.
+func TestExcuse(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 0, 19, 4, 0, time.UTC)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	r := Result{Sent: 8, OK: 2}
+	for i := range 6 {
+		o := Outcome{At: sec(2 * i), Took: time.Second, Kind: "timeout"}
+		r.failures = append(r.failures, o)
+		r.Outcomes = append(r.Outcomes, o)
+	}
+	r.Outcomes = append(r.Outcomes, Outcome{At: sec(20), Took: time.Millisecond}, Outcome{At: sec(21), Took: time.Millisecond})
+	// Stalls over every failure but the second.
+	var stalls []Stall
+	for i := range 6 {
+		if i != 1 {
+			stalls = append(stalls, Stall{At: sec(2 * i).Add(300 * time.Millisecond), Len: 400 * time.Millisecond})
+		}
+	}
+	r.excuse(stalls)
+	if r.Excused != maxExcused || r.Unexcused() != r.Failed()-maxExcused {
+		t.Fatalf("excused %d, unexcused %d of %d failed; want %d excused", r.Excused, r.Unexcused(), r.Failed(), maxExcused)
+	}
+	var marked []int
+	for i, o := range r.Outcomes {
+		if o.Excused {
+			marked = append(marked, i)
+		}
+	}
+	if want := []int{0, 2, 3}; !slices.Equal(marked, want) {
+		t.Errorf("excused outcomes %v, want %v (the first %d a stall overlaps)", marked, want, maxExcused)
+	}
+	sent, failed, kinds := Count(r.Outcomes, t0, sec(30))
+	if sent != 8 || failed != 3 || kinds["excused: timeout"] != 3 || kinds["timeout"] != 3 {
+		t.Errorf("Count: sent %d failed %d %v", sent, failed, kinds)
 	}
 }
