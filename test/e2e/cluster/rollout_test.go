@@ -173,7 +173,7 @@ spec:
 			}
 		}
 	}
-	report = append(report, proxyRolloutLosesNoRequest(t, c, targets)...)
+	report = append(report, proxyRolloutLosesNoRequest(t, c, targets, clusterIP)...)
 	t.Logf("requests during kubectl rollout restart (3 replicas, 20/s per path):\n%s", strings.Join(report, "\n"))
 	if path := os.Getenv("SVCNET_ROLLOUT_REPORT"); path != "" {
 		_ = os.WriteFile(path, []byte(strings.Join(report, "\n")+"\n"), 0o644)
@@ -249,7 +249,7 @@ spec:
 // kube-proxy.yaml) under load: one node at a time its proxy stops and a
 // new one starts; the rules the old one wrote carry traffic in between,
 // and the new one takes them over without a gap. No request may fail.
-func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen.Target) []string {
+func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen.Target, clusterIP string) []string {
 	k := c.kubectl
 	podsOf := func() []string {
 		out := k.MustRun("", "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-proxy", "-o", "jsonpath={.items[*].metadata.name}")
@@ -261,15 +261,14 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 	}
 	// What conntrack saw of the ClusterIP path, on the client's node (its
 	// orig tuple names the ClusterIP) and on node-1 (the pods behind it).
-	clusterIP := strings.TrimSuffix(strings.TrimPrefix(targets[0].URL, "http://"), ":80/")
 	events := []*conntrackEvents{
 		watchConntrack(t, "svcnet-"+c.name+"-node-2", "--orig-dst", clusterIP),
 		watchConntrack(t, "svcnet-"+c.name+"-node-1", "--orig-port-dst", "9376"),
 	}
-	nodes := []string{"svcnet-" + c.name + "-node-1", "svcnet-" + c.name + "-node-2"}
+	nodes := []string{"node/node-1", "node/node-2"}
 	var counters []map[string]int64
-	for _, ns := range nodes {
-		counters = append(counters, netCounters(ns))
+	for _, n := range nodes {
+		counters = append(counters, c.netCounters(n))
 	}
 	results, took := c.measureDuring(targets, func() {
 		k.MustRun("", "-n", "kube-system", "rollout", "restart", "daemonset/kube-proxy")
@@ -313,16 +312,16 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 			}
 		}
 		// The kernel's drop counters over the measurement, by node.
-		for i, ns := range nodes {
+		for i, n := range nodes {
 			var moved []string
-			for k, v := range netCounters(ns) {
+			for k, v := range c.netCounters(n) {
 				d := v - counters[i][k]
 				if d != 0 && slices.ContainsFunc([]string{"Drop", "Fail", "Retrans", "Overflow", "Err", "Discard", "NoRoute"}, func(w string) bool { return strings.Contains(k, w) }) {
 					moved = append(moved, fmt.Sprintf("%s +%d", k, d))
 				}
 			}
 			slices.Sort(moved)
-			t.Logf("%s: drop, failure and retransmission counters that moved: %s", ns, strings.Join(moved, ", "))
+			t.Logf("%s: drop, failure and retransmission counters that moved: %s", n, strings.Join(moved, ", "))
 		}
 		for _, ev := range events {
 			ev.stop()
@@ -333,18 +332,19 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 	return report
 }
 
-// netCounters reads a namespace's /proc/net/snmp and /proc/net/netstat
+// netCounters reads a node's /proc/net/snmp and /proc/net/netstat
 // ("TcpExt.ListenDrops" → value).
-func netCounters(ns string) map[string]int64 {
-	out, _ := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/snmp", "/proc/net/netstat").Output()
+func (c *localCluster) netCounters(node string) map[string]int64 {
+	out, _ := c.exec(node, "cat", "/proc/net/snmp", "/proc/net/netstat")
 	m := map[string]int64{}
-	lines := strings.Split(string(out), "\n")
+	lines := strings.Split(out, "\n")
 	// Each group is a line of names and a line of values, both "Tcp: …".
-	for i := 0; i+1 < len(lines); i += 2 {
+	for i := 0; i+1 < len(lines); i++ {
 		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
 		if len(names) != len(values) || len(names) < 2 || names[0] != values[0] {
-			continue
+			continue // not a pair (or a line of svcnet exec's own)
 		}
+		i++
 		group := strings.TrimSuffix(names[0], ":")
 		for j := 1; j < len(names); j++ {
 			if v, err := strconv.ParseInt(values[j], 10, 64); err == nil {

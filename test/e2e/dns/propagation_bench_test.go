@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
-	"github.com/svcnet/svcnet/internal/node/stats"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -96,11 +95,13 @@ func BenchmarkDNSPropagation(b *testing.B) {
 			d := startDNS(b, api, up.Addr)
 			servers := map[string]string{"svcnet": d.Addr}
 			pids := map[string]int{"svcnet": d.proc.PID()}
+			cpu := map[string]func() float64{"svcnet": func() float64 { return d.cpuSeconds(b) }}
 			var cd *coreDNS
 			if *benchCoreDNS != "" {
 				cd = startCoreDNSConf(b, *benchCoreDNS, "", api.KubeconfigOf("dns"), up.Addr, false)
 				servers["coredns"] = cd.addr
 				pids["coredns"] = cd.proc.PID()
+				cpu["coredns"] = func() float64 { return cpuSecondsAt(b, cd.metrics) }
 			}
 			for name, addr := range servers {
 				waitAnswer(b, addr, last, 5*time.Minute)
@@ -124,7 +125,7 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				if *benchProfile != "" && name == "svcnet" {
 					prof = d.profile(b, *benchSeconds-2)
 				}
-				busy0, srv0 := machineTicks(b), processTicks(b, pids[name])
+				busy0, srv0 := machineTicks(b), cpu[name]()
 				perf := runDNSPerf(b, newTarget(addr, "", nil), queries, 0, false)
 				if prof != nil {
 					if err := os.WriteFile(fmt.Sprintf("%s.%d", *benchProfile, n), <-prof, 0o644); err != nil {
@@ -136,7 +137,7 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				// drops with the zone's size for both servers alike may be
 				// other processes' work (the API server's), not theirs.
 				secs := perf.elapsed.Seconds()
-				busy, srv := float64(machineTicks(b)-busy0)/ticksPerSecond/secs, float64(processTicks(b, pids[name])-srv0)/ticksPerSecond/secs
+				busy, srv := float64(machineTicks(b)-busy0)/ticksPerSecond/secs, (cpu[name]()-srv0)/secs
 				b.Logf("%s, %d Services, during the rate run: machine busy %.2f cores; server %.2f, dnsperf %.2f, the rest %.2f",
 					name, n, busy, srv, perf.clientCPU/secs, busy-srv-perf.clientCPU/secs)
 				b.ReportMetric(ms(percentile(r.lat, 50)), name+"-p50-ms")
@@ -375,17 +376,4 @@ func machineTicks(b *testing.B) uint64 {
 		}
 	}
 	return busy
-}
-
-// processTicks is the CPU time a process has used so far.
-func processTicks(b *testing.B, pid int) uint64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, ticks, _, err := stats.ParseStat(data)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ticks
 }
