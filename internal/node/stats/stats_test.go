@@ -3,6 +3,7 @@ package stats
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -76,5 +77,73 @@ func TestNanoCores(t *testing.T) {
 		if got := NanoCores(Usage{CPUNanoSeconds: tc.prev}, Usage{CPUNanoSeconds: tc.cur}, tc.d); got != tc.want {
 			t.Errorf("NanoCores(%d→%d over %s) = %d, want %d", tc.prev, tc.cur, tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestSampler follows one node through successive measures (each case
+// is the next): no CPU rate at the first, rates over the window after
+// it, a container that started within the window counted with all its
+// time, and the node's rate always the sum of its pods' and the agent's,
+// whatever pods come and go.
+func TestSampler(t *testing.T) {
+	const sec = uint64(time.Second)
+	t0 := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	web := Pod{Ref: PodReference{Name: "web", UID: "u1"}, Containers: map[string]int{"c": 100}}
+	batch := Pod{Ref: PodReference{Name: "batch", UID: "u2"}, Containers: map[string]int{"c": 200}}
+	webRestarted := Pod{Ref: web.Ref, Containers: map[string]int{"c": 101}}
+	type pod struct {
+		name string
+		cpu  int64 // nanocores; -1: no rate
+		mem  uint64
+	}
+	s := &Sampler{Node: "node-1", Start: t0}
+	for _, tc := range []struct {
+		name    string
+		at      time.Duration
+		groups  map[int]Usage // the agent's group is 1
+		pods    []Pod
+		nodeCPU int64 // nanocores; -1: no rate
+		nodeMem uint64
+		want    []pod
+	}{
+		{"first measure: memory only", 0,
+			map[int]Usage{1: {5 * sec, 10}, 100: {2 * sec, 30}},
+			[]Pod{web}, -1, 40, []pod{{"web", -1, 30}}},
+		{"web used 1 s of 10, the agent 2 s", 10 * time.Second,
+			map[int]Usage{1: {7 * sec, 10}, 100: {3 * sec, 30}},
+			[]Pod{web}, 3e8, 40, []pod{{"web", 1e8, 30}}},
+		{"batch started within the window: all its 5 s count", 20 * time.Second,
+			map[int]Usage{1: {7 * sec, 10}, 100: {3 * sec, 30}, 200: {5 * sec, 50}},
+			[]Pod{web, batch}, 5e8, 90, []pod{{"web", 0, 30}, {"batch", 5e8, 50}}},
+		{"web restarted (a new group), batch gone", 30 * time.Second,
+			map[int]Usage{1: {8 * sec, 10}, 101: {2 * sec, 20}},
+			[]Pod{webRestarted}, 3e8, 30, []pod{{"web", 2e8, 20}}},
+		{"no pods", 40 * time.Second,
+			map[int]Usage{1: {9 * sec, 10}},
+			nil, 1e8, 10, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sum := s.Sample(t0.Add(tc.at), tc.groups, tc.pods, 1)
+			rate := func(c *CPUStats) int64 {
+				if c == nil {
+					return -1
+				}
+				return int64(c.UsageNanoCores)
+			}
+			if sum.Node.NodeName != "node-1" || rate(sum.Node.CPU) != tc.nodeCPU || sum.Node.Memory.WorkingSetBytes != tc.nodeMem {
+				t.Errorf("node %s: CPU %d, memory %d; want node-1: %d, %d",
+					sum.Node.NodeName, rate(sum.Node.CPU), sum.Node.Memory.WorkingSetBytes, tc.nodeCPU, tc.nodeMem)
+			}
+			var got []pod
+			for _, p := range sum.Pods {
+				got = append(got, pod{p.PodRef.Name, rate(p.CPU), p.Memory.WorkingSetBytes})
+				if len(p.Containers) != 1 || rate(p.Containers[0].CPU) != rate(p.CPU) {
+					t.Errorf("pod %s: containers %+v do not add up to its CPU %d", p.PodRef.Name, p.Containers, rate(p.CPU))
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("pods %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,83 @@
+package stats
+
+import (
+	"strconv"
+	"time"
+)
+
+// Pod is a running pod as the sampler sees it: its containers by name,
+// each the process group its first process leads.
+type Pod struct {
+	Ref        PodReference
+	Start      time.Time
+	Containers map[string]int // name → process group
+}
+
+// Sampler turns successive measures of a node's process groups into
+// summaries. It keeps what each container had used at the last measure,
+// so that the next one can give rates over the time between them.
+type Sampler struct {
+	Node  string
+	Start time.Time
+
+	at   time.Time        // of the last measure; zero before the first
+	prev map[string]Usage // by pod UID/container/process group
+}
+
+// Sample makes the summary of one measure: groups is every process
+// group's usage now (Groups), pods the node's running pods, self the
+// node agent's own group, counted in the node's figures.
+//
+// The first measure has memory but no CPU rate. After it, a container
+// that was not measured last time started since then (a new pod, or a
+// restart: a new process group), so all the CPU time it has used falls
+// within the window and its rate is that time over the window. kubelet
+// reads the node's rate from the root cgroup, which new pods never make
+// unknown; with this rule neither do they here, where a node without a
+// rate would vanish from `kubectl top nodes` for a whole window each time
+// a pod starts. What a container used and then took with it when it
+// exited within the window is not counted (a cgroup would keep it).
+func (s *Sampler) Sample(now time.Time, groups map[int]Usage, pods []Pod, self int) *Summary {
+	window := now.Sub(s.at)
+	rated := !s.at.IsZero() && window > 0
+	next := make(map[string]Usage, len(s.prev))
+	// rate makes the stats of one measured group and remembers its usage.
+	rate := func(key string, u Usage) (*CPUStats, *MemoryStats) {
+		next[key] = u
+		mem := &MemoryStats{Time: now, WorkingSetBytes: u.MemoryBytes, RSSBytes: u.MemoryBytes}
+		if !rated {
+			return nil, mem
+		}
+		prev := s.prev[key] // zero: started within the window
+		return &CPUStats{Time: now, Window: window, UsageNanoCores: NanoCores(prev, u, window),
+			UsageCoreNanoSeconds: u.CPUNanoSeconds}, mem
+	}
+	sum := &Summary{Node: NodeStats{NodeName: s.Node, StartTime: s.Start}}
+	var nodeCPU, nodeMem uint64
+	for _, p := range pods {
+		ps := PodStats{PodRef: p.Ref, StartTime: p.Start, Memory: &MemoryStats{Time: now}}
+		if rated {
+			ps.CPU = &CPUStats{Time: now, Window: window}
+		}
+		for name, pid := range p.Containers {
+			cpu, mem := rate(p.Ref.UID+"/"+name+"/"+strconv.Itoa(pid), groups[pid])
+			ps.Containers = append(ps.Containers, ContainerStats{Name: name, StartTime: p.Start, CPU: cpu, Memory: mem})
+			if cpu != nil {
+				ps.CPU.UsageNanoCores += cpu.UsageNanoCores
+				ps.CPU.UsageCoreNanoSeconds += cpu.UsageCoreNanoSeconds
+				nodeCPU += cpu.UsageNanoCores
+			}
+			ps.Memory.WorkingSetBytes += mem.WorkingSetBytes
+			ps.Memory.RSSBytes += mem.RSSBytes
+		}
+		nodeMem += ps.Memory.WorkingSetBytes
+		sum.Pods = append(sum.Pods, ps)
+	}
+	cpu, mem := rate("node/"+strconv.Itoa(self), groups[self])
+	if cpu != nil {
+		sum.Node.CPU = &CPUStats{Time: now, Window: window, UsageNanoCores: nodeCPU + cpu.UsageNanoCores}
+	}
+	sum.Node.Memory = &MemoryStats{Time: now, WorkingSetBytes: nodeMem + mem.WorkingSetBytes, RSSBytes: nodeMem + mem.RSSBytes}
+	s.at, s.prev = now, next
+	return sum
+}
