@@ -216,9 +216,11 @@ spec:
 		if f := strings.Fields(out); len(f) < 5 || !strings.HasSuffix(f[3], "Mi") {
 			t.Errorf("kubectl top nodes: %q", out)
 		}
-		if out := c.kubectl.MustRun("", "top", "pod", "netexec", "--containers", "--no-headers"); strings.Count(out, "netexec") != 2 {
-			t.Errorf("kubectl top pod --containers: %q, want the pod's two containers", out)
-		}
+		// A pod is measured from the first measure after it started.
+		c.until("kubectl top pod --containers to show netexec's two containers", time.Minute, func() bool {
+			out, _, _ = c.kubectl.Run("", "top", "pod", "netexec", "--containers", "--no-headers")
+			return strings.Count(out, "netexec") == 2
+		})
 	})
 	t.Run("unknown image fails at once", func(t *testing.T) {
 		c := c.in(t)
