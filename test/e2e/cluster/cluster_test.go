@@ -30,7 +30,7 @@ type localCluster struct {
 	t       testing.TB
 	name    string
 	home    string
-	lastErr error // of the last command names ran that failed, for timeouts
+	lastErr error // the last failed command of names, or mismatch, for timeouts
 	bin     string
 	kubectl *framework.Kubectl
 }
@@ -170,7 +170,7 @@ func (c *localCluster) until(what string, timeout time.Duration, cond func() boo
 		return cond(), nil
 	})
 	if err != nil {
-		c.t.Fatalf("timed out after %s waiting for %s (last command error: %v)", timeout, what, c.lastErr)
+		c.t.Fatalf("timed out after %s waiting for %s (last failure: %v)", timeout, what, c.lastErr)
 	}
 }
 

@@ -46,6 +46,16 @@ func spread(seen map[string]int) string {
 	return strings.Join(got, ",")
 }
 
+// answeredBy reports whether the pods that answered are exactly want
+// (spread's form), and keeps what answered for a timeout's message.
+func (c *localCluster) answeredBy(want string, seen map[string]int) bool {
+	if got := spread(seen); got != want {
+		c.lastErr = fmt.Errorf("answers by pod %v, want each of %s", seen, want)
+		return false
+	}
+	return true
+}
+
 // reachReference checks the reference scenario's paths: from outside,
 // every node's NodePort reaches all the pods; from a pod, the cluster IP
 // does, and the Service's three names answer. Each check gets tries
@@ -54,13 +64,13 @@ func (c *localCluster) reachReference(pods []string, want string, nodes []string
 	c.t.Helper()
 	for _, node := range nodes {
 		c.until("NodePort on "+node+" to reach all pods", timeout, func() bool {
-			return spread(c.names("client", tries, "curl", "-s", "--max-time", maxTime, node+":8477")) == want
+			return c.answeredBy(want, c.names("client", tries, "curl", "-s", "--max-time", maxTime, node+":8477"))
 		})
 	}
 	clusterIP := c.kubectl.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
 	from := "default/" + pods[0]
 	c.until("cluster IP to reach all pods", timeout, func() bool {
-		return spread(c.names(from, tries, "curl", "-s", "--max-time", maxTime, clusterIP+":80")) == want
+		return c.answeredBy(want, c.names(from, tries, "curl", "-s", "--max-time", maxTime, clusterIP+":80"))
 	})
 	for _, name := range []string{"hostnames", "hostnames.default", "hostnames.default.svc.cluster.local"} {
 		c.until("DNS name "+name+" to reach the pods", timeout, func() bool {
