@@ -12,12 +12,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// Shard counts of the zone's maps: enough that a shard of a zone of
-// 100,000 Services holds a few hundred names, so the copy a change makes
-// costs microseconds.
+// Shard counts of the zone's maps, groups × shards per group: enough
+// that a shard of a zone of 100,000 Services holds a few dozen names and
+// a group a hundred shards, so the copies a change makes cost
+// microseconds.
 const (
-	nodeShards = 1024
-	podShards  = 256
+	nodeGroups, nodeShards = 128, 128
+	podGroups, podShards   = 16, 16
 )
 
 // source is who contributed to the zone: a Service, or the apex (the zero
@@ -90,15 +91,15 @@ func NewUpdater(opts Options) *Updater {
 		reverse:    slices.Clone(opts.ReverseCIDRs),
 		contribs:   map[source]*contribution{},
 		names:      map[string]*nameState{},
-		nodes:      newCOWMap[string, *Node](nodeShards, hashString),
+		nodes:      newCOWMap[string, *Node](nodeGroups, nodeShards, hashString),
 		apexDirty:  true,
 		podAddrs:   map[string][]podAddr{},
 		podCount:   map[nsAddr]int{},
 		nsCount:    map[string]int{},
 		clientRefs: map[netip.Addr]map[string]int{},
-		podIPs:     newCOWMap[nsAddr, struct{}](podShards, hashNSAddr),
-		podNS:      newCOWMap[string, struct{}](podShards, hashString),
-		clientNS:   newCOWMap[netip.Addr, string](podShards, hashAddr),
+		podIPs:     newCOWMap[nsAddr, struct{}](podGroups, podShards, hashNSAddr),
+		podNS:      newCOWMap[string, struct{}](podGroups, podShards, hashString),
+		clientNS:   newCOWMap[netip.Addr, string](podGroups, podShards, hashAddr),
 	}
 }
 

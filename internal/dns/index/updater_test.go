@@ -17,8 +17,8 @@ import (
 // dump writes everything an index answers from, in a stable order.
 func dump(ix *Index) string {
 	var lines []string
-	for _, s := range ix.nodes.shards {
-		for name, n := range s {
+	for name, n := range ix.nodes.all {
+		{
 			lines = append(lines, name+" (exists)")
 			for _, set := range n.rrsets {
 				for i, rr := range set.rrs {
@@ -27,18 +27,18 @@ func dump(ix *Index) string {
 			}
 		}
 	}
-	for _, s := range ix.podIPs.shards {
-		for k := range s {
+	for k := range ix.podIPs.all {
+		{
 			lines = append(lines, "pod "+k.ns+" "+k.ip.String())
 		}
 	}
-	for _, s := range ix.podNS.shards {
-		for k := range s {
+	for k := range ix.podNS.all {
+		{
 			lines = append(lines, "podns "+k)
 		}
 	}
-	for _, s := range ix.clientNS.shards {
-		for ip, ns := range s {
+	for ip, ns := range ix.clientNS.all {
+		{
 			lines = append(lines, "client "+ip.String()+" "+ns)
 		}
 	}

@@ -41,6 +41,7 @@ var (
 	benchFixed   = flag.Int("dns.fixed-qps", 50000, "also hold this rate (1.5x CoreDNS's maximum for cluster names in docs/benchmarks.md' reference figures) and report its latency; 0 skips it")
 	benchLayouts = flag.String("dns.layouts", "shared,split", "where the server and dnsperf run: shared (all cores for both), split (server on CPU 0, dnsperf on CPU 1), or both, comma-separated")
 	benchCoreDNS = flag.String("dns.coredns", "", "also measure this CoreDNS binary the same way, side by side (go install github.com/coredns/coredns@v1.14.7)")
+	benchClients = flag.Int("dns.clients", 1, "dnsperf's clients (-c): each its own socket, which the kernel may give to another of svcnet's read loops")
 	benchProfile = flag.String("dns.cpuprofile", "", "write a CPU profile of svcnet dns during the cluster-name maximum-rate run to this file (BenchmarkDNSPropagation: to this file.N at N Services)")
 )
 
@@ -250,13 +251,20 @@ func benchNewService(b *testing.B, api *framework.APIServer, d *dnsServer) {
 
 // metricValue is the value of an unlabelled sample in a /metrics body.
 func metricValue(body, name string) float64 {
+	v, _ := metricValueOK(body, name)
+	return v
+}
+
+// metricValueOK is the value of the sample name (with its labels, as
+// the text format writes them) in body, and whether there is one.
+func metricValueOK(body, name string) (float64, bool) {
 	for l := range strings.SplitSeq(body, "\n") {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // measure runs dnsperf flat out, then held at 80 % of that rate and at
@@ -461,7 +469,7 @@ func runDNSPerf(b *testing.B, t target, file string, rate int, verbose bool) per
 	if t.host != "127.0.0.1" {
 		b.Fatalf("refusing to run dnsperf against %s: loopback only", t.host)
 	}
-	args := []string{"-s", t.host, "-p", t.port, "-d", file, "-l", strconv.Itoa(*benchSeconds), "-q", "100", "-t", "2"}
+	args := []string{"-s", t.host, "-p", t.port, "-d", file, "-l", strconv.Itoa(*benchSeconds), "-q", "100", "-t", "2", "-c", strconv.Itoa(*benchClients)}
 	if rate > 0 {
 		args = append(args, "-Q", strconv.Itoa(rate))
 	}

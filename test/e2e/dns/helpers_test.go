@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,23 +204,26 @@ func (s *dnsServer) cpuSeconds(t testing.TB) float64 {
 // endpoint (svcnet dns's, CoreDNS's).
 func cpuSecondsAt(t testing.TB, url string) float64 {
 	t.Helper()
+	v, ok := metricValueOK(metricsAt(t, url), "process_cpu_seconds_total")
+	if !ok {
+		t.Fatalf("%s has no process_cpu_seconds_total", url)
+	}
+	return v
+}
+
+// metricsAt is the text a Prometheus endpoint serves.
+func metricsAt(t testing.TB, url string) string {
+	t.Helper()
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for l := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(l, "process_cpu_seconds_total "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("process_cpu_seconds_total %q: %v", v, err)
-			}
-			return f
-		}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
 	}
-	t.Fatalf("%s has no process_cpu_seconds_total", url)
-	return 0
+	return string(body)
 }
 
 // profile starts a CPU profile of the server for seconds and delivers it

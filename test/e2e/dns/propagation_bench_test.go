@@ -107,6 +107,7 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				waitAnswer(b, addr, last, 5*time.Minute)
 				results[name][n] = &result{rss: rssBytes(b, pids[name])}
 			}
+			programmed0 := metricsAt(b, d.HTTP+"/metrics")
 			for i := range propagationNew {
 				at := time.Now()
 				lat := createAndPoll(b, api, fmt.Sprintf("late-%d-%03d", n, i), servers)
@@ -118,12 +119,21 @@ func BenchmarkDNSPropagation(b *testing.B) {
 					}
 				}
 			}
+			// svcnet's own part of the times above: from the change's
+			// arrival to the zone answering with it. What is left of a
+			// slow one was the API server's watch and the polling.
+			b.Logf("svcnet, %d Services: the zone's programming of the changes (from their arrival): %s",
+				n, histogramDelta(programmed0, metricsAt(b, d.HTTP+"/metrics"), "svcnet_dns_programming_duration_seconds"))
 			for name, addr := range servers {
 				r := results[name][n]
 				slices.Sort(r.lat)
 				var prof chan []byte
 				if *benchProfile != "" && name == "svcnet" {
 					prof = d.profile(b, *benchSeconds-2)
+				}
+				var gc0 string
+				if name == "svcnet" {
+					gc0 = metricsAt(b, d.HTTP+"/metrics")
 				}
 				busy0, srv0 := machineTicks(b), cpu[name]()
 				perf := runDNSPerf(b, newTarget(addr, "", nil), queries, 0, false)
@@ -140,6 +150,13 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				busy, srv := float64(machineTicks(b)-busy0)/ticksPerSecond/secs, (cpu[name]()-srv0)/secs
 				b.Logf("%s, %d Services, during the rate run: machine busy %.2f cores; server %.2f, dnsperf %.2f, the rest %.2f",
 					name, n, busy, srv, perf.clientCPU/secs, busy-srv-perf.clientCPU/secs)
+				if name == "svcnet" {
+					gc1 := metricsAt(b, d.HTTP+"/metrics")
+					b.Logf("svcnet, %d Services, during the rate run: %.0f garbage collections (%.3f s of pauses), heap %.0f → %.0f MiB",
+						n, metricValue(gc1, "go_gc_duration_seconds_count")-metricValue(gc0, "go_gc_duration_seconds_count"),
+						metricValue(gc1, "go_gc_duration_seconds_sum")-metricValue(gc0, "go_gc_duration_seconds_sum"),
+						metricValue(gc0, "go_memstats_heap_alloc_bytes")/(1<<20), metricValue(gc1, "go_memstats_heap_alloc_bytes")/(1<<20))
+				}
 				b.ReportMetric(ms(percentile(r.lat, 50)), name+"-p50-ms")
 				b.ReportMetric(ms(percentile(r.lat, 99)), name+"-p99-ms")
 				b.ReportMetric(ms(r.lat[len(r.lat)-1]), name+"-max-ms")
@@ -376,4 +393,29 @@ func machineTicks(b *testing.B) uint64 {
 		}
 	}
 	return busy
+}
+
+// histogramDelta is how the observations of a histogram made between two
+// scrapes fall into its buckets: "≤ 0.001 s: 97, ≤ 0.002 s: 2, …",
+// counts per bucket (not cumulative), empty buckets left out.
+func histogramDelta(before, after, name string) string {
+	var parts []string
+	prev := 0.0
+	for l := range strings.SplitSeq(after, "\n") {
+		rest, ok := strings.CutPrefix(l, name+`_bucket{le="`)
+		if !ok {
+			continue
+		}
+		le, _, _ := strings.Cut(rest, `"`)
+		sample := name + `_bucket{le="` + le + `"}`
+		cum := metricValue(after, sample) - metricValue(before, sample)
+		if cum > prev {
+			parts = append(parts, fmt.Sprintf("≤ %s s: %.0f", le, cum-prev))
+		}
+		prev = cum
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }

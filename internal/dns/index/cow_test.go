@@ -1,0 +1,47 @@
+package index
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+)
+
+// TestCOWMapFreeze writes a map through several freezes, some changing
+// a few keys and one every key (which replaces the owned sets), and
+// checks that each frozen map keeps exactly what it held.
+func TestCOWMapFreeze(t *testing.T) {
+	m := newCOWMap[string, int](4, 8, hashString)
+	want := map[string]int{}
+	type frozen struct {
+		m    cowMap[string, int]
+		want map[string]int
+	}
+	var kept []frozen
+	for round, keys := range []int{1, 3, 1000, 2, 0, 500} {
+		for i := range keys {
+			k := fmt.Sprint("k", (i*7+round)%600)
+			if i%5 == 4 {
+				m.del(k)
+				delete(want, k)
+				continue
+			}
+			m.set(k, round*1000+i)
+			want[k] = round*1000 + i
+		}
+		kept = append(kept, frozen{m.freeze(), maps.Clone(want)})
+	}
+	for i, f := range kept {
+		got := map[string]int{}
+		for k, v := range f.m.all {
+			got[k] = v
+		}
+		if !maps.Equal(got, f.want) {
+			t.Errorf("freeze %d holds %d entries, want %d (or different values)", i, len(got), len(f.want))
+		}
+		for k, v := range f.want {
+			if g, ok := f.m.get(k); !ok || g != v {
+				t.Errorf("freeze %d: get(%s) = %d, %v; want %d", i, k, g, ok, v)
+			}
+		}
+	}
+}
