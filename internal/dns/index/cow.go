@@ -14,8 +14,9 @@ import (
 // of shard pointers, not the zone, and every published Index stays as it
 // was. One level of shards could not be both small (cheap to copy when
 // written) and few (cheap to hand out at each freeze): at 100,000
-// Services 1,024 shards of about 500 names made a new Service cost about
-// 160 KB of copies; 128 groups of 128 shards make it about 10 KB.
+// Services 1,024 shards of about 500 names made a new Service allocate
+// 159 KB in all (BenchmarkUpdaterNewService), 128 groups of 128 shards
+// 35 KB.
 type cowMap[K comparable, V any] struct {
 	hash   func(K) uint32
 	groups [][]map[K]V
