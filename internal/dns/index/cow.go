@@ -22,24 +22,39 @@ type cowMap[K comparable, V any] struct {
 	groups [][]map[K]V
 	bits   uint // log2 of the shards in a group
 	// The groups and shards copied since the last freeze, which alone
-	// may be written in place (by index: shard g<<bits|i). Nil in a
-	// frozen map.
-	ownedGroups map[int]bool
-	ownedShards map[int]bool
+	// may be written in place: bit g, and bit g<<bits|i for shard i of
+	// group g. Nil in a frozen map. Bitsets, because a freeze clears
+	// them and clearing a map walks its whole capacity, which after the
+	// first build (every shard owned) costs more than the change.
+	ownedGroups, ownedShards bitset
 }
 
-// newCOWMap makes a map of groups×perGroup shards; both are powers of 2.
+// bitset is a set of small integers.
+type bitset []uint64
+
+func (b bitset) has(i int) bool { return b[i>>6]&(1<<(i&63)) != 0 }
+func (b bitset) add(i int)      { b[i>>6] |= 1 << (i & 63) }
+
+// newCOWMap makes a map of groups×perGroup shards; both are positive
+// powers of 2.
 func newCOWMap[K comparable, V any](groups, perGroup int, hash func(K) uint32) cowMap[K, V] {
-	if groups&(groups-1) != 0 || perGroup&(perGroup-1) != 0 {
-		panic("cowMap: shard counts must be powers of 2")
+	if groups <= 0 || perGroup <= 0 || groups&(groups-1) != 0 || perGroup&(perGroup-1) != 0 {
+		panic("cowMap: shard counts must be positive powers of 2")
 	}
-	m := cowMap[K, V]{hash: hash, groups: make([][]map[K]V, groups), ownedGroups: map[int]bool{}, ownedShards: map[int]bool{}}
+	m := cowMap[K, V]{
+		hash:        hash,
+		groups:      make([][]map[K]V, groups),
+		ownedGroups: make(bitset, (groups+63)/64),
+		ownedShards: make(bitset, (groups*perGroup+63)/64),
+	}
 	for perGroup > 1 {
 		m.bits++
 		perGroup >>= 1
 	}
+	// No snapshot shares the new groups yet: they are owned already.
 	for g := range m.groups {
 		m.groups[g] = make([]map[K]V, 1<<m.bits)
+		m.ownedGroups.add(g)
 	}
 	return m
 }
@@ -58,16 +73,16 @@ func (m *cowMap[K, V]) get(k K) (V, bool) {
 
 // own makes shard i of group g writable: copies of both, once per freeze.
 func (m *cowMap[K, V]) own(g, i int) map[K]V {
-	if !m.ownedGroups[g] {
+	if !m.ownedGroups.has(g) {
 		m.groups[g] = slices.Clone(m.groups[g])
-		m.ownedGroups[g] = true
+		m.ownedGroups.add(g)
 	}
-	if key := g<<m.bits | i; !m.ownedShards[key] {
+	if key := g<<m.bits | i; !m.ownedShards.has(key) {
 		m.groups[g][i] = maps.Clone(m.groups[g][i])
 		if m.groups[g][i] == nil {
 			m.groups[g][i] = map[K]V{}
 		}
-		m.ownedShards[key] = true
+		m.ownedShards.add(key)
 	}
 	return m.groups[g][i]
 }
@@ -87,14 +102,8 @@ func (m *cowMap[K, V]) del(k K) {
 // freeze returns the map as it is now, never to change; m goes on
 // changing without touching it.
 func (m *cowMap[K, V]) freeze() cowMap[K, V] {
-	// clear walks a map's whole capacity: after a large change (the
-	// first build owns every shard) a fresh map is cheaper.
-	if len(m.ownedShards) > 256 {
-		m.ownedGroups, m.ownedShards = map[int]bool{}, map[int]bool{}
-	} else {
-		clear(m.ownedGroups)
-		clear(m.ownedShards)
-	}
+	clear(m.ownedGroups)
+	clear(m.ownedShards)
 	return cowMap[K, V]{hash: m.hash, groups: slices.Clone(m.groups), bits: m.bits}
 }
 

@@ -7,17 +7,18 @@ import (
 )
 
 // TestCOWMapFreeze writes a map through several freezes, some changing
-// a few keys and one every key (which replaces the owned sets), and
-// checks that each frozen map keeps exactly what it held.
+// a few keys and some most of its 512 shards, and checks that each
+// frozen map keeps exactly what it held and the live map what was
+// written last.
 func TestCOWMapFreeze(t *testing.T) {
-	m := newCOWMap[string, int](4, 8, hashString)
+	m := newCOWMap[string, int](16, 32, hashString)
 	want := map[string]int{}
 	type frozen struct {
 		m    cowMap[string, int]
 		want map[string]int
 	}
 	var kept []frozen
-	for round, keys := range []int{1, 3, 1000, 2, 0, 500} {
+	for round, keys := range []int{1, 3, 1000, 2, 0, 500, 1000, 1} {
 		for i := range keys {
 			k := fmt.Sprint("k", (i*7+round)%600)
 			if i%5 == 4 {
@@ -30,6 +31,7 @@ func TestCOWMapFreeze(t *testing.T) {
 		}
 		kept = append(kept, frozen{m.freeze(), maps.Clone(want)})
 	}
+	kept = append(kept, frozen{m, want})
 	for i, f := range kept {
 		got := map[string]int{}
 		for k, v := range f.m.all {

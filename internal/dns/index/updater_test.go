@@ -18,29 +18,21 @@ import (
 func dump(ix *Index) string {
 	var lines []string
 	for name, n := range ix.nodes.all {
-		{
-			lines = append(lines, name+" (exists)")
-			for _, set := range n.rrsets {
-				for i, rr := range set.rrs {
-					lines = append(lines, fmt.Sprintf("%s %d %d %s", name, set.typ, i, rr.String()))
-				}
+		lines = append(lines, name+" (exists)")
+		for _, set := range n.rrsets {
+			for i, rr := range set.rrs {
+				lines = append(lines, fmt.Sprintf("%s %d %d %s", name, set.typ, i, rr.String()))
 			}
 		}
 	}
 	for k := range ix.podIPs.all {
-		{
-			lines = append(lines, "pod "+k.ns+" "+k.ip.String())
-		}
+		lines = append(lines, "pod "+k.ns+" "+k.ip.String())
 	}
 	for k := range ix.podNS.all {
-		{
-			lines = append(lines, "podns "+k)
-		}
+		lines = append(lines, "podns "+k)
 	}
 	for ip, ns := range ix.clientNS.all {
-		{
-			lines = append(lines, "client "+ip.String()+" "+ns)
-		}
+		lines = append(lines, "client "+ip.String()+" "+ns)
 	}
 	slices.Sort(lines)
 	return fmt.Sprintf("services %d synced %v soa %s\n%s", ix.services, ix.synced, ix.soa, strings.Join(lines, "\n"))

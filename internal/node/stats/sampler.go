@@ -20,8 +20,9 @@ type Sampler struct {
 	Node  string
 	Start time.Time
 
-	at   time.Time        // of the last measure; zero before the first
-	prev map[string]Usage // by pod UID/container/process group
+	at         time.Time        // of the last measure; zero before the first
+	prev       map[string]Usage // by pod UID/container/process group
+	prevGroups map[int]Usage    // every process group at the last measure
 }
 
 // Sample makes the summary of one measure: groups is every process
@@ -31,24 +32,32 @@ type Sampler struct {
 // The first measure has memory but no CPU rate. After it, a container
 // that was not measured last time started since then (a new pod, or a
 // restart: a new process group), so all the CPU time it has used falls
-// within the window and its rate is that time over the window. kubelet
+// within the window and its rate is that time over the window; unless
+// its process group was there at the last measure already (a container
+// the agent had not listed yet), which then gives the rate. kubelet
 // reads the node's rate from the root cgroup, which new pods never make
 // unknown; with this rule neither do they here, where a node without a
 // rate would vanish from `kubectl top nodes` for a whole window each time
-// a pod starts. What a container used and then took with it when it
-// exited within the window is not counted (a cgroup would keep it).
+// a pod starts. A process that exited within the window unwaited for
+// (see Groups) takes all its time out of its group's sum: a sum that
+// fell gives the group no CPU that window (rate 0), where a cgroup would
+// have kept the time.
 func (s *Sampler) Sample(now time.Time, groups map[int]Usage, pods []Pod, self int) *Summary {
 	window := now.Sub(s.at)
 	rated := !s.at.IsZero() && window > 0
 	next := make(map[string]Usage, len(s.prev))
 	// rate makes the stats of one measured group and remembers its usage.
-	rate := func(key string, u Usage) (*CPUStats, *MemoryStats) {
+	rate := func(key string, pid int) (*CPUStats, *MemoryStats) {
+		u := groups[pid]
 		next[key] = u
 		mem := &MemoryStats{Time: now, WorkingSetBytes: u.MemoryBytes, RSSBytes: u.MemoryBytes}
 		if !rated {
 			return nil, mem
 		}
-		prev := s.prev[key] // zero: started within the window
+		prev, seen := s.prev[key]
+		if !seen {
+			prev = s.prevGroups[pid] // zero: started within the window
+		}
 		return &CPUStats{Time: now, Window: window, UsageNanoCores: NanoCores(prev, u, window),
 			UsageCoreNanoSeconds: u.CPUNanoSeconds}, mem
 	}
@@ -60,7 +69,7 @@ func (s *Sampler) Sample(now time.Time, groups map[int]Usage, pods []Pod, self i
 			ps.CPU = &CPUStats{Time: now, Window: window}
 		}
 		for name, pid := range p.Containers {
-			cpu, mem := rate(p.Ref.UID+"/"+name+"/"+strconv.Itoa(pid), groups[pid])
+			cpu, mem := rate(p.Ref.UID+"/"+name+"/"+strconv.Itoa(pid), pid)
 			ps.Containers = append(ps.Containers, ContainerStats{Name: name, StartTime: p.Start, CPU: cpu, Memory: mem})
 			if cpu != nil {
 				ps.CPU.UsageNanoCores += cpu.UsageNanoCores
@@ -73,11 +82,11 @@ func (s *Sampler) Sample(now time.Time, groups map[int]Usage, pods []Pod, self i
 		nodeMem += ps.Memory.WorkingSetBytes
 		sum.Pods = append(sum.Pods, ps)
 	}
-	cpu, mem := rate("node/"+strconv.Itoa(self), groups[self])
+	cpu, mem := rate("node/"+strconv.Itoa(self), self)
 	if cpu != nil {
 		sum.Node.CPU = &CPUStats{Time: now, Window: window, UsageNanoCores: nodeCPU + cpu.UsageNanoCores}
 	}
 	sum.Node.Memory = &MemoryStats{Time: now, WorkingSetBytes: nodeMem + mem.WorkingSetBytes, RSSBytes: nodeMem + mem.RSSBytes}
-	s.at, s.prev = now, next
+	s.at, s.prev, s.prevGroups = now, next, groups
 	return sum
 }

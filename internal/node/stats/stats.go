@@ -4,11 +4,13 @@
 // metrics-server reads kubelet's.
 //
 // A container is its process group (each container process leads one):
-// its CPU is the user and system time of the group's processes, its
-// memory their resident set. kubelet reads the same from the container's
-// cgroup (working set: resident memory less inactive file pages); svcnet's
-// containers have no cgroup of their own, and processes that leave their
-// group are not counted.
+// its CPU is the user and system time of the group's processes and of
+// the children they waited for, its memory their resident set. kubelet
+// reads the same from the container's cgroup (working set: resident
+// memory less inactive file pages); svcnet's containers have no cgroup
+// of their own, so processes that leave their group are not counted, and
+// neither is the time of a process that exited without its parent
+// waiting for it (an orphan reaped by init), or not yet waited for.
 package stats
 
 import (
@@ -36,7 +38,10 @@ func (u Usage) Add(v Usage) Usage {
 }
 
 // ParseStat reads a /proc/<pid>/stat line: the process group, the CPU
-// time (user+system, in clock ticks) and the resident set (in pages).
+// time (user+system of the process and of the children it waited for,
+// in clock ticks) and the resident set (in pages). The children's time
+// keeps a group's sum from falling each time a short-lived process (a
+// shell's command) exits, which would take all its time with it.
 // The command name may hold spaces and parentheses: fields are counted
 // after its last ')'.
 func ParseStat(line []byte) (pgrp int, ticks, rssPages uint64, err error) {
@@ -44,7 +49,8 @@ func ParseStat(line []byte) (pgrp int, ticks, rssPages uint64, err error) {
 	if end < 0 {
 		return 0, 0, 0, fmt.Errorf("stat line without a command name: %q", line)
 	}
-	// After ") ": state(3) ppid(4) pgrp(5) … utime(14) stime(15) … rss(24).
+	// After ") ": state(3) ppid(4) pgrp(5) … utime(14) stime(15)
+	// cutime(16) cstime(17) … rss(24).
 	f := bytes.Fields(line[end+1:])
 	if len(f) < 22 {
 		return 0, 0, 0, fmt.Errorf("stat line with %d fields after the name", len(f))
@@ -53,16 +59,16 @@ func ParseStat(line []byte) (pgrp int, ticks, rssPages uint64, err error) {
 	g, err1 := strconv.Atoi(string(f[5-3]))
 	ut, err2 := field(14)
 	st, err3 := field(15)
-	rss, err4 := strconv.ParseInt(string(f[24-3]), 10, 64)
-	for _, e := range []error{err1, err2, err3, err4} {
+	// cutime and cstime are signed in proc(5), never negative in practice.
+	cut, err4 := strconv.ParseInt(string(f[16-3]), 10, 64)
+	cst, err5 := strconv.ParseInt(string(f[17-3]), 10, 64)
+	rss, err6 := strconv.ParseInt(string(f[24-3]), 10, 64)
+	for _, e := range []error{err1, err2, err3, err4, err5, err6} {
 		if e != nil {
 			return 0, 0, 0, fmt.Errorf("stat line: %w", e)
 		}
 	}
-	if rss < 0 {
-		rss = 0
-	}
-	return g, ut + st, uint64(rss), nil
+	return g, ut + st + uint64(max(cut, 0)+max(cst, 0)), uint64(max(rss, 0)), nil
 }
 
 // Groups sums the usage of every process under procDir (/proc) by

@@ -17,8 +17,10 @@ func TestParseStat(t *testing.T) {
 	}{
 		{"plain", "1234 (sleep) S 1 1234 1234 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 500 2654208 212 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0",
 			1234, 10, 212, false},
-		{"a name with spaces and parentheses", "77 (a (b) c) R 1 70 70 0 -1 0 0 0 0 0 150 50 0 0 20 0 1 0 9 100 9 0",
-			70, 200, 9, false},
+		{"a name with spaces and parentheses", "77 (a (b) c) R 1 70 70 0 -1 0 0 0 0 0 150 50 30 20 20 0 1 0 9 100 9 0",
+			70, 250, 9, false}, // children waited for count
+		{"negative fields", "5 (x) S 1 5 5 0 -1 0 0 0 0 0 1 1 -1 0 20 0 1 0 9 100 -4 0",
+			5, 2, 0, false},
 		{"no name", "77 R 1", 0, 0, 0, true},
 		{"cut short", "77 (x) R 1 70", 0, 0, 0, true},
 	} {
@@ -83,14 +85,16 @@ func TestNanoCores(t *testing.T) {
 // TestSampler follows one node through successive measures (each case
 // is the next): no CPU rate at the first, rates over the window after
 // it, a container that started within the window counted with all its
-// time, and the node's rate always the sum of its pods' and the agent's,
-// whatever pods come and go.
+// time (unless its group was measured before), a sum that fell counted
+// 0, no rates without a window, and the node's rate always the sum of
+// its pods' and the agent's, whatever pods come and go.
 func TestSampler(t *testing.T) {
 	const sec = uint64(time.Second)
 	t0 := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
 	web := Pod{Ref: PodReference{Name: "web", UID: "u1"}, Containers: map[string]int{"c": 100}}
 	batch := Pod{Ref: PodReference{Name: "batch", UID: "u2"}, Containers: map[string]int{"c": 200}}
 	webRestarted := Pod{Ref: web.Ref, Containers: map[string]int{"c": 101}}
+	multi := Pod{Ref: PodReference{Name: "multi", UID: "u3"}, Containers: map[string]int{"a": 300, "b": 301}}
 	type pod struct {
 		name string
 		cpu  int64 // nanocores; -1: no rate
@@ -118,9 +122,18 @@ func TestSampler(t *testing.T) {
 		{"web restarted (a new group), batch gone", 30 * time.Second,
 			map[int]Usage{1: {8 * sec, 10}, 101: {2 * sec, 20}},
 			[]Pod{webRestarted}, 3e8, 30, []pod{{"web", 2e8, 20}}},
-		{"no pods", 40 * time.Second,
-			map[int]Usage{1: {9 * sec, 10}},
+		{"no pods (group 300 runs, not listed yet)", 40 * time.Second,
+			map[int]Usage{1: {9 * sec, 10}, 300: {4 * sec, 5}},
 			nil, 1e8, 10, nil},
+		{"two containers: a rated from the last measure, b new", 50 * time.Second,
+			map[int]Usage{1: {10 * sec, 10}, 300: {6 * sec, 5}, 301: {1 * sec, 7}},
+			[]Pod{multi}, 4e8, 22, []pod{{"multi", 3e8, 12}}},
+		{"a's sum fell (a process exited unwaited for): 0 for a", 60 * time.Second,
+			map[int]Usage{1: {11 * sec, 10}, 300: {5 * sec, 5}, 301: {2 * sec, 7}},
+			[]Pod{multi}, 2e8, 22, []pod{{"multi", 1e8, 12}}},
+		{"no time between measures: no rates", 60 * time.Second,
+			map[int]Usage{1: {11 * sec, 10}, 300: {5 * sec, 5}, 301: {2 * sec, 7}},
+			[]Pod{multi}, -1, 22, []pod{{"multi", -1, 12}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sum := s.Sample(t0.Add(tc.at), tc.groups, tc.pods, 1)
@@ -137,8 +150,14 @@ func TestSampler(t *testing.T) {
 			var got []pod
 			for _, p := range sum.Pods {
 				got = append(got, pod{p.PodRef.Name, rate(p.CPU), p.Memory.WorkingSetBytes})
-				if len(p.Containers) != 1 || rate(p.Containers[0].CPU) != rate(p.CPU) {
-					t.Errorf("pod %s: containers %+v do not add up to its CPU %d", p.PodRef.Name, p.Containers, rate(p.CPU))
+				sum := int64(-1)
+				for _, c := range p.Containers {
+					if r := rate(c.CPU); r >= 0 {
+						sum = max(sum, 0) + r
+					}
+				}
+				if sum != rate(p.CPU) {
+					t.Errorf("pod %s: containers %+v add up to %d, not its CPU %d", p.PodRef.Name, p.Containers, sum, rate(p.CPU))
 				}
 			}
 			if !reflect.DeepEqual(got, tc.want) {

@@ -197,7 +197,8 @@ spec:
 	})
 	t.Run("kubectl top", func(t *testing.T) {
 		c := c.in(t)
-		// The node agents measure every 10s; a rate needs two measures.
+		// The node agents measure every 10s; a pod has a rate from the
+		// first measure after it started.
 		var out string
 		c.until("kubectl top pods to show the hostnames pods", time.Minute, func() bool {
 			out, _, _ = c.kubectl.Run("", "top", "pods", "-l", "app=hostnames", "--no-headers")

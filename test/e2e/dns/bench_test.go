@@ -239,32 +239,13 @@ func benchNewService(b *testing.B, api *framework.APIServer, d *dnsServer) {
 		lat = append(lat, time.Since(start))
 	}
 	slices.Sort(lat)
-	_, body := d.get(b, "/metrics")
-	builds, buildSum := metricValue(body, "svcnet_dns_zone_build_duration_seconds_count"), metricValue(body, "svcnet_dns_zone_build_duration_seconds_sum")
-	meanBuild := time.Duration(buildSum / max(builds, 1) * float64(time.Second))
+	builds, buildSum := metricsAt(b, d.HTTP+"/metrics").Observed("svcnet_dns_zone_build_duration_seconds")
+	meanBuild := time.Duration(buildSum / float64(max(builds, 1)) * float64(time.Second))
 	b.ReportMetric(float64(lat[n/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[n-1].Microseconds())/1000, "max-ms")
 	b.ReportMetric(float64(meanBuild.Microseconds())/1000, "zone-build-ms")
-	b.Logf("new Service to answer, %d Services, 10,000 in the zone: median %s, slowest %s; zone rebuilt %.0f times, %s on average",
+	b.Logf("new Service to answer, %d Services, 10,000 in the zone: median %s, slowest %s; zone rebuilt %d times, %s on average",
 		n, lat[n/2].Round(time.Millisecond), lat[n-1].Round(time.Millisecond), builds, meanBuild.Round(100*time.Microsecond))
-}
-
-// metricValue is the value of an unlabelled sample in a /metrics body.
-func metricValue(body, name string) float64 {
-	v, _ := metricValueOK(body, name)
-	return v
-}
-
-// metricValueOK is the value of the sample name (with its labels, as
-// the text format writes them) in body, and whether there is one.
-func metricValueOK(body, name string) (float64, bool) {
-	for l := range strings.SplitSeq(body, "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
 }
 
 // measure runs dnsperf flat out, then held at 80 % of that rate and at

@@ -204,15 +204,15 @@ func (s *dnsServer) cpuSeconds(t testing.TB) float64 {
 // endpoint (svcnet dns's, CoreDNS's).
 func cpuSecondsAt(t testing.TB, url string) float64 {
 	t.Helper()
-	v, ok := metricValueOK(metricsAt(t, url), "process_cpu_seconds_total")
+	v, ok := metricsAt(t, url).Value("process_cpu_seconds_total")
 	if !ok {
 		t.Fatalf("%s has no process_cpu_seconds_total", url)
 	}
 	return v
 }
 
-// metricsAt is the text a Prometheus endpoint serves.
-func metricsAt(t testing.TB, url string) string {
+// metricsAt is what a Prometheus endpoint serves, parsed.
+func metricsAt(t testing.TB, url string) framework.Metrics {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
 	if err != nil {
@@ -223,7 +223,11 @@ func metricsAt(t testing.TB, url string) string {
 	if err != nil {
 		t.Fatalf("%s: %v", url, err)
 	}
-	return string(body)
+	m, err := framework.ParseMetrics(string(body))
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	return m
 }
 
 // profile starts a CPU profile of the server for seconds and delivers it

@@ -123,7 +123,7 @@ func BenchmarkDNSPropagation(b *testing.B) {
 			// arrival to the zone answering with it. What is left of a
 			// slow one was the API server's watch and the polling.
 			b.Logf("svcnet, %d Services: the zone's programming of the changes (from their arrival): %s",
-				n, histogramDelta(programmed0, metricsAt(b, d.HTTP+"/metrics"), "svcnet_dns_programming_duration_seconds"))
+				n, framework.HistogramDelta(programmed0, metricsAt(b, d.HTTP+"/metrics"), "svcnet_dns_programming_duration_seconds"))
 			for name, addr := range servers {
 				r := results[name][n]
 				slices.Sort(r.lat)
@@ -131,7 +131,7 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				if *benchProfile != "" && name == "svcnet" {
 					prof = d.profile(b, *benchSeconds-2)
 				}
-				var gc0 string
+				var gc0 framework.Metrics
 				if name == "svcnet" {
 					gc0 = metricsAt(b, d.HTTP+"/metrics")
 				}
@@ -152,10 +152,12 @@ func BenchmarkDNSPropagation(b *testing.B) {
 					name, n, busy, srv, perf.clientCPU/secs, busy-srv-perf.clientCPU/secs)
 				if name == "svcnet" {
 					gc1 := metricsAt(b, d.HTTP+"/metrics")
-					b.Logf("svcnet, %d Services, during the rate run: %.0f garbage collections (%.3f s of pauses), heap %.0f → %.0f MiB",
-						n, metricValue(gc1, "go_gc_duration_seconds_count")-metricValue(gc0, "go_gc_duration_seconds_count"),
-						metricValue(gc1, "go_gc_duration_seconds_sum")-metricValue(gc0, "go_gc_duration_seconds_sum"),
-						metricValue(gc0, "go_memstats_heap_alloc_bytes")/(1<<20), metricValue(gc1, "go_memstats_heap_alloc_bytes")/(1<<20))
+					n0, pause0 := gc0.Observed("go_gc_duration_seconds")
+					n1, pause1 := gc1.Observed("go_gc_duration_seconds")
+					heap0, _ := gc0.Value("go_memstats_heap_alloc_bytes")
+					heap1, _ := gc1.Value("go_memstats_heap_alloc_bytes")
+					b.Logf("svcnet, %d Services, during the rate run: %d garbage collections (%.3f s of pauses), heap %.0f → %.0f MiB",
+						n, n1-n0, pause1-pause0, heap0/(1<<20), heap1/(1<<20))
 				}
 				b.ReportMetric(ms(percentile(r.lat, 50)), name+"-p50-ms")
 				b.ReportMetric(ms(percentile(r.lat, 99)), name+"-p99-ms")
@@ -393,29 +395,4 @@ func machineTicks(b *testing.B) uint64 {
 		}
 	}
 	return busy
-}
-
-// histogramDelta is how the observations of a histogram made between two
-// scrapes fall into its buckets: "≤ 0.001 s: 97, ≤ 0.002 s: 2, …",
-// counts per bucket (not cumulative), empty buckets left out.
-func histogramDelta(before, after, name string) string {
-	var parts []string
-	prev := 0.0
-	for l := range strings.SplitSeq(after, "\n") {
-		rest, ok := strings.CutPrefix(l, name+`_bucket{le="`)
-		if !ok {
-			continue
-		}
-		le, _, _ := strings.Cut(rest, `"`)
-		sample := name + `_bucket{le="` + le + `"}`
-		cum := metricValue(after, sample) - metricValue(before, sample)
-		if cum > prev {
-			parts = append(parts, fmt.Sprintf("≤ %s s: %.0f", le, cum-prev))
-		}
-		prev = cum
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
 }

@@ -1,14 +1,12 @@
 package proxy_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -294,25 +292,17 @@ func (c *cluster) metric(name string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	m, err := framework.ParseMetrics(body)
+	if err != nil {
+		return 0, err
+	}
 	// The sum over its series: each IP family's proxier has its own
 	// (label ip_family).
-	sc := bufio.NewScanner(strings.NewReader(body))
-	sum, found := 0.0, false
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		if err != nil {
-			return 0, err
-		}
-		sum, found = sum+v, true
-	}
-	if !found {
+	v, ok := m.Value(name)
+	if !ok {
 		return 0, fmt.Errorf("no metric %s", name)
 	}
-	return sum, nil
+	return v, nil
 }
 
 // waitEndpoints waits until the proxy programs n endpoints in total: the
