@@ -177,3 +177,33 @@ func rcodeLabel(rc int) string {
 	}
 	return "other"
 }
+
+// registerMemo exports the memo's counters, read at each scrape: the
+// lookups themselves only add to atomics.
+func registerMemo(reg prometheus.Registerer, m *memo) error {
+	if reg == nil {
+		return nil
+	}
+	lookups := func(result string, c *atomic.Uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "svcnet_dns_memo_lookups_total",
+			Help:        "Lookups of packed answers: hit (the entry holds), miss (no entry), stale (the entry no longer holds).",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(c.Load()) })
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{
+		lookups("hit", &m.hits), lookups("miss", &m.misses), lookups("stale", &m.stale),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "svcnet_dns_memo_resets_total",
+			Help: "Times the memo was full and started again empty.",
+		}, func() float64 { return float64(m.resets.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "svcnet_dns_memo_entries",
+			Help: "Packed answers the memo holds.",
+		}, func() float64 { return float64(m.n.Load()) }),
+	} {
+		errs = append(errs, reg.Register(c))
+	}
+	return errors.Join(errs...)
+}

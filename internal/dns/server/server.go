@@ -125,6 +125,9 @@ func New(opts Options) (*Server, error) {
 	s.m = m
 	s.idx.Store(index.Build(index.Options{Zone: opts.Zone, NotSynced: true}, nil, nil, nil))
 	s.memo = newMemo()
+	if err := registerMemo(opts.Registerer, s.memo); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

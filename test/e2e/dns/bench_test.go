@@ -447,13 +447,28 @@ var (
 // Only loopback is ever asked: host comes from the server's --listen.
 func runDNSPerf(b *testing.B, t target, file string, rate int, verbose bool) perfResult {
 	b.Helper()
+	limit := []string{"-l", strconv.Itoa(*benchSeconds)}
+	if rate > 0 {
+		limit = append(limit, "-Q", strconv.Itoa(rate))
+	}
+	return execDNSPerf(b, t, file, limit, verbose)
+}
+
+// firstPassDNSPerf runs dnsperf flat out through file once: every
+// question asked once before, if file holds each once.
+func firstPassDNSPerf(b *testing.B, t target, file string) perfResult {
+	b.Helper()
+	return execDNSPerf(b, t, file, []string{"-n", "1"}, false)
+}
+
+// execDNSPerf runs dnsperf with limit (how long or how far, how fast)
+// and reads its summary (and with verbose every latency).
+func execDNSPerf(b *testing.B, t target, file string, limit []string, verbose bool) perfResult {
+	b.Helper()
 	if t.host != "127.0.0.1" {
 		b.Fatalf("refusing to run dnsperf against %s: loopback only", t.host)
 	}
-	args := []string{"-s", t.host, "-p", t.port, "-d", file, "-l", strconv.Itoa(*benchSeconds), "-q", "100", "-t", "2", "-c", strconv.Itoa(*benchClients)}
-	if rate > 0 {
-		args = append(args, "-Q", strconv.Itoa(rate))
-	}
+	args := append([]string{"-s", t.host, "-p", t.port, "-d", file, "-q", "100", "-t", "2", "-c", strconv.Itoa(*benchClients)}, limit...)
 	if verbose {
 		args = append(args, "-v")
 	}

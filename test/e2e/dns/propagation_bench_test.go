@@ -26,6 +26,7 @@ import (
 var (
 	benchPlot  = flag.String("dns.plot", "", "BenchmarkDNSPropagation: draw the latency distributions into this SVG file")
 	benchSizes = flag.String("dns.sizes", "10000,100000", "BenchmarkDNSPropagation: the numbers of Services to measure at, growing")
+	benchRates = flag.Int("dns.rate-rounds", 3, "BenchmarkDNSPropagation: dnsperf runs flat out per server and size; the best counts")
 )
 
 // propagationNew is how many Services each size creates one at a time.
@@ -68,9 +69,10 @@ func BenchmarkDNSPropagation(b *testing.B) {
 	}
 	up := dnstest.StartUpstream(b)
 	type result struct {
-		lat []time.Duration
-		rss float64 // bytes
-		qps float64
+		lat      []time.Duration
+		rss      float64 // bytes
+		qps      float64
+		firstQPS float64 // every name asked once, before the run of qps
 	}
 	results := map[string]map[int]*result{"svcnet": {}, "coredns": {}}
 	var sizes []int
@@ -91,6 +93,9 @@ func BenchmarkDNSPropagation(b *testing.B) {
 			// same work at each: only the server's zone grows. (With one
 			// line per Service the rate at 10,000 was the same.)
 			queries := writeQueryLines(b, names, sizes[len(sizes)-1])
+			// And every name once: the rate of first questions, which
+			// svcnet answers the long way before its memo has them.
+			firstQueries := writeQueryLines(b, names, len(names))
 			last := names[len(names)-1]
 			d := startDNS(b, api, up.Addr)
 			servers := map[string]string{"svcnet": d.Addr}
@@ -127,6 +132,11 @@ func BenchmarkDNSPropagation(b *testing.B) {
 			for name, addr := range servers {
 				r := results[name][n]
 				slices.Sort(r.lat)
+				// Every name asked once first, so that the run below is the
+				// steady rate at both sizes; on its own, that first pass
+				// is a tenth of the run at 100,000 Services and a hundredth
+				// at 10,000, and its rate is reported apart.
+				r.firstQPS = firstPassDNSPerf(b, newTarget(addr, "", nil), firstQueries).qps
 				var prof chan []byte
 				if *benchProfile != "" && name == "svcnet" {
 					prof = d.profile(b, *benchSeconds-2)
@@ -136,7 +146,21 @@ func BenchmarkDNSPropagation(b *testing.B) {
 					gc0 = metricsAt(b, d.HTTP+"/metrics")
 				}
 				busy0, srv0 := machineTicks(b), cpu[name]()
-				perf := runDNSPerf(b, newTarget(addr, "", nil), queries, 0, false)
+				// The best of a few runs: the machine's speed drifts by a
+				// fifth from one run to the next, more than the effect of
+				// the zone's size, and a slow run is the machine's doing.
+				var perf perfResult
+				var elapsed time.Duration
+				var clientCPU float64
+				var rounds []string
+				for range max(*benchRates, 1) {
+					p := runDNSPerf(b, newTarget(addr, "", nil), queries, 0, false)
+					elapsed, clientCPU = elapsed+p.elapsed, clientCPU+p.clientCPU
+					rounds = append(rounds, fmt.Sprintf("%.0f", p.qps))
+					if p.qps > perf.qps {
+						perf = p
+					}
+				}
 				if prof != nil {
 					if err := os.WriteFile(fmt.Sprintf("%s.%d", *benchProfile, n), <-prof, 0o644); err != nil {
 						b.Error(err)
@@ -146,26 +170,34 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				// Where the machine's CPU went during the run: a rate that
 				// drops with the zone's size for both servers alike may be
 				// other processes' work (the API server's), not theirs.
-				secs := perf.elapsed.Seconds()
+				secs := elapsed.Seconds()
 				busy, srv := float64(machineTicks(b)-busy0)/ticksPerSecond/secs, (cpu[name]()-srv0)/secs
-				b.Logf("%s, %d Services, during the rate run: machine busy %.2f cores; server %.2f, dnsperf %.2f, the rest %.2f",
-					name, n, busy, srv, perf.clientCPU/secs, busy-srv-perf.clientCPU/secs)
+				b.Logf("%s, %d Services, during the rate runs (%s q/s): machine busy %.2f cores; server %.2f, dnsperf %.2f, the rest %.2f",
+					name, n, strings.Join(rounds, ", "), busy, srv, clientCPU/secs, busy-srv-clientCPU/secs)
 				if name == "svcnet" {
 					gc1 := metricsAt(b, d.HTTP+"/metrics")
 					n0, pause0 := gc0.Observed("go_gc_duration_seconds")
 					n1, pause1 := gc1.Observed("go_gc_duration_seconds")
 					heap0, _ := gc0.Value("go_memstats_heap_alloc_bytes")
 					heap1, _ := gc1.Value("go_memstats_heap_alloc_bytes")
-					b.Logf("svcnet, %d Services, during the rate run: %d garbage collections (%.3f s of pauses), heap %.0f → %.0f MiB",
-						n, n1-n0, pause1-pause0, heap0/(1<<20), heap1/(1<<20))
+					memo := func(result string) float64 {
+						v0, _ := gc0.Value("svcnet_dns_memo_lookups_total", "result", result)
+						v1, _ := gc1.Value("svcnet_dns_memo_lookups_total", "result", result)
+						return v1 - v0
+					}
+					resets0, _ := gc0.Value("svcnet_dns_memo_resets_total")
+					resets1, _ := gc1.Value("svcnet_dns_memo_resets_total")
+					b.Logf("svcnet, %d Services, during the rate run: %d garbage collections (%.3f s of pauses), heap %.0f → %.0f MiB; memo %.0f hits, %.0f misses, %.0f stale, %.0f resets",
+						n, n1-n0, pause1-pause0, heap0/(1<<20), heap1/(1<<20), memo("hit"), memo("miss"), memo("stale"), resets1-resets0)
 				}
 				b.ReportMetric(ms(percentile(r.lat, 50)), name+"-p50-ms")
 				b.ReportMetric(ms(percentile(r.lat, 99)), name+"-p99-ms")
 				b.ReportMetric(ms(r.lat[len(r.lat)-1]), name+"-max-ms")
 				b.ReportMetric(r.rss/(1<<20), name+"-rss-MiB")
 				b.ReportMetric(r.qps, name+"-max-qps")
-				b.Logf("%s, %d Services: new Service answered p50 %s p99 %s max %s after the create returned; RSS %.0f MiB; %.0f q/s flat out",
-					name, n, percentile(r.lat, 50), percentile(r.lat, 99), r.lat[len(r.lat)-1], r.rss/(1<<20), r.qps)
+				b.ReportMetric(r.firstQPS, name+"-first-qps")
+				b.Logf("%s, %d Services: new Service answered p50 %s p99 %s max %s after the create returned; RSS %.0f MiB; %.0f q/s flat out (every name asked once first: %.0f q/s)",
+					name, n, percentile(r.lat, 50), percentile(r.lat, 99), r.lat[len(r.lat)-1], r.rss/(1<<20), r.qps, r.firstQPS)
 			}
 			d.proc.Stop()
 			if cd != nil {

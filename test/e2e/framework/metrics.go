@@ -25,16 +25,20 @@ func ParseMetrics(body string) (Metrics, error) {
 	return Metrics(fams), nil
 }
 
-// Value is the sum over every series of the counter, gauge or untyped
-// metric name (one series per label set, e.g. per IP family), and
+// Value is the sum over the series of the counter, gauge or untyped
+// metric name (one series per label set, e.g. per IP family) that have
+// the labels given as name, value pairs (all series without), and
 // whether the page has it.
-func (m Metrics) Value(name string) (float64, bool) {
+func (m Metrics) Value(name string, labels ...string) (float64, bool) {
 	f, ok := m[name]
 	if !ok {
 		return 0, false
 	}
 	sum := 0.0
 	for _, s := range f.GetMetric() {
+		if !hasLabels(s, labels) {
+			continue
+		}
 		switch {
 		case s.Counter != nil:
 			sum += s.Counter.GetValue()
@@ -47,6 +51,21 @@ func (m Metrics) Value(name string) (float64, bool) {
 		}
 	}
 	return sum, true
+}
+
+func hasLabels(s *dto.Metric, pairs []string) bool {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		found := false
+		for _, l := range s.GetLabel() {
+			if l.GetName() == pairs[i] && l.GetValue() == pairs[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // Observed is the count and the sum of the observations of the

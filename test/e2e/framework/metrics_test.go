@@ -34,8 +34,13 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := m0.Value("svcnet_proxy_endpoints"); !ok || v != 5 {
-		t.Errorf("Value(svcnet_proxy_endpoints) = %v, %v; want 5 (both families), true", v, ok)
+	for _, tc := range []struct {
+		labels []string
+		want   float64
+	}{{nil, 5}, {[]string{"ip_family", "IPv6"}, 2}, {[]string{"ip_family", "IPv5"}, 0}} {
+		if v, ok := m0.Value("svcnet_proxy_endpoints", tc.labels...); !ok || v != tc.want {
+			t.Errorf("Value(svcnet_proxy_endpoints, %q) = %v, %v; want %v, true", tc.labels, v, ok, tc.want)
+		}
 	}
 	for _, name := range []string{"missing", "prog_seconds"} {
 		if _, ok := m0.Value(name); ok {
