@@ -33,47 +33,72 @@ import (
 // cache would have said, except after an eviction for room, where it
 // may still be repeated for that second.
 type memo struct {
-	shards [16]memoShard
+	shards [1 << memoShardBits]memoShard
 	n      atomic.Int32
-	// What lookups found (svcnet_dns_memo_lookups_total): an entry that
-	// holds, none, or one that no longer does; and how often a full
-	// memo started again empty.
-	hits, misses, stale, resets atomic.Uint64
+	max    int32 // maxMemo; smaller in tests
+	// resetMu lets one put empty a full memo while the others that found
+	// it full wait, then find it no longer full.
+	resetMu sync.Mutex
+	resets  atomic.Uint64 // svcnet_dns_memo_resets_total
 }
 
 // A shard maps the 64-bit hash of a key to its entry, which holds the
 // key itself: the lookup compares it in the entry, next to the answer it
-// then copies. Keyed by the key as a string, the map made every hit
-// touch four places of memory (the map's group, the string's bytes, the
-// entry, the answer) that at 100,000 names are rarely in the CPU's
-// caches: BenchmarkHandleSpread, 400 ns a hit at 100,000 Services where
-// 10,000 took 230.
+// then copies. Keyed by the key as a string, with the answer apart, the
+// map made every hit touch four places of memory (the map's group, the
+// string's bytes, the entry, the answer), which at 100,000 names are
+// rarely in the CPU's caches: BenchmarkHandleSpread, 430 ns a hit at
+// 100,000 Services where 10,000 took 230. Now 310 and 220: most of the
+// difference left is the map's group (its control word), a cache miss
+// at 100,000. A table of its own, open addressing over (hash, entry)
+// pairs at most half full, so one line a lookup, was tried and was
+// slower (345 ns): twice the map's memory, so more misses.
 type memoShard struct {
 	mu sync.RWMutex
 	m  map[uint64]*memoEntry
+	// What lookups in this shard found (svcnet_dns_memo_lookups_total):
+	// an entry that holds, none, or one that no longer does. Counted
+	// here, on the line the read lock writes anyway, not on one line
+	// that every core's lookups would write.
+	hits, misses, stale atomic.Uint64
+	_                   [128 - 24 - 8 - 24]byte // a shard per pair of cache lines
 }
 
+// A memoEntry is laid out for the hit: what it reads (gen, until,
+// lengths, then key and answer side by side) fills the entry's first
+// lines, so that a hit on an A answer reads three lines of it.
 type memoEntry struct {
-	kw     []byte // the key, then the response with ID 0 and RD, CD clear
-	klen   int
-	qtype  uint16
-	rcode  int
-	source string
-	until  time.Time // zero: as long as deps hold
-	deps   *index.Deps
 	// gen is the last snapshot deps were found to hold in: the check is
 	// made once per entry and snapshot.
-	gen atomic.Uint64
-	// Where kw lives when key and response fit, in the entry's own
-	// allocation (256 bytes in all): an A or AAAA answer for a Service
-	// name does.
+	gen   atomic.Uint64
+	until int64 // Unix nanoseconds; 0: as long as deps hold
+	klen  uint16
+	wlen  uint16
+	qtype uint16
+	rcode uint16
+	src   uint8 // index in sources
+	deps  *index.Deps
+	// The key, then the response with ID 0 and RD, CD clear: in the
+	// entry's own allocation (256 bytes in all) when both fit, as
+	// the A answer for a Service name of up to about 70 characters does
+	// (a key and a response of twice the name's length and 40–50 bytes
+	// more, EDNS or not; AAAA 6 characters less); else in far. SRV, headless Services with many
+	// addresses and denials (which carry the SOA) are often too long.
 	inline [memoInline]byte
+	far    []byte
 }
 
-const memoInline = 152
+const memoInline = 256 - 8 - 8 - 4*2 - 8 - 8 - 24 // 192
 
-func (e *memoEntry) key() []byte  { return e.kw[:e.klen] }
-func (e *memoEntry) wire() []byte { return e.kw[e.klen:] }
+func (e *memoEntry) bytes() []byte {
+	if e.far != nil {
+		return e.far
+	}
+	return e.inline[:int(e.klen)+int(e.wlen)]
+}
+func (e *memoEntry) key() []byte    { return e.bytes()[:e.klen] }
+func (e *memoEntry) wire() []byte   { return e.bytes()[e.klen:] }
+func (e *memoEntry) source() string { return sources[e.src] }
 
 // maxMemo bounds the memo, so a client asking random names costs at most
 // this many entries (a few hundred bytes each); a full memo starts again
@@ -82,12 +107,17 @@ func (e *memoEntry) wire() []byte { return e.kw[e.klen:] }
 // every few seconds and answer most questions the long way.
 const maxMemo = 250000
 
+// memoShardBits: the top bits of a key's hash choose its shard. The
+// shard's map hashes the key again with a seed of its own, so its spread
+// does not suffer from every key of a shard sharing those bits.
+const memoShardBits = 4
+
 // memoSeed keys the hash; per process, so that no client can aim
 // questions at one shard's bucket.
 var memoSeed = maphash.MakeSeed()
 
 func newMemo() *memo {
-	m := &memo{}
+	m := &memo{max: maxMemo}
 	for i := range m.shards {
 		m.shards[i].m = map[uint64]*memoEntry{}
 	}
@@ -95,87 +125,122 @@ func newMemo() *memo {
 }
 
 func (m *memo) shard(h uint64) *memoShard {
-	return &m.shards[h>>60] // the map uses the low bits
+	return &m.shards[h>>(64-memoShardBits)]
 }
 
-// lookup returns the entry for key, whether it holds or not, without
-// counting.
-func (m *memo) lookup(key []byte) *memoEntry {
-	h := maphash.Bytes(memoSeed, key)
+// hash is a key's hash, never 0 (a free slot).
+func hash(key []byte) uint64 {
+	return max(maphash.Bytes(memoSeed, key), 1)
+}
+
+// lookup returns the entry for key, whether it holds or not, and its
+// shard, without counting.
+func (m *memo) lookup(key []byte) (*memoEntry, *memoShard) {
+	h := hash(key)
 	s := m.shard(h)
 	s.mu.RLock()
 	e := s.m[h]
 	s.mu.RUnlock()
 	if e == nil || !bytes.Equal(e.key(), key) {
-		return nil // none, or another key of the same hash
+		return nil, s // none, or another key of the same hash
 	}
-	return e
+	return e, s
 }
 
 // get returns the entry for key if it holds in the snapshot idx at now.
 func (m *memo) get(key []byte, now time.Time, idx *index.Index) (*memoEntry, bool) {
-	e := m.lookup(key)
+	e, s := m.lookup(key)
 	if e == nil {
-		m.misses.Add(1)
+		s.misses.Add(1)
 		return nil, false
 	}
-	if !e.until.IsZero() && !now.Before(e.until) {
-		m.stale.Add(1)
+	if e.until != 0 && now.UnixNano() >= e.until {
+		s.stale.Add(1)
 		return nil, false
 	}
 	if gen := idx.Gen(); e.gen.Load() != gen {
 		if !e.deps.Holds(idx) {
-			m.stale.Add(1)
+			s.stale.Add(1)
 			return nil, false
 		}
 		e.gen.Store(gen)
 	}
-	m.hits.Add(1)
+	s.hits.Add(1)
 	return e, true
 }
 
-func (m *memo) put(key, wire []byte, qtype uint16, rcode int, source string, until time.Time, deps *index.Deps, gen uint64) {
-	e := &memoEntry{klen: len(key), qtype: qtype, rcode: rcode, source: source, until: until, deps: deps}
-	if n := len(key) + len(wire); n <= memoInline {
-		e.kw = e.inline[:0:n]
-	} else {
-		e.kw = make([]byte, 0, n)
+// counts sums the shards' lookup counters.
+func (m *memo) counts() (hits, misses, stale uint64) {
+	for i := range m.shards {
+		s := &m.shards[i]
+		hits += s.hits.Load()
+		misses += s.misses.Load()
+		stale += s.stale.Load()
 	}
-	e.kw = append(append(e.kw, key...), wire...)
+	return hits, misses, stale
+}
+
+func (m *memo) put(key, wire []byte, qtype uint16, rcode int, source string, until time.Time, deps *index.Deps, gen uint64) {
+	e := &memoEntry{klen: uint16(len(key)), wlen: uint16(len(wire)), qtype: qtype, rcode: uint16(rcode),
+		src: uint8(sourceIndex(source)), deps: deps}
+	if !until.IsZero() {
+		e.until = until.UnixNano()
+	}
+	kw := e.inline[:0]
+	if n := len(key) + len(wire); n > memoInline {
+		kw = make([]byte, 0, n)
+	}
+	kw = append(append(kw, key...), wire...)
+	if len(kw) > memoInline {
+		e.far = kw
+	}
 	e.gen.Store(gen)
 	w := e.wire()
 	w[0], w[1] = 0, 0
 	w[2] &^= 0x01 // RD
 	w[3] &^= 0x10 // CD
-	h := maphash.Bytes(memoSeed, key)
+	h := hash(key)
 	s := m.shard(h)
-	s.mu.Lock()
-	if _, ok := s.m[h]; ok {
-		// Stale, an expired repeat of the forward cache, or (rarely)
-		// another key of the same hash: the newer answer takes the place.
-		s.m[h] = e
-		s.mu.Unlock()
-		return
-	}
-	if m.n.Add(1) > maxMemo {
+	for {
+		s.mu.Lock()
+		if _, ok := s.m[h]; ok {
+			// Stale, an expired repeat of the forward cache, or (rarely)
+			// another key of the same hash: the newer answer takes the
+			// place.
+			s.m[h] = e
+			s.mu.Unlock()
+			return
+		}
+		if m.n.Add(1) <= m.max {
+			s.m[h] = e
+			s.mu.Unlock()
+			return
+		}
+		m.n.Add(-1)
 		s.mu.Unlock()
 		m.reset()
-		return
 	}
-	s.m[h] = e
-	s.mu.Unlock()
 }
 
-// reset empties the memo (entries that no longer hold stay until their
-// question is asked again, so a full memo is mostly such).
+// reset empties a full memo (entries that no longer hold stay until
+// their question is asked again, so a full memo is mostly such). Of the
+// puts that find it full at once, the first empties it; the others find
+// it no longer full. Entries put into a shard after it was emptied stay,
+// and stay counted.
 func (m *memo) reset() {
+	m.resetMu.Lock()
+	defer m.resetMu.Unlock()
+	if m.n.Load() < m.max {
+		return
+	}
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
+		n := len(s.m)
 		s.m = map[uint64]*memoEntry{}
 		s.mu.Unlock()
+		m.n.Add(-int32(n))
 	}
-	m.n.Store(0)
 	m.resets.Add(1)
 }
 

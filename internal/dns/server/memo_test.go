@@ -3,11 +3,15 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"hash/maphash"
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -303,7 +307,8 @@ func TestMemoKeepsUnchangedNames(t *testing.T) {
 			t.Fatal(err)
 		}
 		k, _ := memoKey(pkt, s.opts.UDPSize, nil)
-		return m, s.memo.lookup(k)
+		e, _ := s.memo.lookup(k)
+		return m, e
 	}
 	addr := func(m *dns.Msg) string {
 		if len(m.Answer) != 1 {
@@ -348,5 +353,153 @@ func TestMemoKeepsUnchangedNames(t *testing.T) {
 	s.SetIndex(u.Snapshot(2), time.Time{})
 	if m, _ := ask(missing, dns.TypeA); addr(m) != "10.96.0.9" {
 		t.Errorf("a new name after its NXDOMAIN was memoized: %s", addr(m))
+	}
+}
+
+// TestMemoCounts: each lookup counts once, as a hit, a miss or a stale
+// entry, and the metrics show the sums.
+func TestMemoCounts(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := New(Options{Logger: quiet, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := func(ip string) *index.Index {
+		return index.Build(index.Options{}, []*corev1.Service{dnstest.Service("default", "counted", []string{ip})}, nil, nil)
+	}
+	pkt := pack(t, "counted.default.svc.cluster.local.", dns.TypeA, nil)
+	client := netip.MustParseAddrPort("127.0.0.1:1")
+	buf := make([]byte, 512)
+	var key []byte
+	type counts struct{ hits, misses, stale, entries uint64 }
+	scrape := func() counts {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c counts
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				switch f.GetName() {
+				case "svcnet_dns_memo_lookups_total":
+					v := uint64(m.GetCounter().GetValue())
+					switch m.GetLabel()[0].GetValue() {
+					case "hit":
+						c.hits = v
+					case "miss":
+						c.misses = v
+					case "stale":
+						c.stale = v
+					}
+				case "svcnet_dns_memo_entries":
+					c.entries = uint64(m.GetGauge().GetValue())
+				}
+			}
+		}
+		return c
+	}
+	for _, step := range []struct {
+		name string
+		ip   string // a new snapshot with this address; "": the same
+		want counts
+	}{
+		{"first ask: a miss, then memoized", "10.96.0.5", counts{0, 1, 0, 1}},
+		{"second ask: a hit", "", counts{1, 1, 0, 1}},
+		{"third ask: a hit", "", counts{2, 1, 0, 1}},
+		{"the Service moved: stale, then memoized afresh", "10.96.0.6", counts{2, 1, 1, 1}},
+		{"then a hit again", "", counts{3, 1, 1, 1}},
+	} {
+		if step.ip != "" {
+			s.SetIndex(svc(step.ip), time.Time{})
+		}
+		if _, later := s.answerUDP(context.Background(), pkt, client, buf, &key); later != nil {
+			t.Fatal("needs an upstream")
+		}
+		if got := scrape(); got != step.want {
+			t.Errorf("%s: %+v, want %+v", step.name, got, step.want)
+		}
+	}
+}
+
+// TestMemoSameHashOtherKey: an entry found under a key's hash answers
+// only if it holds that very key.
+func TestMemoSameHashOtherKey(t *testing.T) {
+	m := newMemo()
+	a, b := []byte("key a"), []byte("key b")
+	m.put(a, make([]byte, 12), dns.TypeA, 0, "zone", time.Time{}, nil, 1)
+	ea, _ := m.lookup(a)
+	if ea == nil {
+		t.Fatal("key a not found")
+	}
+	// Put a's entry where b's hash leads, as a collision would.
+	hb := maphash.Bytes(memoSeed, b)
+	m.shard(hb).m[hb] = ea
+	if e, _ := m.lookup(b); e != nil {
+		t.Errorf("key b found the entry of key %q", e.key())
+	}
+	if e, _ := m.lookup(a); e != ea {
+		t.Error("key a lost its entry")
+	}
+}
+
+// TestMemoFull: a full memo starts again empty once, however many puts
+// find it full at once, and its count stays the number of entries.
+func TestMemoFull(t *testing.T) {
+	entries := func(m *memo) int {
+		n := 0
+		for i := range m.shards {
+			n += len(m.shards[i].m)
+		}
+		return n
+	}
+	t.Run("one at a time", func(t *testing.T) {
+		m := newMemo()
+		m.max = 4
+		for i := range 10 {
+			m.put([]byte(fmt.Sprint("key ", i)), make([]byte, 12), dns.TypeA, 0, "zone", time.Time{}, nil, 1)
+		}
+		// 4 fill it; the 5th empties it and stays; 4 more fill it; the
+		// 9th empties it; 9 and 10 stay.
+		if m.resets.Load() != 2 || m.n.Load() != 2 || entries(m) != 2 {
+			t.Errorf("%d resets, count %d, %d entries; want 2, 2, 2", m.resets.Load(), m.n.Load(), entries(m))
+		}
+		if e, _ := m.lookup([]byte("key 9")); e == nil {
+			t.Error("the put that found the memo full is not in it")
+		}
+	})
+	t.Run("at once", func(t *testing.T) {
+		m := newMemo()
+		m.max = 50
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 500 {
+					m.put([]byte(fmt.Sprint("key ", g, " ", i)), make([]byte, 12), dns.TypeA, 0, "zone", time.Time{}, nil, 1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := m.n.Load(); int(n) != entries(m) || n > m.max || m.resets.Load() == 0 {
+			t.Errorf("count %d, %d entries, %d resets; want the count to be the entries, at most %d, and resets",
+				n, entries(m), m.resets.Load(), m.max)
+		}
+		// Each reset followed max puts at least: no put emptied a memo
+		// another had just emptied.
+		if r := m.resets.Load(); r > 8*500/uint64(m.max) {
+			t.Errorf("%d resets for %d puts of a memo of %d", r, 8*500, m.max)
+		}
+	})
+}
+
+// TestMemoSizes: shards are two cache lines apart, so that lookups on
+// two cores in two shards write no line in common; an entry fills its
+// allocation's size class (256 bytes) and no more.
+func TestMemoSizes(t *testing.T) {
+	if n := unsafe.Sizeof(memoShard{}); n != 128 {
+		t.Errorf("memoShard is %d bytes, want 128", n)
+	}
+	if n := unsafe.Sizeof(memoEntry{}); n != 256 {
+		t.Errorf("memoEntry is %d bytes, want 256", n)
 	}
 }

@@ -104,6 +104,9 @@ var typeIndex = func() (t [1 << 16]uint8) {
 // sources are the values of the source label, in a fixed order.
 var sources = [...]string{sourceZone, sourceForward, sourceAutopath, sourceInvalid}
 
+// srcForward is sourceForward's index in sources.
+const srcForward = 1
+
 func sourceIndex(s string) int {
 	for i, v := range sources {
 		if v == s {
@@ -184,16 +187,18 @@ func registerMemo(reg prometheus.Registerer, m *memo) error {
 	if reg == nil {
 		return nil
 	}
-	lookups := func(result string, c *atomic.Uint64) prometheus.Collector {
+	lookups := func(result string, read func() uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "svcnet_dns_memo_lookups_total",
 			Help:        "Lookups of packed answers: hit (the entry holds), miss (no entry), stale (the entry no longer holds).",
 			ConstLabels: prometheus.Labels{"result": result},
-		}, func() float64 { return float64(c.Load()) })
+		}, func() float64 { return float64(read()) })
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{
-		lookups("hit", &m.hits), lookups("miss", &m.misses), lookups("stale", &m.stale),
+		lookups("hit", func() uint64 { h, _, _ := m.counts(); return h }),
+		lookups("miss", func() uint64 { _, n, _ := m.counts(); return n }),
+		lookups("stale", func() uint64 { _, _, st := m.counts(); return st }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "svcnet_dns_memo_resets_total",
 			Help: "Times the memo was full and started again empty.",

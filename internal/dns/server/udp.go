@@ -106,13 +106,13 @@ func (s *Server) answerUDP(ctx context.Context, raw []byte, from netip.AddrPort,
 		start := time.Now()
 		if e, ok := m.get(k, start, idx); ok {
 			resp := e.reply(raw, buf)
-			if e.source == sourceForward {
+			if e.src == srcForward {
 				if c, ok := s.opts.Upstream.(CachedUpstream); ok {
 					c.CountHit()
 				}
 			}
-			s.m.count("udp", true, e.qtype, e.rcode, e.source)
-			s.m.observe(e.source, time.Since(start).Seconds())
+			s.m.count("udp", true, e.qtype, int(e.rcode), e.source())
+			s.m.observe(e.source(), time.Since(start).Seconds())
 			return resp, nil
 		}
 		// Answer from a copy of the snapshot that notes what the answer

@@ -29,6 +29,12 @@ type Sampler struct {
 // group's usage now (Groups), pods the node's running pods, self the
 // node agent's own group, counted in the node's figures.
 //
+// A container's CPU counts the children its processes waited for; the
+// agent's does not: the agent waits for the shims, proxies and exec
+// sessions it starts, and each would bring its whole lifetime into a
+// single window when it exits (counted twice, if it ran in the agent's
+// group).
+//
 // The first measure has memory but no CPU rate. After it, a container
 // that was not measured last time started since then (a new pod, or a
 // restart: a new process group), so all the CPU time it has used falls
@@ -47,8 +53,13 @@ func (s *Sampler) Sample(now time.Time, groups map[int]Usage, pods []Pod, self i
 	rated := !s.at.IsZero() && window > 0
 	next := make(map[string]Usage, len(s.prev))
 	// rate makes the stats of one measured group and remembers its usage.
-	rate := func(key string, pid int) (*CPUStats, *MemoryStats) {
+	rate := func(key string, pid int, children bool) (*CPUStats, *MemoryStats) {
 		u := groups[pid]
+		if children {
+			u = u.WithChildren()
+		} else {
+			u.ChildCPUNanoSeconds = 0
+		}
 		next[key] = u
 		mem := &MemoryStats{Time: now, WorkingSetBytes: u.MemoryBytes, RSSBytes: u.MemoryBytes}
 		if !rated {
@@ -56,7 +67,13 @@ func (s *Sampler) Sample(now time.Time, groups map[int]Usage, pods []Pod, self i
 		}
 		prev, seen := s.prev[key]
 		if !seen {
-			prev = s.prevGroups[pid] // zero: started within the window
+			// Zero: started within the window. The group measured last
+			// time is this container's unless its leader's PID was
+			// reused within one window, which needs the PIDs to wrap.
+			prev = s.prevGroups[pid]
+			if children {
+				prev = prev.WithChildren()
+			}
 		}
 		return &CPUStats{Time: now, Window: window, UsageNanoCores: NanoCores(prev, u, window),
 			UsageCoreNanoSeconds: u.CPUNanoSeconds}, mem
@@ -69,7 +86,7 @@ func (s *Sampler) Sample(now time.Time, groups map[int]Usage, pods []Pod, self i
 			ps.CPU = &CPUStats{Time: now, Window: window}
 		}
 		for name, pid := range p.Containers {
-			cpu, mem := rate(p.Ref.UID+"/"+name+"/"+strconv.Itoa(pid), pid)
+			cpu, mem := rate(p.Ref.UID+"/"+name+"/"+strconv.Itoa(pid), pid, true)
 			ps.Containers = append(ps.Containers, ContainerStats{Name: name, StartTime: p.Start, CPU: cpu, Memory: mem})
 			if cpu != nil {
 				ps.CPU.UsageNanoCores += cpu.UsageNanoCores
@@ -82,7 +99,7 @@ func (s *Sampler) Sample(now time.Time, groups map[int]Usage, pods []Pod, self i
 		nodeMem += ps.Memory.WorkingSetBytes
 		sum.Pods = append(sum.Pods, ps)
 	}
-	cpu, mem := rate("node/"+strconv.Itoa(self), self)
+	cpu, mem := rate("node/"+strconv.Itoa(self), self, false)
 	if cpu != nil {
 		sum.Node.CPU = &CPUStats{Time: now, Window: window, UsageNanoCores: nodeCPU + cpu.UsageNanoCores}
 	}

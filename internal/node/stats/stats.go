@@ -10,7 +10,7 @@
 // memory less inactive file pages); svcnet's containers have no cgroup
 // of their own, so processes that leave their group are not counted, and
 // neither is the time of a process that exited without its parent
-// waiting for it (an orphan reaped by init), or not yet waited for.
+// waiting for it (an orphan reaped by init).
 package stats
 
 import (
@@ -26,34 +26,45 @@ import (
 // times (100 on every Linux architecture svcnet runs on).
 const ClockTicks = 100
 
-// Usage is what a set of processes used: CPU time so far, memory now.
+// Usage is what a set of processes used: CPU time so far, their own and
+// their waited-for children's apart, and memory now.
 type Usage struct {
-	CPUNanoSeconds uint64
-	MemoryBytes    uint64
+	CPUNanoSeconds      uint64 // the processes' own
+	ChildCPUNanoSeconds uint64 // of the children they waited for
+	MemoryBytes         uint64
 }
 
 // Add sums two usages.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{CPUNanoSeconds: u.CPUNanoSeconds + v.CPUNanoSeconds, MemoryBytes: u.MemoryBytes + v.MemoryBytes}
+	return Usage{CPUNanoSeconds: u.CPUNanoSeconds + v.CPUNanoSeconds,
+		ChildCPUNanoSeconds: u.ChildCPUNanoSeconds + v.ChildCPUNanoSeconds,
+		MemoryBytes:         u.MemoryBytes + v.MemoryBytes}
+}
+
+// WithChildren is the usage with the children's CPU time counted as the
+// group's own.
+func (u Usage) WithChildren() Usage {
+	return Usage{CPUNanoSeconds: u.CPUNanoSeconds + u.ChildCPUNanoSeconds, MemoryBytes: u.MemoryBytes}
 }
 
 // ParseStat reads a /proc/<pid>/stat line: the process group, the CPU
-// time (user+system of the process and of the children it waited for,
-// in clock ticks) and the resident set (in pages). The children's time
-// keeps a group's sum from falling each time a short-lived process (a
-// shell's command) exits, which would take all its time with it.
+// time (user+system, in clock ticks) of the process and apart that of
+// the children it waited for, and the resident set (in pages). The
+// children's time keeps a container's sum from falling each time a
+// short-lived process (a shell's command) exits, which would take all
+// its time with it.
 // The command name may hold spaces and parentheses: fields are counted
 // after its last ')'.
-func ParseStat(line []byte) (pgrp int, ticks, rssPages uint64, err error) {
+func ParseStat(line []byte) (pgrp int, ticks, childTicks, rssPages uint64, err error) {
 	end := bytes.LastIndexByte(line, ')')
 	if end < 0 {
-		return 0, 0, 0, fmt.Errorf("stat line without a command name: %q", line)
+		return 0, 0, 0, 0, fmt.Errorf("stat line without a command name: %q", line)
 	}
 	// After ") ": state(3) ppid(4) pgrp(5) … utime(14) stime(15)
 	// cutime(16) cstime(17) … rss(24).
 	f := bytes.Fields(line[end+1:])
 	if len(f) < 22 {
-		return 0, 0, 0, fmt.Errorf("stat line with %d fields after the name", len(f))
+		return 0, 0, 0, 0, fmt.Errorf("stat line with %d fields after the name", len(f))
 	}
 	field := func(n int) (uint64, error) { return strconv.ParseUint(string(f[n-3]), 10, 64) }
 	g, err1 := strconv.Atoi(string(f[5-3]))
@@ -65,10 +76,10 @@ func ParseStat(line []byte) (pgrp int, ticks, rssPages uint64, err error) {
 	rss, err6 := strconv.ParseInt(string(f[24-3]), 10, 64)
 	for _, e := range []error{err1, err2, err3, err4, err5, err6} {
 		if e != nil {
-			return 0, 0, 0, fmt.Errorf("stat line: %w", e)
+			return 0, 0, 0, 0, fmt.Errorf("stat line: %w", e)
 		}
 	}
-	return g, ut + st + uint64(max(cut, 0)+max(cst, 0)), uint64(max(rss, 0)), nil
+	return g, ut + st, uint64(max(cut, 0) + max(cst, 0)), uint64(max(rss, 0)), nil
 }
 
 // Groups sums the usage of every process under procDir (/proc) by
@@ -88,11 +99,12 @@ func Groups(procDir string) (map[int]Usage, error) {
 		if err != nil {
 			continue // it exited meanwhile
 		}
-		g, ticks, rss, err := ParseStat(data)
+		g, ticks, childTicks, rss, err := ParseStat(data)
 		if err != nil {
 			continue
 		}
-		out[g] = out[g].Add(Usage{CPUNanoSeconds: ticks * uint64(time.Second) / ClockTicks, MemoryBytes: rss * page})
+		tick := uint64(time.Second) / ClockTicks
+		out[g] = out[g].Add(Usage{CPUNanoSeconds: ticks * tick, ChildCPUNanoSeconds: childTicks * tick, MemoryBytes: rss * page})
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -24,9 +25,11 @@ import (
 )
 
 var (
-	benchPlot  = flag.String("dns.plot", "", "BenchmarkDNSPropagation: draw the latency distributions into this SVG file")
-	benchSizes = flag.String("dns.sizes", "10000,100000", "BenchmarkDNSPropagation: the numbers of Services to measure at, growing")
-	benchRates = flag.Int("dns.rate-rounds", 3, "BenchmarkDNSPropagation: dnsperf runs flat out per server and size; the best counts")
+	benchPlot        = flag.String("dns.plot", "", "BenchmarkDNSPropagation: draw the latency distributions into this SVG file")
+	benchSizes       = flag.String("dns.sizes", "10000,100000", "BenchmarkDNSPropagation: the numbers of Services to measure at, growing")
+	benchRates       = flag.Int("dns.rate-rounds", 3, "BenchmarkDNSPropagation: dnsperf runs flat out per server and size; the best counts")
+	benchPairs       = flag.Int("dns.rate-pairs", 8, "BenchmarkDNSPropagation: pairs of runs flat out at the smallest and the largest size in turns, per server (0: none)")
+	benchPairSeconds = flag.Int("dns.rate-pair-seconds", 5, "BenchmarkDNSPropagation: length of each run of those pairs, in seconds")
 )
 
 // propagationNew is how many Services each size creates one at a time.
@@ -46,7 +49,11 @@ const outlier = 50 * time.Millisecond
 //     difference between the sizes over 90,000 is the memory per
 //     Service;
 //   - the maximum query rate for the Service names (dnsperf, as
-//     BenchmarkDNS10kServices).
+//     BenchmarkDNS10kServices);
+//   - at the largest size, the ratio of that rate to the rate at the
+//     smallest, from runs in turns against servers of both sizes at
+//     once (pairedRates): the machine's speed drifts between the sizes'
+//     measures by more than the zone's size changes the rate.
 //
 // CoreDNS runs as in BenchmarkDNS10kServices but without its cache
 // plugin: with kubeadm's `cache 30`, the denial of a name asked before
@@ -136,26 +143,28 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				// steady rate at both sizes; on its own, that first pass
 				// is a tenth of the run at 100,000 Services and a hundredth
 				// at 10,000, and its rate is reported apart.
-				r.firstQPS = firstPassDNSPerf(b, newTarget(addr, "", nil), firstQueries).qps
+				first := firstPassDNSPerf(b, newTarget(addr, "", nil), firstQueries)
+				r.firstQPS = first.qps
+				b.Logf("%s, %d Services: every name asked once: %.0f q/s over %s, %d‰ lost",
+					name, n, first.qps, first.elapsed.Round(time.Millisecond), first.lostPermille)
 				var prof chan []byte
 				if *benchProfile != "" && name == "svcnet" {
-					prof = d.profile(b, *benchSeconds-2)
+					prof = d.profile(b, *benchSeconds-2) // the first run
 				}
 				var gc0 framework.Metrics
 				if name == "svcnet" {
 					gc0 = metricsAt(b, d.HTTP+"/metrics")
 				}
-				busy0, srv0 := machineTicks(b), cpu[name]()
+				busy0, srv0, start := machineTicks(b), cpu[name](), time.Now()
 				// The best of a few runs: the machine's speed drifts by a
 				// fifth from one run to the next, more than the effect of
 				// the zone's size, and a slow run is the machine's doing.
 				var perf perfResult
-				var elapsed time.Duration
 				var clientCPU float64
 				var rounds []string
 				for range max(*benchRates, 1) {
 					p := runDNSPerf(b, newTarget(addr, "", nil), queries, 0, false)
-					elapsed, clientCPU = elapsed+p.elapsed, clientCPU+p.clientCPU
+					clientCPU += p.clientCPU
 					rounds = append(rounds, fmt.Sprintf("%.0f", p.qps))
 					if p.qps > perf.qps {
 						perf = p
@@ -170,7 +179,9 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				// Where the machine's CPU went during the run: a rate that
 				// drops with the zone's size for both servers alike may be
 				// other processes' work (the API server's), not theirs.
-				secs := elapsed.Seconds()
+				// Over the whole time of the runs, dnsperf's starts
+				// between them included (each a fraction of a second).
+				secs := time.Since(start).Seconds()
 				busy, srv := float64(machineTicks(b)-busy0)/ticksPerSecond/secs, (cpu[name]()-srv0)/secs
 				b.Logf("%s, %d Services, during the rate runs (%s q/s): machine busy %.2f cores; server %.2f, dnsperf %.2f, the rest %.2f",
 					name, n, strings.Join(rounds, ", "), busy, srv, clientCPU/secs, busy-srv-clientCPU/secs)
@@ -187,7 +198,7 @@ func BenchmarkDNSPropagation(b *testing.B) {
 					}
 					resets0, _ := gc0.Value("svcnet_dns_memo_resets_total")
 					resets1, _ := gc1.Value("svcnet_dns_memo_resets_total")
-					b.Logf("svcnet, %d Services, during the rate run: %d garbage collections (%.3f s of pauses), heap %.0f → %.0f MiB; memo %.0f hits, %.0f misses, %.0f stale, %.0f resets",
+					b.Logf("svcnet, %d Services, during the rate runs: %d garbage collections (%.3f s of pauses), heap %.0f → %.0f MiB; memo %.0f hits, %.0f misses, %.0f stale, %.0f resets",
 						n, n1-n0, pause1-pause0, heap0/(1<<20), heap1/(1<<20), memo("hit"), memo("miss"), memo("stale"), resets1-resets0)
 				}
 				b.ReportMetric(ms(percentile(r.lat, 50)), name+"-p50-ms")
@@ -198,6 +209,11 @@ func BenchmarkDNSPropagation(b *testing.B) {
 				b.ReportMetric(r.firstQPS, name+"-first-qps")
 				b.Logf("%s, %d Services: new Service answered p50 %s p99 %s max %s after the create returned; RSS %.0f MiB; %.0f q/s flat out (every name asked once first: %.0f q/s)",
 					name, n, percentile(r.lat, 50), percentile(r.lat, 99), r.lat[len(r.lat)-1], r.rss/(1<<20), r.qps, r.firstQPS)
+			}
+			if n == sizes[len(sizes)-1] && len(sizes) > 1 && *benchPairs > 0 {
+				for name, ratio := range pairedRates(b, up.Addr, names[:sizes[0]], queries, len(names), sizes[len(sizes)-1], servers) {
+					b.ReportMetric(ratio, name+"-rate-ratio")
+				}
 			}
 			d.proc.Stop()
 			if cd != nil {
@@ -223,6 +239,68 @@ func BenchmarkDNSPropagation(b *testing.B) {
 			b.Error(err)
 		}
 	}
+}
+
+// pairedRates compares the query rate of the servers given (by name:
+// svcnet, coredns), whose zone is the large one, with that of the same
+// servers on a zone of only the first small names: it starts a second
+// API server with those, a server of each kind on it, asks every name
+// once of each, then runs dnsperf flat out (lines queries, the same
+// number at both sizes: largeQueries at the large zone, whose servers
+// were asked every name already) at the small and the large zone in
+// turns —
+// small first, then large first, and so on, so that a drift of the
+// machine's speed weighs on both alike. It returns, per server, the
+// median of the ratios large/small of the pairs.
+func pairedRates(b *testing.B, upstream string, small []string, largeQueries string, large, lines int, largeServers map[string]string) map[string]float64 {
+	b.Helper()
+	api := framework.StartAPIServer(b)
+	createBenchNamespaces(b, api)
+	growServices(b, api, 0, len(small))
+	smallServers := map[string]string{}
+	d := startDNS(b, api, upstream)
+	defer d.proc.Stop()
+	smallServers["svcnet"] = d.Addr
+	if _, ok := largeServers["coredns"]; ok {
+		cd := startCoreDNSConf(b, *benchCoreDNS, "", api.KubeconfigOf("dns"), upstream, false)
+		defer cd.proc.Stop()
+		smallServers["coredns"] = cd.addr
+	}
+	smallQueries := writeQueryLines(b, small, lines)
+	smallOnce := writeQueryLines(b, small, len(small))
+	out := map[string]float64{}
+	for _, name := range slices.Sorted(maps.Keys(largeServers)) {
+		waitAnswer(b, smallServers[name], small[len(small)-1], 5*time.Minute)
+		firstPassDNSPerf(b, newTarget(smallServers[name], "", nil), smallOnce)
+		var ratios []float64
+		var pairs []string
+		for i := range *benchPairs {
+			rate := func(addr, file string) float64 {
+				return execDNSPerf(b, newTarget(addr, "", nil), file, []string{"-l", strconv.Itoa(*benchPairSeconds)}, false).qps
+			}
+			var s, l float64
+			if i%2 == 0 {
+				s, l = rate(smallServers[name], smallQueries), rate(largeServers[name], largeQueries)
+			} else {
+				l, s = rate(largeServers[name], largeQueries), rate(smallServers[name], smallQueries)
+			}
+			ratios = append(ratios, l/s)
+			pairs = append(pairs, fmt.Sprintf("%.0f/%.0f = %.3f", l, s, l/s))
+		}
+		slices.Sort(ratios)
+		out[name] = median(ratios)
+		b.Logf("%s, rate at %d Services over the rate at %d, in pairs of runs in turns: %s; median %.3f",
+			name, large, len(small), strings.Join(pairs, ", "), out[name])
+	}
+	return out
+}
+
+// median of sorted values.
+func median(v []float64) float64 {
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // growServices creates Services from index from to to (ClusterIP, over

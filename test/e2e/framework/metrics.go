@@ -27,9 +27,13 @@ func ParseMetrics(body string) (Metrics, error) {
 
 // Value is the sum over the series of the counter, gauge or untyped
 // metric name (one series per label set, e.g. per IP family) that have
-// the labels given as name, value pairs (all series without), and
-// whether the page has it.
-func (m Metrics) Value(name string, labels ...string) (float64, bool) {
+// the labels given as name, value pairs (all series without); ok tells
+// whether the page has the metric and it is of one of those types, even
+// if no series has the labels (the sum is then 0).
+func (m Metrics) Value(name string, labels ...string) (v float64, ok bool) {
+	if len(labels)%2 != 0 {
+		panic(fmt.Sprintf("Value(%s): labels %q are not name, value pairs", name, labels))
+	}
 	f, ok := m[name]
 	if !ok {
 		return 0, false
@@ -54,7 +58,7 @@ func (m Metrics) Value(name string, labels ...string) (float64, bool) {
 }
 
 func hasLabels(s *dto.Metric, pairs []string) bool {
-	for i := 0; i+1 < len(pairs); i += 2 {
+	for i := 0; i < len(pairs); i += 2 {
 		found := false
 		for _, l := range s.GetLabel() {
 			if l.GetName() == pairs[i] && l.GetValue() == pairs[i+1] {
@@ -69,9 +73,16 @@ func hasLabels(s *dto.Metric, pairs []string) bool {
 }
 
 // Observed is the count and the sum of the observations of the
-// histogram or summary name, over every series (zero when absent).
-func (m Metrics) Observed(name string) (count uint64, sum float64) {
+// histogram or summary name, over its series that have the labels given
+// as name, value pairs (every series without; zero when absent).
+func (m Metrics) Observed(name string, labels ...string) (count uint64, sum float64) {
+	if len(labels)%2 != 0 {
+		panic(fmt.Sprintf("Observed(%s): labels %q are not name, value pairs", name, labels))
+	}
 	for _, s := range m[name].GetMetric() {
+		if !hasLabels(s, labels) {
+			continue
+		}
 		switch {
 		case s.Histogram != nil:
 			count, sum = count+s.Histogram.GetSampleCount(), sum+s.Histogram.GetSampleSum()
@@ -97,9 +108,18 @@ func (m Metrics) buckets(name string) map[float64]uint64 {
 // HistogramDelta is how the observations of the histogram name made
 // between two scrapes fall into its buckets: "≤ 0.001 s: 97, ≤ 0.002 s:
 // 2, …", counts per bucket (not cumulative), empty buckets left out,
-// "none" when nothing was observed.
+// "none" when nothing was observed. A bucket that counts fewer after
+// than before means the process started again in between (its counters
+// with it): the delta is then all that after counts, as Prometheus's
+// rate() takes a reset.
 func HistogramDelta(before, after Metrics, name string) string {
 	b0, b1 := before.buckets(name), after.buckets(name)
+	for le, n := range b1 {
+		if n < b0[le] {
+			b0 = nil
+			break
+		}
+	}
 	bounds := slices.Sorted(func(yield func(float64) bool) {
 		for le := range b1 {
 			if !yield(le) {

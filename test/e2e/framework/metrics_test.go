@@ -1,6 +1,9 @@
 package framework
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 const page0 = `# TYPE svcnet_proxy_endpoints gauge
 svcnet_proxy_endpoints{ip_family="IPv4"} 3
@@ -55,6 +58,9 @@ func TestMetrics(t *testing.T) {
 		if c, s := m0.Observed(tc.name); c != tc.count || s != tc.sum {
 			t.Errorf("Observed(%s) = %d, %v; want %d, %v", tc.name, c, s, tc.count, tc.sum)
 		}
+		if c, s := m0.Observed(tc.name, "no", "such label"); c != 0 || s != 0 {
+			t.Errorf("Observed(%s) = %d, %v; want %d, %v", tc.name, c, s, tc.count, tc.sum)
+		}
 	}
 	for _, tc := range []struct {
 		before, after Metrics
@@ -62,11 +68,21 @@ func TestMetrics(t *testing.T) {
 	}{
 		{m0, m1, "≤ 0.001 s: 97, ≤ 0.002 s: 2, ≤ +Inf s: 1"},
 		{m1, m1, "none"},
+		{m1, m0, "≤ 0.001 s: 5, ≤ +Inf s: 1"}, // counters reset in between
 	} {
 		if got := HistogramDelta(tc.before, tc.after, "prog_seconds"); got != tc.want {
 			t.Errorf("HistogramDelta = %q, want %q", got, tc.want)
 		}
 	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Value with an odd list of label pairs did not panic")
+			}
+		}()
+		odd := strings.Fields("ip_family") // a slice staticcheck does not count
+		m0.Value("svcnet_proxy_endpoints", odd...)
+	}()
 	if _, err := ParseMetrics("a{ 1\n"); err == nil {
 		t.Error("a malformed page parsed")
 	}

@@ -419,21 +419,51 @@ func testMetrics(t *testing.T, c *cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_network_programming_duration_seconds_bucket",
-		"svcnet_proxy_endpoints", "kubeproxy_sync_proxy_rules_last_timestamp_seconds"}
-	if c.mode == "nftables" {
-		want = append(want, `kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"} 0`, `kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv6"} 0`,
-			"svcnet_proxy_nftables_elements")
-	} else {
-		want = append(want, `kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}`, `kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"} 0`)
-		if c.mode == "iptables" { // the IPv6 side too
-			want = append(want, `kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv6"} 0`)
+	m, err := framework.ParseMetrics(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every proxier synced at least once, and no sync failed.
+	type sample struct {
+		name   string
+		labels []string
+		check  func(v float64) bool
+		want   string
+	}
+	positive := func(v float64) bool { return v > 0 }
+	zero := func(v float64) bool { return v == 0 }
+	any := func(float64) bool { return true }
+	want := []sample{
+		{"svcnet_proxy_endpoints", nil, any, "present"},
+		{"kubeproxy_sync_proxy_rules_last_timestamp_seconds", nil, positive, "> 0"},
+	}
+	families := []string{"IPv4"}
+	if c.mode != "ipvs" && c.mode != "userspace" { // the IPv6 side too
+		families = append(families, "IPv6")
+	}
+	for _, f := range families {
+		if c.mode == "nftables" {
+			want = append(want, sample{"kubeproxy_sync_proxy_rules_nftables_sync_failures_total", []string{"ip_family", f}, zero, "0"})
+		} else {
+			want = append(want,
+				sample{"kubeproxy_sync_proxy_rules_iptables_restore_failures_total", []string{"ip_family", f}, zero, "0"},
+				sample{"kubeproxy_sync_proxy_rules_iptables_total", []string{"ip_family", f, "table", "nat"}, positive, "> 0"})
 		}
 	}
-	for _, m := range want {
-		if !strings.Contains(body, m) {
-			t.Errorf("/metrics lacks %s", m)
+	if c.mode == "nftables" {
+		want = append(want, sample{"svcnet_proxy_nftables_elements", nil, any, "present"})
+	}
+	for _, w := range want {
+		v, ok := m.Value(w.name, w.labels...)
+		if !ok || !w.check(v) {
+			t.Errorf("/metrics: %s%q = %v (present %v), want %s", w.name, w.labels, v, ok, w.want)
 		}
+	}
+	if n, _ := m.Observed("kubeproxy_sync_proxy_rules_duration_seconds"); n == 0 {
+		t.Error("/metrics: no sync observed in kubeproxy_sync_proxy_rules_duration_seconds")
+	}
+	if m["kubeproxy_network_programming_duration_seconds"] == nil {
+		t.Error("/metrics lacks kubeproxy_network_programming_duration_seconds")
 	}
 	code, body, err := c.get(c.out, fmt.Sprintf("http://%s:10256/healthz", nodeIP))
 	if err != nil || code != 200 || !strings.Contains(body, `"nodeEligible": true`) {

@@ -286,7 +286,8 @@ func (c *cluster) slice(svc *v1.Service, port int32, proto v1.Protocol, eps ...e
 	}
 }
 
-// metric reads one unlabelled sample of the proxy's /metrics.
+// metric reads a counter or gauge of the proxy's /metrics, summed over
+// its series.
 func (c *cluster) metric(name string) (float64, error) {
 	_, body, err := c.get(c.node, "http://127.0.0.1:10249/metrics")
 	if err != nil {
