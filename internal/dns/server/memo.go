@@ -48,7 +48,7 @@ type memo struct {
 // map made every hit touch four places of memory (the map's group, the
 // string's bytes, the entry, the answer), which at 100,000 names are
 // rarely in the CPU's caches: BenchmarkHandleSpread, 430 ns a hit at
-// 100,000 Services where 10,000 took 230. Now 310 and 220: most of the
+// 100,000 Services where 10,000 took 230. Now 310 and 217: most of the
 // difference left is the map's group (its control word), a cache miss
 // at 100,000. A table of its own, open addressing over (hash, entry)
 // pairs at most half full, so one line a lookup, was tried and was
