@@ -26,6 +26,18 @@ func TestAdoptDaemon(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	// Start returns once the exec is past its point of no return, which
+	// can be before the new program's command line is in place: an
+	// adopting agent only ever meets a daemon that has run for a while.
+	cmdline := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline"
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if b, _ := os.ReadFile(cmdline); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s stayed empty", cmdline)
+		}
+	}
 	pidPath := filepath.Join(t.TempDir(), "proxy.pid")
 	if got := adoptable(pidPath, argv); got != 0 {
 		t.Errorf("no pid file: adopted %d", got)

@@ -61,7 +61,12 @@ type memoShard struct {
 	// here, on the line the read lock writes anyway, not on one line
 	// that every core's lookups would write.
 	hits, misses, stale atomic.Uint64
-	_                   [128 - 24 - 8 - 24]byte // a shard per pair of cache lines
+	// A shard fills two cache lines. The memo itself is not aligned to
+	// them (the allocator puts it where it will), so a shard may share
+	// its first and last line with its neighbours; its counters, though,
+	// are on the line the lock is on or the next, never on another
+	// shard's counters' line.
+	_ [128 - 24 - 8 - 24]byte
 }
 
 // A memoEntry is laid out for the hit: what it reads (gen, until,
@@ -71,7 +76,7 @@ type memoEntry struct {
 	// gen is the last snapshot deps were found to hold in: the check is
 	// made once per entry and snapshot.
 	gen   atomic.Uint64
-	until int64 // Unix nanoseconds; 0: as long as deps hold
+	until time.Duration // since memoEpoch; 0: as long as deps hold
 	klen  uint16
 	wlen  uint16
 	qtype uint16
@@ -90,11 +95,13 @@ type memoEntry struct {
 
 const memoInline = 256 - 8 - 8 - 4*2 - 8 - 8 - 24 // 192
 
+// bytes decides from the lengths, on the entry's first line, so that a
+// hit on an inline entry does not read far, on its last.
 func (e *memoEntry) bytes() []byte {
-	if e.far != nil {
-		return e.far
+	if n := int(e.klen) + int(e.wlen); n <= memoInline {
+		return e.inline[:n]
 	}
-	return e.inline[:int(e.klen)+int(e.wlen)]
+	return e.far
 }
 func (e *memoEntry) key() []byte    { return e.bytes()[:e.klen] }
 func (e *memoEntry) wire() []byte   { return e.bytes()[e.klen:] }
@@ -116,6 +123,11 @@ const memoShardBits = 4
 // questions at one shard's bucket.
 var memoSeed = maphash.MakeSeed()
 
+// memoEpoch is what entries' until counts from: a time with the
+// monotonic clock's reading, so that a step of the wall clock neither
+// keeps a forwarded answer nor drops it early.
+var memoEpoch = time.Now()
+
 func newMemo() *memo {
 	m := &memo{max: maxMemo}
 	for i := range m.shards {
@@ -128,10 +140,7 @@ func (m *memo) shard(h uint64) *memoShard {
 	return &m.shards[h>>(64-memoShardBits)]
 }
 
-// hash is a key's hash, never 0 (a free slot).
-func hash(key []byte) uint64 {
-	return max(maphash.Bytes(memoSeed, key), 1)
-}
+func hash(key []byte) uint64 { return maphash.Bytes(memoSeed, key) }
 
 // lookup returns the entry for key, whether it holds or not, and its
 // shard, without counting.
@@ -154,7 +163,7 @@ func (m *memo) get(key []byte, now time.Time, idx *index.Index) (*memoEntry, boo
 		s.misses.Add(1)
 		return nil, false
 	}
-	if e.until != 0 && now.UnixNano() >= e.until {
+	if e.until != 0 && now.Sub(memoEpoch) >= e.until {
 		s.stale.Add(1)
 		return nil, false
 	}
@@ -184,7 +193,7 @@ func (m *memo) put(key, wire []byte, qtype uint16, rcode int, source string, unt
 	e := &memoEntry{klen: uint16(len(key)), wlen: uint16(len(wire)), qtype: qtype, rcode: uint16(rcode),
 		src: uint8(sourceIndex(source)), deps: deps}
 	if !until.IsZero() {
-		e.until = until.UnixNano()
+		e.until = max(until.Sub(memoEpoch), 1)
 	}
 	kw := e.inline[:0]
 	if n := len(key) + len(wire); n > memoInline {

@@ -503,3 +503,81 @@ func TestMemoSizes(t *testing.T) {
 		t.Errorf("memoEntry is %d bytes, want 256", n)
 	}
 }
+
+// TestMemoInline: the bound the comments give — an A answer with EDNS
+// for a name of 69 characters lies in the entry, of 70 apart — and both
+// read back whole.
+func TestMemoInline(t *testing.T) {
+	for _, tc := range []struct {
+		n      int
+		qtype  uint16
+		inline bool
+	}{
+		{69, dns.TypeA, true},
+		{70, dns.TypeA, false},
+		{63, dns.TypeAAAA, true},
+		{64, dns.TypeAAAA, false},
+	} {
+		name := strings.Repeat("x", tc.n-18) + ".svc.cluster.local."
+		if len(name)-1 != tc.n {
+			t.Fatalf("name %q is %d characters", name, len(name)-1)
+		}
+		opt := func(m *dns.Msg) { m.SetEdns0(1232, false) }
+		query := pack(t, name, tc.qtype, opt)
+		key, ok := memoKey(query, 1232, nil)
+		if !ok {
+			t.Fatalf("%d: no key", tc.n)
+		}
+		resp := pack(t, name, tc.qtype, func(m *dns.Msg) {
+			m.Response, m.Compress = true, true
+			if tc.qtype == dns.TypeA {
+				m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.IPv4(10, 96, 0, 1)}}
+			} else {
+				m.Answer = []dns.RR{&dns.AAAA{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 5}, AAAA: net.ParseIP("fd00::1")}}
+			}
+			opt(m)
+		})
+		m := newMemo()
+		m.put(key, resp, tc.qtype, 0, sourceZone, time.Time{}, nil, 1)
+		e, _ := m.lookup(key)
+		if e == nil {
+			t.Fatalf("%d: not found", tc.n)
+		}
+		if inline := e.far == nil; inline != tc.inline {
+			t.Errorf("%s of %d characters (%d bytes): inline %v, want %v", dns.TypeToString[tc.qtype], tc.n, len(key)+len(resp), inline, tc.inline)
+		}
+		got := e.reply(query, nil)
+		if want := append([]byte(nil), resp...); !bytes.Equal(got[4:], want[4:]) || !bytes.Equal(got[:2], query[:2]) {
+			t.Errorf("%d: reply differs from the answer put", tc.n)
+		}
+	}
+}
+
+// TestMemoUntil: a forwarded answer holds until the time it was put
+// with and is stale from then on. (That the monotonic clock decides is
+// time.Time.Sub's: a test cannot step the wall clock.)
+func TestMemoUntil(t *testing.T) {
+	m := newMemo()
+	idx := index.Build(index.Options{}, nil, nil, nil)
+	key := []byte("forwarded")
+	now := time.Now()
+	m.put(key, make([]byte, 12), dns.TypeA, 0, sourceForward, now.Add(time.Second), nil, idx.Gen())
+	for _, tc := range []struct {
+		at   time.Time
+		want bool
+	}{
+		{now, true},
+		{now.Add(999 * time.Millisecond), true},
+		{now.Add(time.Second), false},
+		{now.Add(time.Hour), false},
+	} {
+		_, ok := m.get(key, tc.at, idx)
+		if ok != tc.want {
+			t.Errorf("at +%v: holds %v, want %v", tc.at.Sub(now), ok, tc.want)
+		}
+	}
+	e, _ := m.lookup(key)
+	if e.source() != sourceForward || e.src != srcForward {
+		t.Errorf("source %q (%d), want %q (%d)", e.source(), e.src, sourceForward, srcForward)
+	}
+}

@@ -104,8 +104,9 @@ var typeIndex = func() (t [1 << 16]uint8) {
 // sources are the values of the source label, in a fixed order.
 var sources = [...]string{sourceZone, sourceForward, sourceAutopath, sourceInvalid}
 
-// srcForward is sourceForward's index in sources.
-const srcForward = 1
+// srcForward is sourceForward's index in sources, which the memo's
+// entries keep instead of the string.
+var srcForward = uint8(sourceIndex(sourceForward))
 
 func sourceIndex(s string) int {
 	for i, v := range sources {

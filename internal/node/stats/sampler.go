@@ -31,9 +31,12 @@ type Sampler struct {
 //
 // A container's CPU counts the children its processes waited for; the
 // agent's does not: the agent waits for the shims, proxies and exec
-// sessions it starts, and each would bring its whole lifetime into a
-// single window when it exits (counted twice, if it ran in the agent's
-// group).
+// sessions it starts, each in a process group of its own and counted
+// there while it runs, so its whole lifetime would come into the
+// agent's window a second time as it exits. The price: the short
+// commands the agent runs in its own group (ip, iptables) count while
+// they run and leave its sum when they exit, which then falls (a window
+// with no CPU for the agent, as below).
 //
 // The first measure has memory but no CPU rate. After it, a container
 // that was not measured last time started since then (a new pod, or a

@@ -98,6 +98,7 @@ func TestSampler(t *testing.T) {
 	batch := Pod{Ref: PodReference{Name: "batch", UID: "u2"}, Containers: map[string]int{"c": 200}}
 	webRestarted := Pod{Ref: web.Ref, Containers: map[string]int{"c": 101}}
 	multi := Pod{Ref: PodReference{Name: "multi", UID: "u3"}, Containers: map[string]int{"a": 300, "b": 301}}
+	late := Pod{Ref: PodReference{Name: "late", UID: "u4"}, Containers: map[string]int{"c": 400}}
 	type pod struct {
 		name string
 		cpu  int64 // nanocores; -1: no rate
@@ -146,6 +147,12 @@ func TestSampler(t *testing.T) {
 		{"no time between measures: no rates", 80 * time.Second,
 			map[int]Usage{1: u(13*sec, 30*sec, 10), 300: u(6*sec, 0, 5), 301: u(1*sec, 4*sec, 7)},
 			[]Pod{multi}, -1, 22, []pod{{"multi", -1, 12}}},
+		{"group 400 runs with waited-for children, not listed yet", 90 * time.Second,
+			map[int]Usage{1: u(14*sec, 30*sec, 10), 300: u(6*sec, 0, 5), 301: u(1*sec, 4*sec, 7), 400: u(2*sec, 3*sec, 9)},
+			[]Pod{multi}, 1e8, 22, []pod{{"multi", 0, 12}}},
+		{"late listed: rated from group 400's last measure, children and all", 100 * time.Second,
+			map[int]Usage{1: u(15*sec, 30*sec, 10), 300: u(6*sec, 0, 5), 301: u(1*sec, 4*sec, 7), 400: u(3*sec, 4*sec, 9)},
+			[]Pod{multi, late}, 3e8, 31, []pod{{"multi", 0, 12}, {"late", 2e8, 9}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sum := s.Sample(t0.Add(tc.at), tc.groups, tc.pods, 1)

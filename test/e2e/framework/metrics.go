@@ -28,18 +28,14 @@ func ParseMetrics(body string) (Metrics, error) {
 // Value is the sum over the series of the counter, gauge or untyped
 // metric name (one series per label set, e.g. per IP family) that have
 // the labels given as name, value pairs (all series without); ok tells
-// whether the page has the metric and it is of one of those types, even
-// if no series has the labels (the sum is then 0).
+// whether any series of one of those types has them. A check that a
+// count is 0 needs ok: a page without the series would pass it too.
 func (m Metrics) Value(name string, labels ...string) (v float64, ok bool) {
 	if len(labels)%2 != 0 {
 		panic(fmt.Sprintf("Value(%s): labels %q are not name, value pairs", name, labels))
 	}
-	f, ok := m[name]
-	if !ok {
-		return 0, false
-	}
 	sum := 0.0
-	for _, s := range f.GetMetric() {
+	for _, s := range m[name].GetMetric() {
 		if !hasLabels(s, labels) {
 			continue
 		}
@@ -53,8 +49,9 @@ func (m Metrics) Value(name string, labels ...string) (v float64, ok bool) {
 		default:
 			return 0, false
 		}
+		ok = true
 	}
-	return sum, true
+	return sum, ok
 }
 
 func hasLabels(s *dto.Metric, pairs []string) bool {

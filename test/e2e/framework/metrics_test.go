@@ -40,9 +40,15 @@ func TestMetrics(t *testing.T) {
 	for _, tc := range []struct {
 		labels []string
 		want   float64
-	}{{nil, 5}, {[]string{"ip_family", "IPv6"}, 2}, {[]string{"ip_family", "IPv5"}, 0}} {
-		if v, ok := m0.Value("svcnet_proxy_endpoints", tc.labels...); !ok || v != tc.want {
-			t.Errorf("Value(svcnet_proxy_endpoints, %q) = %v, %v; want %v, true", tc.labels, v, ok, tc.want)
+		ok     bool
+	}{
+		{nil, 5, true},
+		{[]string{"ip_family", "IPv6"}, 2, true},
+		{[]string{"ip_family", "IPv5"}, 0, false}, // no such series: not a 0
+		{[]string{"table", "nat"}, 0, false},
+	} {
+		if v, ok := m0.Value("svcnet_proxy_endpoints", tc.labels...); ok != tc.ok || v != tc.want {
+			t.Errorf("Value(svcnet_proxy_endpoints, %q) = %v, %v; want %v, %v", tc.labels, v, ok, tc.want, tc.ok)
 		}
 	}
 	for _, name := range []string{"missing", "prog_seconds"} {
@@ -59,7 +65,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("Observed(%s) = %d, %v; want %d, %v", tc.name, c, s, tc.count, tc.sum)
 		}
 		if c, s := m0.Observed(tc.name, "no", "such label"); c != 0 || s != 0 {
-			t.Errorf("Observed(%s) = %d, %v; want %d, %v", tc.name, c, s, tc.count, tc.sum)
+			t.Errorf("Observed(%s, no=such label) = %d, %v; want 0, 0", tc.name, c, s)
 		}
 	}
 	for _, tc := range []struct {
