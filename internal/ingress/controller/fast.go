@@ -20,6 +20,9 @@ type fastServer struct {
 	port   int
 	t      proxy.ConnTimeouts
 	handed *handedListener
+	// loops serve the plain TCP connections (all but those h2c sniffed);
+	// nil if the kernel would not give epoll sets: then goroutines do.
+	loops *proxy.Loops
 
 	closing atomic.Bool
 	mu      sync.Mutex
@@ -28,8 +31,30 @@ type fastServer struct {
 }
 
 func newFastServer(px *proxy.Proxy, l net.Listener, port int, t proxy.ConnTimeouts) *fastServer {
-	return &fastServer{l: l, px: px, port: port, t: t, conns: map[net.Conn]struct{}{},
+	s := &fastServer{l: l, px: px, port: port, t: t, conns: map[net.Conn]struct{}{},
 		handed: &handedListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}}
+	// A loop must not wait for net/http's Accept.
+	s.loops, _ = px.NewLoops(port, t, func(c net.Conn) { go s.handed.put(c) })
+	return s
+}
+
+// loopable is the TCP connection under c for a loop, the bytes read
+// from it ahead (h2c's sniffing) and what gives its slot in the
+// connection limit back; ok false for any other kind of connection,
+// which stays on a goroutine.
+func loopable(c net.Conn) (raw net.Conn, pending []byte, release func(), ok bool) {
+	if rc, ok := c.(*replayConn); ok {
+		c, pending = rc.Conn, rc.pending
+	}
+	switch c := c.(type) {
+	case *net.TCPConn:
+		return c, pending, func() {}, true
+	case *countedConn:
+		if tc, ok := c.Conn.(*net.TCPConn); ok {
+			return tc, pending, c.releaseSlot, true
+		}
+	}
+	return nil, nil, nil, false
 }
 
 // serve accepts the listener's connections until it fails or is closed,
@@ -49,6 +74,14 @@ func (s *fastServer) serve() error {
 		wait = 0
 		if over(c) {
 			go s.handed.put(c) // net/http answers it 503
+			continue
+		}
+		if s.closing.Load() {
+			c.Close()
+			continue
+		}
+		if raw, pending, release, ok := loopable(c); ok && s.loops != nil {
+			s.loops.Serve(raw, pending, release)
 			continue
 		}
 		s.mu.Lock()
@@ -81,6 +114,9 @@ func (s *fastServer) serveConn(c net.Conn) {
 // are closed.
 func (s *fastServer) shutdown(ctx context.Context) {
 	s.l.Close()
+	if s.loops != nil {
+		defer s.loops.Shutdown(ctx)
+	}
 	s.mu.Lock()
 	s.closing.Store(true)
 	for c := range s.conns {

@@ -40,10 +40,15 @@ type countedConn struct {
 }
 
 func (c *countedConn) Close() error {
+	c.releaseSlot()
+	return c.Conn.Close()
+}
+
+// releaseSlot gives the connection's slot back, once.
+func (c *countedConn) releaseSlot() {
 	if c.once.CompareAndSwap(false, true) {
 		c.limit.open.Add(-1)
 	}
-	return c.Conn.Close()
 }
 
 func (l *listener) Accept() (net.Conn, error) {

@@ -56,6 +56,7 @@ type fastConn struct {
 	deadline time.Time      // the read deadline set last
 	now      time.Time      // when the request's head was read
 	obs      *routeObs      // the metrics of the route served last
+	reqs     request        // the request being served
 	ids      *mrand.ChaCha8 // X-Request-IDs, seeded from crypto/rand
 }
 
@@ -75,7 +76,13 @@ func (p *Proxy) ServeConn(c net.Conn, port int, t ConnTimeouts, closing func() b
 	if host, _, err := net.SplitHostPort(fc.ip); err == nil {
 		fc.ip = host
 	}
-	wait := t.Header // the first request's head is due as a whole
+	return fc.run(t, closing, t.Header) // the first request's head is due as a whole
+}
+
+// run serves requests until the connection closes or goes to net/http;
+// wait is how long the first may take to come.
+func (fc *fastConn) run(t ConnTimeouts, closing func() bool, wait time.Duration) net.Conn {
+	c := fc.c
 	for {
 		// A deadline is a timer's change in the runtime: it is moved
 		// only when it would move by more than 1/64 of the timeout, so a
@@ -173,52 +180,66 @@ func fastConfig(rt *route.Route) bool {
 // served false: the request is for net/http and nothing was written;
 // keep false: the connection closes after the answer.
 func (fc *fastConn) serve() (keep, served bool) {
-	p := fc.p
-	cfg := p.cfg.Load()
-	if cfg == nil {
+	req, ok := fc.route()
+	if !ok {
 		return false, false
+	}
+	fc.writeHead(req)
+	status, bytes, keep := fc.exchange(req)
+	fc.finish(req, fc.c.RemoteAddr().String(), status, bytes)
+	return keep && !fc.req.Close, true
+}
+
+// route finds the parsed request's route and endpoints; ok false: the
+// request is for net/http (no route, annotations that change the
+// exchange, no endpoint, a path net/http would clean).
+func (fc *fastConn) route() (*request, bool) {
+	cfg := fc.p.cfg.Load()
+	if cfg == nil {
+		return nil, false
 	}
 	path := string(fc.req.Path)
 	if clean, ok := route.CleanPath(path); !ok || clean != path {
-		return false, false
+		return nil, false
 	}
-	host := string(fc.req.Host)
-	rt := cfg.table.Match(host, path)
+	rt := cfg.table.Match(string(fc.req.Host), path)
 	if rt == nil || !fastConfig(rt) {
-		return false, false
+		return nil, false
 	}
 	up := cfg.ups[rt.Backend]
 	eps := up.eps.Load().addrs
 	if len(eps) == 0 {
-		return false, false
+		return nil, false
 	}
-	start := time.Now()
-	fc.now = start
-	req := &request{route: rt, up: up, eps: eps, port: fc.port, cfg: rt.Config}
+	fc.now = time.Now()
+	req := &fc.reqs // one at a time: reused, not allocated per request
+	*req = request{route: rt, up: up, eps: eps, port: fc.port, cfg: rt.Config, path: path}
 	if req.cfg == nil {
 		req.cfg = &noConfig
 	}
 	req.start = up.pick(len(eps))
-	status, bytes, keep := fc.exchange(req, host)
-	keep = keep && !fc.req.Close
-	d := time.Since(start)
-	if fc.obs == nil || fc.obs.route != rt || fc.obs.up != up {
-		fc.obs = p.metrics.forRoute(rt, up)
+	return req, true
+}
+
+// finish counts and logs a request served.
+func (fc *fastConn) finish(req *request, remote string, status int, bytes int64) {
+	p := fc.p
+	d := time.Since(fc.now)
+	if fc.obs == nil || fc.obs.route != req.route || fc.obs.up != req.up {
+		fc.obs = p.metrics.forRoute(req.route, req.up)
 	}
 	fc.obs.observe(status, d)
 	if p.log != nil {
-		p.log.write(logEntry{remote: fc.c.RemoteAddr().String(), method: string(fc.req.Method), host: host, path: path}, req, status, bytes, d)
+		p.log.write(logEntry{remote: remote, method: string(fc.req.Method), host: string(fc.req.Host), path: req.path}, req, status, bytes, d)
 	}
-	return keep, true
 }
 
 // exchange sends the request to the route's pods, the next one when
 // connecting fails, and copies the answer to the client. It returns what
 // the client was answered and whether its connection can carry another
 // request.
-func (fc *fastConn) exchange(req *request, host string) (status int, bytes int64, keep bool) {
+func (fc *fastConn) exchange(req *request) (status int, bytes int64, keep bool) {
 	p := fc.p
-	fc.writeHead(req, host)
 	n := len(req.eps)
 	var err error
 	for i := 0; i < n; i++ {
@@ -243,8 +264,9 @@ func (fc *fastConn) exchange(req *request, host string) (status int, bytes int64
 // writeHead makes the head the pods receive: the client's, less its
 // hop-by-hop fields, with Host passed through and the forwarded fields
 // set as the reverse proxy's rewrite sets them.
-func (fc *fastConn) writeHead(req *request, host string) {
+func (fc *fastConn) writeHead(req *request) {
 	r := &fc.req
+	host := r.Host
 	b := fc.header[:0]
 	b = append(append(append(append(b, r.Method...), ' '), r.Target...), " HTTP/1.1\r\nHost: "...)
 	b = append(append(b, r.Host...), "\r\n"...)
@@ -362,31 +384,9 @@ func (fc *fastConn) answer(req *request, pc *podConn) (status int, bytes int64, 
 	}
 	status = resp.Status
 	w := fc.bw
-	var num [20]byte
-	_, _ = w.WriteString("HTTP/1.1 ")
-	_, _ = w.Write(strconv.AppendInt(num[:0], int64(status), 10))
-	_ = w.WriteByte(' ')
-	_, _ = w.Write(resp.Reason)
-	_, _ = w.WriteString("\r\n")
-	for _, f := range resp.Fields {
-		_, _ = w.Write(f.Name)
-		_, _ = w.WriteString(": ")
-		_, _ = w.Write(f.Value)
-		_, _ = w.WriteString("\r\n")
-	}
 	noBody := h1.NoBody(fc.req.Method, status)
-	switch {
-	case resp.ContentLength >= 0 && status != 204: // a HEAD's and a 304's too
-		_, _ = w.WriteString("Content-Length: ")
-		_, _ = w.Write(strconv.AppendInt(num[:0], resp.ContentLength, 10))
-		_, _ = w.WriteString("\r\n")
-	case !noBody && resp.ContentLength < 0:
-		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
-	}
-	if fc.req.Close {
-		_, _ = w.WriteString("Connection: close\r\n")
-	}
-	_, _ = w.WriteString("\r\n")
+	fc.header = fc.appendAnswerHead(fc.header[:0], noBody)
+	_, _ = w.Write(fc.header)
 	_, _ = pc.br.Discard(n)
 	if noBody {
 		fc.release(req, pc, !resp.Close)
@@ -411,6 +411,28 @@ func (fc *fastConn) answer(req *request, pc *podConn) (status int, bytes int64, 
 	}
 	fc.release(req, pc, !resp.Close)
 	return status, bytes, true
+}
+
+// appendAnswerHead appends the head of the answer in fc.resp, as the
+// client gets it, to b.
+func (fc *fastConn) appendAnswerHead(b []byte, noBody bool) []byte {
+	resp := &fc.resp
+	b = strconv.AppendInt(append(b, "HTTP/1.1 "...), int64(resp.Status), 10)
+	b = append(append(append(b, ' '), resp.Reason...), "\r\n"...)
+	for _, f := range resp.Fields {
+		b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
+	}
+	switch {
+	case resp.ContentLength >= 0 && resp.Status != 204: // a HEAD's and a 304's too
+		b = strconv.AppendInt(append(b, "Content-Length: "...), resp.ContentLength, 10)
+		b = append(b, "\r\n"...)
+	case !noBody && resp.ContentLength < 0:
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+	}
+	if fc.req.Close {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	return append(b, "\r\n"...)
 }
 
 // copyN copies n bytes of r to w, through a buffer of the pool: never

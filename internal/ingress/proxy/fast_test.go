@@ -92,6 +92,12 @@ func roundTrip(t *testing.T, addr, raw, method string) answer {
 // and what the pods receive must be the same, and the fast path must
 // have served exactly the requests it is meant to.
 func TestFastPath(t *testing.T) {
+	for _, f := range fronts {
+		t.Run(f.name, func(t *testing.T) { testFastPath(t, f.serve) })
+	}
+}
+
+func testFastPath(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
 	// A pod that accepts and closes without answering, as one that stops.
 	mute := rawPod(t, func(c net.Conn) { _, _ = bufio.NewReader(c).ReadString('\n') })
 	big := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: X-Secret\r\nX-Secret: s\r\nX-Big: " + strings.Repeat("b", 20<<10) + "\r\nContent-Length: 2\r\n\r\nok"
@@ -197,7 +203,7 @@ func TestFastPath(t *testing.T) {
 
 // routes is one Ingress with those annotations that routes
 // app.example/NAME to a backend NAME, with the endpoints given.
-func routes(t *testing.T, eps map[string][]string, annotations map[string]string) (*route.Table, []*Upstream) {
+func routes(t testing.TB, eps map[string][]string, annotations map[string]string) (*route.Table, []*Upstream) {
 	t.Helper()
 	prefix := ptr.To(networkingv1.PathTypePrefix)
 	var paths []networkingv1.HTTPIngressPath
@@ -225,6 +231,12 @@ func routes(t *testing.T, eps map[string][]string, annotations map[string]string
 // pipelined ones on the fast path, then one for net/http, after which the
 // connection stays with net/http and still answers.
 func TestFastPathConnection(t *testing.T) {
+	for _, f := range fronts {
+		t.Run(f.name, func(t *testing.T) { testFastPathConnection(t, f.serve) })
+	}
+}
+
+func testFastPathConnection(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
 	p := New(Options{})
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil))
@@ -271,6 +283,12 @@ func TestFastPathConnection(t *testing.T) {
 // idempotent request to the next endpoint, a POST gets its 502 (the pod
 // may have acted on it).
 func TestNoAnswerRetries(t *testing.T) {
+	for _, f := range fronts {
+		t.Run(f.name, func(t *testing.T) { testNoAnswerRetries(t, f.serve) })
+	}
+}
+
+func testNoAnswerRetries(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
 	mute := rawPod(t, func(c net.Conn) { _, _ = bufio.NewReader(c).ReadString('\n') })
 	p := New(Options{})
 	t.Cleanup(p.Close)
@@ -298,6 +316,12 @@ func TestNoAnswerRetries(t *testing.T) {
 // TestFastPathStreams: an answer the pod sends in pieces reaches the
 // client piece by piece, not when the pod ends it.
 func TestFastPathStreams(t *testing.T) {
+	for _, f := range fronts {
+		t.Run(f.name, func(t *testing.T) { testFastPathStreams(t, f.serve) })
+	}
+}
+
+func testFastPathStreams(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
 	more := make(chan struct{})
 	pod := rawPod(t, func(c net.Conn) {
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {

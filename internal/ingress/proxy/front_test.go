@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"sync"
@@ -17,7 +18,7 @@ type front struct {
 	handoffs atomic.Int32
 }
 
-func serveFront(t *testing.T, p *Proxy, port int) *front {
+func serveFront(t testing.TB, p *Proxy, port int) *front {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,6 +67,68 @@ func serveFront(t *testing.T, p *Proxy, port int) *front {
 	})
 	return f
 }
+
+// serveLoops serves p as the ingress's plain HTTP listener does with
+// event loops (Loops): handoffs counts the connections given to
+// net/http.
+func serveLoops(t testing.TB, p *Proxy, port int) *front {
+	t.Helper()
+	f, _ := serveLoopsWith(t, p, port, ConnTimeouts{Header: 10 * time.Second, Idle: 75 * time.Second}, func() {})
+	return f
+}
+
+// serveLoopsWith is serveLoops with those timeouts, calling release for
+// each connection closed; the loops are returned for Shutdown (also
+// called at the test's end).
+func serveLoopsWith(t testing.TB, p *Proxy, port int, timeouts ConnTimeouts, release func()) (*front, *Loops) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &front{addr: l.Addr().String()}
+	handed := &chanListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
+	srv := &http.Server{Handler: p.Handler(port), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 32 << 10}
+	go srv.Serve(handed)
+	loops, err := p.NewLoops(port, timeouts, func(c net.Conn) {
+		f.handoffs.Add(1)
+		go func() {
+			select {
+			case handed.conns <- c:
+			case <-handed.done:
+				c.Close()
+			}
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			loops.Serve(c, nil, release)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		loops.Shutdown(ctx)
+		handed.close()
+		srv.Close()
+	})
+	return f, loops
+}
+
+// fronts are the two ways of serving plain HTTP/1.1: a goroutine per
+// connection, and event loops.
+var fronts = []struct {
+	name  string
+	serve func(testing.TB, *Proxy, int) *front
+}{{"goroutines", serveFront}, {"loops", serveLoops}}
 
 type chanListener struct {
 	addr  net.Addr

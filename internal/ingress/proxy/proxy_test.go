@@ -42,7 +42,7 @@ type received struct {
 }
 
 // rawPod is a pod that serves each connection with serve, then closes it.
-func rawPod(t *testing.T, serve func(net.Conn)) string {
+func rawPod(t testing.TB, serve func(net.Conn)) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -105,8 +105,8 @@ func setupAnnotated(t *testing.T, o Options, eps map[string][]string, annotation
 	p := New(o)
 	p.Set(table, ups)
 	// Served as the ingress serves plain HTTP: what the fast path takes
-	// is tested through it, the rest through net/http.
-	f := serveFront(t, p, 8080)
+	// is tested through its loops, the rest through net/http.
+	f := serveLoops(t, p, 8080)
 	t.Cleanup(p.Close)
 	return p, "http://" + f.addr
 }

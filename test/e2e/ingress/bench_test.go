@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,12 +141,14 @@ func (n *nginxProxy) reload() {
 
 // wrkResult is what one wrk run reports.
 type wrkResult struct {
-	rps           float64
-	p50, p99      time.Duration
-	non2xx        int
-	socketErrors  string
-	cpuPer1000    time.Duration // CPU the proxy used per 1,000 requests
-	requestsTotal int
+	rps          float64
+	p50, p99     time.Duration
+	non2xx       int
+	socketErrors string
+	cpuPer1000   time.Duration // CPU the proxy used per 1,000 requests
+	// The pods' (this process's) and the whole machine's, wrk's included
+	podsPer1000, machinePer1000 time.Duration
+	requestsTotal               int
 }
 
 var (
@@ -276,7 +279,8 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 			}
 			for _, tg := range order {
 				r := e.wrkRun(b, tg, conns)
-				b.Logf("round %d: %s", round+1, r.row(tg.name, conns))
+				b.Logf("round %d: %s pods %v, machine %v per 1,000", round+1, r.row(tg.name, conns),
+					r.podsPer1000.Round(time.Millisecond/10), r.machinePer1000.Round(time.Millisecond/10))
 				rounds[tg.name] = append(rounds[tg.name], r)
 			}
 		}
@@ -313,10 +317,10 @@ func (e *env) wrkRun(b *testing.B, tg benchTarget, conns string) wrkResult {
 	} else {
 		profiled <- nil
 	}
-	before := cpuOf(tg.pid)
+	before, podsBefore, machineBefore := cpuOf(tg.pid), selfCPU(), machineCPU()
 	out, err := e.ns.Try("wrk", "-t2", "-c"+conns, fmt.Sprintf("-d%ds", *benchSeconds), "--latency",
 		"-H", "Host: bench.example", "http://"+tg.ip+"/")
-	used := cpuOf(tg.pid) - before
+	used, podsUsed, machineUsed := cpuOf(tg.pid)-before, selfCPU()-podsBefore, machineCPU()-machineBefore
 	if perr := <-profiled; perr != nil {
 		b.Errorf("profile: %v", perr)
 	}
@@ -329,8 +333,37 @@ func (e *env) wrkRun(b *testing.B, tg benchTarget, conns string) wrkResult {
 	}
 	if r.requestsTotal > 0 {
 		r.cpuPer1000 = used * 1000 / time.Duration(r.requestsTotal)
+		r.podsPer1000 = podsUsed * 1000 / time.Duration(r.requestsTotal)
+		r.machinePer1000 = machineUsed * 1000 / time.Duration(r.requestsTotal)
 	}
 	return r
+}
+
+// selfCPU is the CPU time this process has used: the pods' servers,
+// which run in it.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// machineCPU is the CPU time the machine's cores have been busy, from
+// /proc/stat (all but idle and iowait).
+func machineCPU() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	ticks := 0
+	for i, f := range strings.Fields(line)[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.Atoi(f)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // row is the result as a line of the benchmark's table.

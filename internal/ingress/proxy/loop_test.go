@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestLoopsPassLargeAnswers: an answer larger than every buffer on the
+// way reaches a client that reads it slowly whole and in order, and the
+// connection then serves the next request (the loop stops reading the
+// pod while the client's socket is full, and goes on when it drains).
+func TestLoopsPassLargeAnswers(t *testing.T) {
+	body := make([]byte, 8<<20)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	pod := rawPod(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(body))
+			if _, err := c.Write(body); err != nil {
+				return
+			}
+		}
+	})
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(routes(t, map[string][]string{"big": {pod}}, nil))
+	f := serveLoops(t, p, 8080)
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReaderSize(c, 1<<10)
+	for i := range 2 {
+		fmt.Fprint(c, "GET /big HTTP/1.1\r\nHost: app.example\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		chunk := make([]byte, 64<<10)
+		for {
+			n, err := resp.Body.Read(chunk)
+			got.Write(chunk[:n])
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 && got.Len()%(1<<20) < n {
+				time.Sleep(20 * time.Millisecond) // slowly, now and then
+			}
+		}
+		if !bytes.Equal(got.Bytes(), body) {
+			t.Fatalf("request %d: %d bytes, not the pod's %d", i+1, got.Len(), len(body))
+		}
+	}
+	if n := f.handoffs.Load(); n != 0 {
+		t.Fatalf("%d handoffs to net/http, want none", n)
+	}
+}
+
+// TestLoopsTimeouts: a head that does not come in whole within the
+// header timeout, and a kept-alive connection idle past the idle
+// timeout, are closed; a connection is released once however it ends.
+func TestLoopsTimeouts(t *testing.T) {
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil))
+	var released atomic.Int32
+	f, _ := serveLoopsWith(t, p, 8080, ConnTimeouts{Header: 300 * time.Millisecond, Idle: 600 * time.Millisecond}, func() { released.Add(1) })
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	closedWithin := func(c net.Conn, d time.Duration) bool {
+		_ = c.SetReadDeadline(time.Now().Add(d))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	partial := dial()
+	fmt.Fprint(partial, "GET /alpha HTTP/1.1\r\nHo")
+	if closedWithin(partial, 100*time.Millisecond) {
+		t.Fatal("a connection closed well before its header timeout")
+	}
+	if !closedWithin(partial, 5*time.Second) {
+		t.Fatal("a head cut short: the connection stayed open past the header timeout")
+	}
+
+	idle := dial()
+	fmt.Fprint(idle, "GET /alpha HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	br := bufio.NewReader(idle)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// Past the header timeout but within the idle one: still open.
+	if closedWithin(idle, 400*time.Millisecond) {
+		t.Fatal("a kept-alive connection closed before its idle timeout")
+	}
+	if !closedWithin(idle, 5*time.Second) {
+		t.Fatal("an idle connection stayed open past the idle timeout")
+	}
+
+	// One the client closes, one handed to net/http (a body) and closed.
+	bye := dial()
+	fmt.Fprint(bye, "GET /alpha HTTP/1.1\r\nHost: app.example\r\nConnection: close\r\n\r\n")
+	_, _ = io.Copy(io.Discard, bye)
+	handed := dial()
+	fmt.Fprint(handed, "POST /alpha HTTP/1.1\r\nHost: app.example\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+	_, _ = io.Copy(io.Discard, handed)
+	for deadline := time.Now().Add(5 * time.Second); released.Load() < 4 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // a second release would come now
+	if n := released.Load(); n != 4 {
+		t.Fatalf("%d releases for 4 connections closed", n)
+	}
+}
+
+// TestLoopsShutdown: shutting down closes a connection waiting for a
+// request at once, lets a request in flight get its whole answer (its
+// connection then closes), and returns.
+func TestLoopsShutdown(t *testing.T) {
+	answering := make(chan struct{})
+	slow := rawPod(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		close(answering)
+		time.Sleep(300 * time.Millisecond)
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
+	})
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(routes(t, map[string][]string{"slow": {slow}}, nil))
+	f, loops := serveLoopsWith(t, p, 8080, ConnTimeouts{Header: 10 * time.Second, Idle: 75 * time.Second}, func() {})
+	idle, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	busy, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_ = busy.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = idle.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprint(busy, "GET /slow HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	<-answering
+	done := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		loops.Shutdown(ctx)
+		close(done)
+	}()
+	if _, err := idle.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the idle connection at shutdown: %v, want it closed", err)
+	}
+	all, err := io.ReadAll(busy)
+	if err != nil || !strings.HasPrefix(string(all), "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(string(all), "\r\n\r\nlate") {
+		t.Fatalf("the request in flight: %q %v; want its whole answer, then the connection closed", all, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return once its connections were done")
+	}
+}
