@@ -40,5 +40,6 @@ Ingresses' spec.tls Secrets. /metrics, /healthz and /readyz are on --metrics-add
 	f.StringVar(&o.ProxyBodySize, "proxy-body-size", o.ProxyBodySize, "largest request body accepted (413 beyond), nginx syntax: 1m, 512k, 0 for no limit")
 	f.BoolVar(&o.Profiling, "profiling", false, "also serve /debug/pprof on the metrics address")
 	f.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "client connections served at once; more are answered 503")
+	f.IntVar(&o.EventLoops, "event-loops", o.EventLoops, "event loops serving plain HTTP/1.1, each on one core at most, as nginx's worker processes (0: half the CPUs, at least one)")
 	return cmd
 }

@@ -37,6 +37,7 @@ type Options struct {
 	ReadTimeout           time.Duration
 	ProxyBodySize         string // nginx's size syntax: 1m, 512k, 0 for no limit
 	MaxConnections        int
+	EventLoops            int // 0: proxy.DefaultEventLoops
 	// Profiling adds /debug/pprof to the metrics address (off by default:
 	// a profile costs CPU on demand).
 	Profiling bool
@@ -114,6 +115,9 @@ func (o Options) parse() (*config, error) {
 	}
 	if c.bodyLimit, err = annotations.ParseSize(o.ProxyBodySize); err != nil {
 		bad("--proxy-body-size: %v", err)
+	}
+	if o.EventLoops < 0 {
+		bad("--event-loops %d: 0 (the default) or more", o.EventLoops)
 	}
 	if o.MaxConnections < 1 {
 		bad("--max-connections %d: at least 1", o.MaxConnections)

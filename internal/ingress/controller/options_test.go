@@ -20,8 +20,9 @@ func TestOptions(t *testing.T) {
 			o.PublishService, o.DefaultSSLCertificate, o.WatchNamespace, o.IngressClass = "noslash", "a/b/c", "Bad", ""
 		}, []string{"--publish-service", "--default-ssl-certificate", "--watch-namespace", "--ingress-class"}},
 		{"controller class", func(o *Options) { o.ControllerClass = "svcnet" }, []string{"--controller-class"}},
-		{"limits", func(o *Options) { o.ProxyBodySize, o.MaxConnections, o.ReadTimeout = "1q", 0, 0 },
-			[]string{"--proxy-body-size", "--max-connections", "--proxy-read-timeout"}},
+		{"limits", func(o *Options) { o.ProxyBodySize, o.MaxConnections, o.ReadTimeout, o.EventLoops = "1q", 0, 0, -1 },
+			[]string{"--proxy-body-size", "--max-connections", "--proxy-read-timeout", "--event-loops"}},
+		{"event loops", func(o *Options) { o.EventLoops = 3 }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

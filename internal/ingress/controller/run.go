@@ -58,6 +58,7 @@ func Run(ctx context.Context, o Options) error {
 		AccessLog:      accessLog,
 		Registerer:     reg,
 		HTTPSPort:      ports.httpsPort(),
+		EventLoops:     c.EventLoops,
 	})
 	defer px.Close()
 	selfSigned, err := proxy.SelfSigned()

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,7 +21,7 @@ import (
 )
 
 // Loops serve plain HTTP/1.1 client connections the way nginx's workers
-// do: one event loop per CPU, each waiting on an epoll set of its own for
+// do: event loops (Options.EventLoops), each waiting on an epoll set of its own for
 // its client connections and its own connections to pods, and moving a
 // request along when its socket is ready, with no goroutine per
 // connection. The fast path on a goroutine per connection (ServeConn)
@@ -47,21 +46,26 @@ type Loops struct {
 	next    atomic.Uint32
 	closing atomic.Bool
 
-	// Connections moved to goroutines, for Shutdown.
+	// Connections moved to goroutines, client and pod, for Shutdown:
+	// closing the pod's wakes a goroutine waiting for a quiet stream.
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	pods  map[net.Conn]struct{}
 	wg    sync.WaitGroup
 	done  sync.WaitGroup // the loops
 }
 
-// NewLoops starts runtime.GOMAXPROCS event loops serving port's
-// connections; handoff gives net/http the connections it is to serve.
+// NewLoops starts the proxy's event loops (Options.EventLoops) serving
+// port's connections; handoff gives net/http the connections it is to
+// serve.
 func (p *Proxy) NewLoops(port int, t ConnTimeouts, handoff func(net.Conn)) (*Loops, error) {
-	ls := &Loops{p: p, port: strconv.Itoa(port), t: t, handoff: handoff, conns: map[net.Conn]struct{}{}}
-	for range runtime.GOMAXPROCS(0) {
+	ls := &Loops{p: p, port: strconv.Itoa(port), t: t, handoff: handoff, conns: map[net.Conn]struct{}{}, pods: map[net.Conn]struct{}{}}
+	for range p.opts.EventLoops {
 		l, err := newLoop(ls)
 		if err != nil {
-			ls.stop()
+			for _, l := range ls.loops {
+				l.exit()
+			}
 			return nil, err
 		}
 		ls.loops = append(ls.loops, l)
@@ -122,6 +126,9 @@ func (ls *Loops) Shutdown(ctx context.Context) {
 		for c := range ls.conns {
 			c.Close()
 		}
+		for c := range ls.pods {
+			c.Close()
+		}
 		ls.mu.Unlock()
 		<-done
 	}
@@ -146,8 +153,11 @@ type loop struct {
 
 	mu       sync.Mutex
 	incoming []*lconn
+	exited   bool // efd and epfd are closed: nothing more is added
 
-	fds     []any // by descriptor: *lconn or *lpod
+	fds     []any    // by descriptor: *lconn or *lpod
+	gen     int32    // the last registration's number
+	ready   []*lconn // whose next request is to be read (runReady)
 	clients int
 	idle    map[string][]*lpod // by "ip:port", most recent last
 	maxIdle int
@@ -167,7 +177,7 @@ func newLoop(ls *Loops) (*loop, error) {
 		return nil, os.NewSyscallError("eventfd", err)
 	}
 	l := &loop{ls: ls, epfd: epfd, efd: efd, idle: map[string][]*lpod{},
-		maxIdle: max(ls.p.pods.maxIdle/runtime.GOMAXPROCS(0), 1)}
+		maxIdle: max(ls.p.pods.maxIdle/ls.p.opts.EventLoops, 1)}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, efd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd)}); err != nil {
 		unix.Close(epfd)
 		unix.Close(efd)
@@ -178,14 +188,46 @@ func newLoop(ls *Loops) (*loop, error) {
 
 func (l *loop) add(c *lconn) {
 	l.mu.Lock()
+	if l.exited {
+		l.mu.Unlock()
+		unix.Close(c.fd)
+		c.release()
+		return
+	}
 	l.incoming = append(l.incoming, c)
+	l.wakeLocked()
 	l.mu.Unlock()
-	l.wake()
 }
 
 func (l *loop) wake() {
-	one := [8]byte{1}
-	_, _ = unix.Write(l.efd, one[:])
+	l.mu.Lock()
+	l.wakeLocked()
+	l.mu.Unlock()
+}
+
+// wakeLocked wakes the loop's epoll_wait; under l.mu, so that it never
+// writes to a descriptor number exit has closed (and that may be
+// another file's by now).
+func (l *loop) wakeLocked() {
+	if !l.exited {
+		one := [8]byte{1}
+		_, _ = unix.Write(l.efd, one[:])
+	}
+}
+
+// exit closes the loop's descriptors, and the connections given to it
+// that it did not take.
+func (l *loop) exit() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.exited = true
+	unix.Close(l.epfd)
+	unix.Close(l.efd)
+	for _, c := range l.incoming {
+		unix.Close(c.fd)
+		c.release()
+	}
+	l.incoming = nil
 }
 
 // sweepEvery is how often a loop looks for timeouts: they are checked to
@@ -202,11 +244,11 @@ func (l *loop) run() {
 				o.close()
 			}
 		}
-		unix.Close(l.epfd)
-		unix.Close(l.efd)
+		l.exit()
 	}()
 	var drained [8]byte
 	for {
+		l.runReady() // after the events, sweeps and accepts before
 		wait := -1
 		if l.clients > 0 || len(l.idle) > 0 {
 			wait = int(sweepEvery / time.Millisecond)
@@ -226,11 +268,18 @@ func (l *loop) run() {
 			if fd >= len(l.fds) {
 				continue
 			}
+			// ev.Pad is the registration's number: an event of a
+			// descriptor closed earlier in this batch, whose number a
+			// new connection took since, is not the new one's.
 			switch o := l.fds[fd].(type) {
 			case *lconn:
-				o.event(ev.Events)
+				if o.gen == ev.Pad {
+					o.event(ev.Events)
+				}
 			case *lpod:
-				o.event(ev.Events)
+				if o.gen == ev.Pad {
+					o.event(ev.Events)
+				}
 			}
 		}
 		if l.abort.Load() {
@@ -277,8 +326,29 @@ func (l *loop) accept() {
 	}
 }
 
+// runReady serves the connections whose next request is due: here, not
+// from the end of the last one, so that a client pipelining requests
+// does not grow the stack with each.
+func (l *loop) runReady() {
+	for len(l.ready) > 0 {
+		c := l.ready[0]
+		l.ready = l.ready[1:]
+		if c.state == stHead {
+			c.readHead()
+		}
+	}
+	l.ready = l.ready[:0]
+}
+
 func (l *loop) register(fd int, o any) bool {
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
+	l.gen++
+	switch o := o.(type) {
+	case *lconn:
+		o.gen = l.gen
+	case *lpod:
+		o.gen = l.gen
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd), Pad: l.gen}
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return false
 	}
@@ -348,8 +418,11 @@ type lconn struct {
 	fd       int
 	remote   string
 	release  func()
+	gen      int32
 	state    int
 	readable bool // the socket may have bytes: not read to EAGAIN since its last event
+	rdhup    bool // the client shut its side: read until EOF
+	lastErr  error
 	in       []byte
 	headLen  int
 	out      []byte // for the client, not written yet
@@ -370,6 +443,7 @@ type lconn struct {
 type lpod struct {
 	l          *loop
 	fd         int
+	gen        int32
 	addr       string
 	c          *lconn // the request it serves; nil while idle
 	buf        []byte // read from the pod, from off
@@ -383,6 +457,9 @@ type lpod struct {
 func (c *lconn) event(ev uint32) {
 	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		c.readable = true
+	}
+	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP) != 0 {
+		c.rdhup = true
 	}
 	if ev&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 && len(c.out) > 0 {
 		c.flush()
@@ -450,7 +527,7 @@ func (c *lconn) readHead() {
 			c.close()
 			return
 		}
-		if n < len(room) {
+		if n < len(room) && !c.rdhup {
 			c.readable = false
 		}
 		if len(c.in) == 0 && c.deadline.Sub(c.l.now) > c.l.ls.t.Header {
@@ -468,7 +545,7 @@ func (c *lconn) begin() {
 		c.toNetHTTP()
 		return
 	}
-	c.r, c.tried, c.bytes, c.status, c.deadline = r, 0, 0, 0, time.Time{}
+	c.r, c.tried, c.bytes, c.status, c.deadline, c.lastErr = r, 0, 0, 0, time.Time{}, nil
 	c.writeHead(r)
 	c.state = stSend
 	c.tryEndpoint()
@@ -480,7 +557,11 @@ func (c *lconn) tryEndpoint() {
 	r := c.r
 	n := len(r.eps)
 	if c.tried >= n {
-		c.failWith(dialError{errors.New("every endpoint failed")})
+		err := c.lastErr
+		if err == nil {
+			err = dialError{errors.New("every endpoint failed")}
+		}
+		c.failWith(err)
 		return
 	}
 	r.upstream = r.eps[(r.start+c.tried)%n]
@@ -504,12 +585,14 @@ func (c *lconn) connect(reuse bool) {
 	} else {
 		var err error
 		if pc, err = l.dial(r.upstream); err != nil {
+			c.lastErr = dialError{err}
 			c.l.ls.p.metrics.connectErrors.Inc()
 			c.tryEndpoint()
 			return
 		}
 	}
 	pc.c, c.pod, c.sent = c, pc, 0
+	c.state = stSend
 	if pc.connecting {
 		c.deadline = l.now.Add(c.connectTimeout())
 		return
@@ -655,6 +738,7 @@ func (pc *lpod) event(ev uint32) {
 			if err == nil {
 				err = syscall.Errno(errno)
 			}
+			c.lastErr = dialError{err}
 			c.l.ls.p.metrics.connectErrors.Inc()
 			pc.close()
 			c.pod = nil
@@ -815,7 +899,7 @@ func (c *lconn) next() {
 	if len(c.in) > 0 {
 		c.deadline = c.l.now.Add(c.l.ls.t.Header)
 	}
-	c.readHead()
+	c.l.ready = append(c.l.ready, c)
 }
 
 // flush writes c.out to the client, as far as it takes it.
@@ -858,6 +942,7 @@ func (c *lconn) timeout() {
 		if c.pod != nil && c.pod.connecting {
 			c.pod.close()
 			c.pod = nil
+			c.lastErr = dialError{os.ErrDeadlineExceeded}
 			c.l.ls.p.metrics.connectErrors.Inc()
 			c.tryEndpoint()
 			return
@@ -979,11 +1064,15 @@ func (c *lconn) toGoroutine() {
 	ls := c.l.ls
 	ls.mu.Lock()
 	ls.conns[nc] = struct{}{}
+	ls.pods[pnc] = struct{}{}
 	ls.wg.Add(1)
 	ls.mu.Unlock()
 	go func() {
 		defer ls.wg.Done()
 		status, n, keep := fc.answer(r, pod)
+		ls.mu.Lock()
+		delete(ls.pods, pnc) // pooled or closed by now
+		ls.mu.Unlock()
 		fc.finish(r, remote, status, n)
 		var next net.Conn
 		if err := fc.bw.Flush(); err == nil && keep && !fc.req.Close {

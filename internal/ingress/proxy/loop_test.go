@@ -80,7 +80,7 @@ func TestLoopsPassLargeAnswers(t *testing.T) {
 // header timeout, and a kept-alive connection idle past the idle
 // timeout, are closed; a connection is released once however it ends.
 func TestLoopsTimeouts(t *testing.T) {
-	p := New(Options{})
+	p := New(Options{EventLoops: 3}) // connections spread over several
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil))
 	var released atomic.Int32
@@ -189,5 +189,40 @@ func TestLoopsShutdown(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Shutdown did not return once its connections were done")
+	}
+}
+
+// TestLoopsPipelinedFailures: requests pipelined to a route whose
+// endpoint fails at once (not even a connect to wait for) are answered
+// one after the other, each 502. (The loop serves each next request from
+// its ready list, not from the end of the last one, so its stack does
+// not grow with them; Go's growable stack hides that from this test.)
+func TestLoopsPipelinedFailures(t *testing.T) {
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(routes(t, map[string][]string{"bad": {"not-an-address"}}, nil))
+	f := serveLoops(t, p, 8080)
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	const n = 5000
+	go func() {
+		req := strings.Repeat("GET /bad HTTP/1.1\r\nHost: app.example\r\n\r\n", n)
+		_, _ = io.WriteString(c, req)
+	}()
+	br := bufio.NewReader(c)
+	for i := range n {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i+1, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("answer %d: %d, want 502", i+1, resp.StatusCode)
+		}
 	}
 }
