@@ -115,7 +115,10 @@ func (s *fastServer) serveConn(c net.Conn) {
 func (s *fastServer) shutdown(ctx context.Context) {
 	s.l.Close()
 	if s.loops != nil {
-		defer s.loops.Shutdown(ctx)
+		// Beside the goroutines' wait, each with the whole grace.
+		loopsDone := make(chan struct{})
+		go func() { s.loops.Shutdown(ctx); close(loopsDone) }()
+		defer func() { <-loopsDone }()
 	}
 	s.mu.Lock()
 	s.closing.Store(true)

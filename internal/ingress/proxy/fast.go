@@ -574,19 +574,26 @@ func (fc *fastConn) answerSlowly(req *request, pc *podConn) (status int, bytes i
 // fail answers a request no pod answered: 504 for a timeout, 502 for
 // anything else, as the reverse proxy's error handler does.
 func (fc *fastConn) fail(err error) int {
+	var status int
+	fc.header, status = fc.appendFailure(fc.header[:0], err)
+	_, _ = fc.bw.Write(fc.header)
+	return status
+}
+
+// appendFailure appends fail's answer to err to b.
+func (fc *fastConn) appendFailure(b []byte, err error) ([]byte, int) {
 	status, text := gatewayError(err)
 	text += "\n" // as http.Error ends it
-	w := fc.bw
-	_, _ = w.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) +
-		"\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: " + strconv.Itoa(len(text)) + "\r\n")
+	b = append(b, "HTTP/1.1 "+strconv.Itoa(status)+" "+http.StatusText(status)+
+		"\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: "+strconv.Itoa(len(text))+"\r\n"...)
 	if fc.req.Close {
-		_, _ = w.WriteString("Connection: close\r\n")
+		b = append(b, "Connection: close\r\n"...)
 	}
-	_, _ = w.WriteString("\r\n")
+	b = append(b, "\r\n"...)
 	if string(fc.req.Method) != "HEAD" {
-		_, _ = w.WriteString(text)
+		b = append(b, text...)
 	}
-	return status
+	return b, status
 }
 
 func isTimeout(err error) bool {

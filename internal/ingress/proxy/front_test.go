@@ -18,16 +18,23 @@ type front struct {
 	handoffs atomic.Int32
 }
 
-func serveFront(t testing.TB, p *Proxy, port int) *front {
+// listenFront is a front's listener, and net/http's server for what is
+// handed to it, as the ingress's.
+func listenFront(t testing.TB, p *Proxy, port int) (net.Listener, *front, *chanListener, *http.Server) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &front{addr: l.Addr().String()}
 	handed := &chanListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
 	srv := &http.Server{Handler: p.Handler(port), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 32 << 10}
 	go srv.Serve(handed)
+	return l, &front{addr: l.Addr().String()}, handed, srv
+}
+
+func serveFront(t testing.TB, p *Proxy, port int) *front {
+	t.Helper()
+	l, f, handed, srv := listenFront(t, p, port)
 	var closing atomic.Bool
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -82,14 +89,7 @@ func serveLoops(t testing.TB, p *Proxy, port int) *front {
 // called at the test's end).
 func serveLoopsWith(t testing.TB, p *Proxy, port int, timeouts ConnTimeouts, release func()) (*front, *Loops) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &front{addr: l.Addr().String()}
-	handed := &chanListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
-	srv := &http.Server{Handler: p.Handler(port), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 32 << 10}
-	go srv.Serve(handed)
+	l, f, handed, srv := listenFront(t, p, port)
 	loops, err := p.NewLoops(port, timeouts, func(c net.Conn) {
 		f.handoffs.Add(1)
 		go func() {

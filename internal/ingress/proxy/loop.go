@@ -321,7 +321,7 @@ func (l *loop) accept() {
 		}
 		l.clients++
 		c.readable = true // what came before the registration
-		c.deadline = l.now.Add(l.ls.t.Header)
+		c.due = l.now.Add(l.ls.t.Header)
 		c.step()
 	}
 }
@@ -379,7 +379,7 @@ func (l *loop) closeIdle() {
 func (l *loop) sweep() {
 	l.swept = l.now
 	for _, o := range l.fds {
-		if c, ok := o.(*lconn); ok && !c.deadline.IsZero() && !l.now.Before(c.deadline) {
+		if c, ok := o.(*lconn); ok && !c.due.IsZero() && !l.now.Before(c.due) {
 			c.timeout()
 		}
 	}
@@ -425,8 +425,8 @@ type lconn struct {
 	lastErr  error
 	in       []byte
 	headLen  int
-	out      []byte // for the client, not written yet
-	deadline time.Time
+	out      []byte    // for the client, not written yet
+	due      time.Time // when its wait times out (sweep); zero: none
 
 	r        *request
 	tried    int   // endpoints tried
@@ -530,9 +530,9 @@ func (c *lconn) readHead() {
 		if n < len(room) && !c.rdhup {
 			c.readable = false
 		}
-		if len(c.in) == 0 && c.deadline.Sub(c.l.now) > c.l.ls.t.Header {
+		if len(c.in) == 0 && c.due.Sub(c.l.now) > c.l.ls.t.Header {
 			// Idle until now: the head is due within the header timeout.
-			c.deadline = c.l.now.Add(c.l.ls.t.Header)
+			c.due = c.l.now.Add(c.l.ls.t.Header)
 		}
 		c.in = c.in[:len(c.in)+n]
 	}
@@ -545,7 +545,7 @@ func (c *lconn) begin() {
 		c.toNetHTTP()
 		return
 	}
-	c.r, c.tried, c.bytes, c.status, c.deadline, c.lastErr = r, 0, 0, 0, time.Time{}, nil
+	c.r, c.tried, c.bytes, c.status, c.due, c.lastErr = r, 0, 0, 0, time.Time{}, nil
 	c.writeHead(r)
 	c.state = stSend
 	c.tryEndpoint()
@@ -594,7 +594,7 @@ func (c *lconn) connect(reuse bool) {
 	pc.c, c.pod, c.sent = c, pc, 0
 	c.state = stSend
 	if pc.connecting {
-		c.deadline = l.now.Add(c.connectTimeout())
+		c.due = l.now.Add(c.connectTimeout())
 		return
 	}
 	c.send()
@@ -666,7 +666,7 @@ func (c *lconn) send() {
 			if wait <= 0 {
 				wait = c.readTimeout()
 			}
-			c.deadline = c.l.now.Add(wait)
+			c.due = c.l.now.Add(wait)
 			return // on EPOLLOUT
 		}
 		if err == unix.EINTR {
@@ -679,7 +679,7 @@ func (c *lconn) send() {
 		c.sent += n
 	}
 	c.state = stAnswer
-	c.deadline = c.l.now.Add(c.readTimeout())
+	c.due = c.l.now.Add(c.readTimeout())
 	if pc.readable {
 		pc.step()
 	}
@@ -707,12 +707,7 @@ func (c *lconn) podFailed(err error) {
 
 // failWith answers the client 502 or 504 for err.
 func (c *lconn) failWith(err error) {
-	var b bytes.Buffer
-	c.bw = bufio.NewWriterSize(&b, 512)
-	c.status = c.fail(err)
-	_ = c.bw.Flush()
-	c.bw = nil
-	c.out = append(c.out, b.Bytes()...)
+	c.out, c.status = c.appendFailure(c.out, err)
 	c.keep = true
 	c.done()
 }
@@ -842,7 +837,7 @@ func (c *lconn) answerHead() {
 		c.left = resp.ContentLength
 	}
 	c.state = stBody
-	c.deadline = time.Time{} // the body takes its time
+	c.due = time.Time{} // the body takes its time
 	c.passBody()
 }
 
@@ -895,9 +890,9 @@ func (c *lconn) next() {
 	c.in = c.in[:copy(c.in, c.in[c.headLen:])]
 	c.headLen = 0
 	c.state = stHead
-	c.deadline = c.l.now.Add(c.l.ls.t.Idle)
+	c.due = c.l.now.Add(c.l.ls.t.Idle)
 	if len(c.in) > 0 {
-		c.deadline = c.l.now.Add(c.l.ls.t.Header)
+		c.due = c.l.now.Add(c.l.ls.t.Header)
 	}
 	c.l.ready = append(c.l.ready, c)
 }
