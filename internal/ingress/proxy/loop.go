@@ -158,6 +158,9 @@ type loop struct {
 	fds     []any    // by descriptor: *lconn or *lpod
 	gen     int32    // the last registration's number
 	ready   []*lconn // whose next request is to be read (runReady)
+	sends   []*lconn // whose head is to be written to its pod (runSends)
+	sending bool     // in runSends: send writes
+	answers []*lconn // whose answer is to be written to the client (runAnswers)
 	clients int
 	idle    map[string][]*lpod // by "ip:port", most recent last
 	maxIdle int
@@ -248,7 +251,13 @@ func (l *loop) run() {
 	}()
 	var drained [8]byte
 	for {
-		l.runReady() // after the events, sweeps and accepts before
+		// After the events, sweeps and accepts before; a send may end a
+		// request whose answer was in, which makes the next one ready.
+		for len(l.ready) > 0 || len(l.sends) > 0 || len(l.answers) > 0 {
+			l.runReady()
+			l.runSends()
+			l.runAnswers()
+		}
 		wait := -1
 		if l.clients > 0 || len(l.idle) > 0 {
 			wait = int(sweepEvery / time.Millisecond)
@@ -340,6 +349,41 @@ func (l *loop) runReady() {
 	l.ready = l.ready[:0]
 }
 
+// runSends writes the heads of the requests read since the last
+// epoll_wait to their pods, together: a pod then finds several requests
+// ready when it wakes rather than being woken for each (as Redis writes
+// its replies before it sleeps).
+func (l *loop) runSends() {
+	l.sending = true
+	for i := 0; i < len(l.sends); i++ {
+		c := l.sends[i]
+		c.queued = false
+		if c.state == stSend && c.pod != nil && !c.pod.connecting {
+			c.send()
+		}
+	}
+	clear(l.sends)
+	l.sends = l.sends[:0]
+	l.sending = false
+}
+
+// runAnswers writes the whole answers of the batch to their clients, as
+// runSends the requests to pods.
+func (l *loop) runAnswers() {
+	for i := 0; i < len(l.answers); i++ {
+		c := l.answers[i]
+		c.answering = false
+		if c.state == stFlush {
+			c.flush()
+			if c.state == stFlush && len(c.out) == 0 {
+				c.next()
+			}
+		}
+	}
+	clear(l.answers)
+	l.answers = l.answers[:0]
+}
+
 func (l *loop) register(fd int, o any) bool {
 	l.gen++
 	switch o := o.(type) {
@@ -379,7 +423,9 @@ func (l *loop) closeIdle() {
 func (l *loop) sweep() {
 	l.swept = l.now
 	for _, o := range l.fds {
-		if c, ok := o.(*lconn); ok && !c.due.IsZero() && !l.now.Before(c.due) {
+		// A head queued for its pod is written before the loop waits
+		// again; its due is still the last wait's.
+		if c, ok := o.(*lconn); ok && !c.queued && !c.due.IsZero() && !l.now.Before(c.due) {
 			c.timeout()
 		}
 	}
@@ -428,15 +474,17 @@ type lconn struct {
 	out      []byte    // for the client, not written yet
 	due      time.Time // when its wait times out (sweep); zero: none
 
-	r        *request
-	tried    int   // endpoints tried
-	pod      *lpod // the pod connection of the request
-	sent     int   // of the head, to pod
-	left     int64 // of the body, to read from the pod
-	status   int
-	bytes    int64
-	keep     bool
-	podClose bool // the pod closes its connection after this answer
+	r         *request
+	tried     int   // endpoints tried
+	pod       *lpod // the pod connection of the request
+	sent      int   // of the head, to pod
+	left      int64 // of the body, to read from the pod
+	status    int
+	bytes     int64
+	keep      bool
+	podClose  bool // the pod closes its connection after this answer
+	queued    bool // in the loop's sends
+	answering bool // in the loop's answers
 }
 
 // lpod is a connection from a loop to a pod.
@@ -658,6 +706,13 @@ func (l *loop) dial(addr string) (*lpod, error) {
 
 // send writes the head to the pod, and waits for its answer.
 func (c *lconn) send() {
+	if !c.l.sending {
+		if !c.queued {
+			c.queued = true
+			c.l.sends = append(c.l.sends, c)
+		}
+		return
+	}
 	pc := c.pod
 	for c.sent < len(c.header) {
 		n, err := unix.Write(pc.fd, c.header[c.sent:])
@@ -875,9 +930,9 @@ func (c *lconn) done() {
 	c.r = nil
 	c.keep = c.keep && !c.req.Close && !c.l.ls.closing.Load()
 	c.state = stFlush
-	c.flush()
-	if c.state == stFlush && len(c.out) == 0 {
-		c.next()
+	if !c.answering {
+		c.answering = true
+		c.l.answers = append(c.l.answers, c)
 	}
 }
 

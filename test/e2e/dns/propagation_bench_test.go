@@ -287,20 +287,11 @@ func pairedRates(b *testing.B, upstream string, small []string, largeQueries str
 			ratios = append(ratios, l/s)
 			pairs = append(pairs, fmt.Sprintf("%.0f/%.0f = %.3f", l, s, l/s))
 		}
-		slices.Sort(ratios)
-		out[name] = median(ratios)
+		out[name] = framework.Median(ratios)
 		b.Logf("%s, rate at %d Services over the rate at %d, in pairs of runs in turns: %s; median %.3f",
 			name, large, len(small), strings.Join(pairs, ", "), out[name])
 	}
 	return out
-}
-
-// median of sorted values.
-func median(v []float64) float64 {
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // growServices creates Services from index from to to (ClusterIP, over

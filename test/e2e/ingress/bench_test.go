@@ -25,6 +25,7 @@ var (
 	benchConns   = flag.String("ingress.connections", "50,200", "wrk connections, comma-separated")
 	benchProfile = flag.String("ingress.cpuprofile", "", "write a CPU profile of svcnet ingress during its first wrk run to this file")
 	benchRounds  = flag.Int("ingress.rounds", 3, "wrk runs per proxy and connection count; the median is reported")
+	benchArgs    = flag.String("ingress.args", "", "more flags for svcnet ingress, space-separated (e.g. --event-loops 2)")
 )
 
 // nginxIP is where nginx listens, beside the ingress in its namespace.
@@ -228,7 +229,7 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 			b.Fatalf("%s is not installed: make bench-deps installs wrk and nginx-light", tool)
 		}
 	}
-	args := []string{"--access-log", "off"}
+	args := append([]string{"--access-log", "off"}, strings.Fields(*benchArgs)...)
 	if *benchProfile != "" {
 		args = append(args, "--profiling")
 	}
@@ -272,6 +273,7 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 		// both proxies alike: rounds alternate which goes first, and
 		// each proxy's median round is reported.
 		rounds := map[string][]wrkResult{}
+		var rateRatios, p99Ratios []float64
 		for round := range *benchRounds {
 			order := targets
 			if round%2 == 1 {
@@ -283,6 +285,9 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 					r.podsPer1000.Round(time.Millisecond/10), r.machinePer1000.Round(time.Millisecond/10))
 				rounds[tg.name] = append(rounds[tg.name], r)
 			}
+			s, n := rounds["svcnet"][round], rounds["nginx"][round]
+			rateRatios = append(rateRatios, s.rps/n.rps)
+			p99Ratios = append(p99Ratios, float64(s.p99)/float64(n.p99))
 		}
 		median := map[string]float64{}
 		for _, tg := range targets {
@@ -296,8 +301,24 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 			table = append(table, r.row(tg.name, conns))
 		}
 		b.Logf("%s connections: svcnet's median rate is %.2f× nginx's", conns, median["svcnet"]/median["nginx"])
+		// The two runs of a round are seconds apart, so their ratio is
+		// the least touched by the machine's drift: the medians of the
+		// rounds' ratios are what the targets are read from.
+		rate, p99 := framework.Median(rateRatios), framework.Median(p99Ratios)
+		b.ReportMetric(rate, "pairs-c"+conns+"-rate-ratio")
+		b.ReportMetric(p99, "pairs-c"+conns+"-p99-ratio")
+		b.Logf("%s connections, rounds' svcnet/nginx ratios: rate %s (median %.3f), p99 %s (median %.3f)",
+			conns, ratios(rateRatios), rate, ratios(p99Ratios), p99)
 	}
 	b.Logf("\n| proxy | connections | requests/s | p50 | p99 | CPU per 1,000 requests | errors |\n|---|---|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
+}
+
+func ratios(xs []float64) string {
+	var parts []string
+	for _, x := range xs {
+		parts = append(parts, fmt.Sprintf("%.3f", x))
+	}
+	return strings.Join(parts, " ")
 }
 
 type benchTarget struct {
