@@ -58,6 +58,10 @@ type fastConn struct {
 	obs      *routeObs      // the metrics of the route served last
 	reqs     request        // the request being served
 	ids      *mrand.ChaCha8 // X-Request-IDs, seeded from crypto/rand
+	// The last request's host and path as strings: a client asks the
+	// same ones again and again, and a string made per request is two
+	// allocations, and with them the garbage collector's work.
+	host, path string
 }
 
 // clientBuffer is the size of a client connection's read and write
@@ -198,11 +202,17 @@ func (fc *fastConn) route() (*request, bool) {
 	if cfg == nil {
 		return nil, false
 	}
-	path := string(fc.req.Path)
+	if string(fc.req.Path) != fc.path {
+		fc.path = string(fc.req.Path)
+	}
+	if string(fc.req.Host) != fc.host {
+		fc.host = string(fc.req.Host)
+	}
+	path := fc.path
 	if clean, ok := route.CleanPath(path); !ok || clean != path {
 		return nil, false
 	}
-	rt := cfg.table.Match(string(fc.req.Host), path)
+	rt := cfg.table.Match(fc.host, path)
 	if rt == nil || !fastConfig(rt) {
 		return nil, false
 	}

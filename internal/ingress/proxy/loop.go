@@ -339,13 +339,14 @@ func (l *loop) accept() {
 // from the end of the last one, so that a client pipelining requests
 // does not grow the stack with each.
 func (l *loop) runReady() {
-	for len(l.ready) > 0 {
-		c := l.ready[0]
-		l.ready = l.ready[1:]
-		if c.state == stHead {
+	// By index, not by reslicing from the front, which would shrink the
+	// list's capacity until every append allocates.
+	for i := 0; i < len(l.ready); i++ {
+		if c := l.ready[i]; c.state == stHead {
 			c.readHead()
 		}
 	}
+	clear(l.ready)
 	l.ready = l.ready[:0]
 }
 
