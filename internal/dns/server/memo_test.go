@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"hash/maphash"
 	"net"
 	"net/netip"
 	"strings"
@@ -433,8 +432,11 @@ func TestMemoSameHashOtherKey(t *testing.T) {
 		t.Fatal("key a not found")
 	}
 	// Put a's entry where b's hash leads, as a collision would.
-	hb := maphash.Bytes(memoSeed, b)
-	m.shard(hb).m[hb] = ea
+	hb := hash(b)
+	sb := m.shard(hb)
+	sb.mu.Lock()
+	sb.insert(hb, ea)
+	sb.mu.Unlock()
 	if e, _ := m.lookup(b); e != nil {
 		t.Errorf("key b found the entry of key %q", e.key())
 	}
@@ -449,7 +451,7 @@ func TestMemoFull(t *testing.T) {
 	entries := func(m *memo) int {
 		n := 0
 		for i := range m.shards {
-			n += len(m.shards[i].m)
+			n += m.shards[i].len()
 		}
 		return n
 	}
@@ -501,6 +503,9 @@ func TestMemoSizes(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(memoEntry{}); n != 256 {
 		t.Errorf("memoEntry is %d bytes, want 256", n)
+	}
+	if at := unsafe.Offsetof(memoEntry{}.inline); at != memoInlineAt {
+		t.Errorf("inline is at %d, memoInlineAt says %d", at, memoInlineAt)
 	}
 }
 
@@ -579,5 +584,73 @@ func TestMemoUntil(t *testing.T) {
 	e, _ := m.lookup(key)
 	if e.source() != sourceForward || e.src != srcForward {
 		t.Errorf("source %q (%d), want %q (%d)", e.source(), e.src, sourceForward, srcForward)
+	}
+}
+
+// TestMemoLookupsWhileWriting: lookups without a lock, beside puts that
+// grow the shards' tables and resets that empty them, find either
+// nothing or the entry put for their very key; once the puts are done,
+// every key is found.
+func TestMemoLookupsWhileWriting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		max  int32
+	}{
+		{"growing", maxMemo},
+		{"resetting", 3000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMemo()
+			m.max = tc.max
+			const keys = 20000
+			wire := func(i int) []byte { return fmt.Appendf(make([]byte, 12), "answer %d", i) }
+			var wg sync.WaitGroup
+			done := make(chan struct{})
+			var wrong sync.Map
+			for r := range 2 {
+				wg.Go(func() {
+					for i := r; ; i = (i + 7) % keys {
+						select {
+						case <-done:
+							return
+						default:
+						}
+						key := fmt.Appendf(nil, "key %d", i)
+						if e, _ := m.lookup(key); e != nil && !bytes.Equal(e.wire()[12:], wire(i)[12:]) {
+							wrong.Store(i, string(e.wire()[12:]))
+						}
+					}
+				})
+			}
+			for g := range 2 {
+				wg.Go(func() {
+					for i := g; i < keys; i += 2 {
+						m.put(fmt.Appendf(nil, "key %d", i), wire(i), dns.TypeA, 0, "zone", time.Time{}, nil, 1)
+					}
+				})
+			}
+			for m.n.Load() < tc.max && m.resets.Load() == 0 {
+				if n := m.n.Load(); tc.max == maxMemo && n >= keys {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond)
+			close(done)
+			wg.Wait()
+			wrong.Range(func(k, v any) bool {
+				t.Errorf("key %d found the answer %q", k, v)
+				return true
+			})
+			if tc.max == maxMemo {
+				for i := range keys {
+					if e, _ := m.lookup(fmt.Appendf(nil, "key %d", i)); e == nil {
+						t.Fatalf("key %d, put, is not found", i)
+					}
+				}
+			} else if m.resets.Load() == 0 {
+				t.Error("no reset")
+			}
+		})
 	}
 }

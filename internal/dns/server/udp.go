@@ -47,7 +47,7 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 	for i := range outBufs {
 		outBufs[i] = make([]byte, 2*int(s.opts.UDPSize))
 	}
-	var key []byte
+	looks := make([]memoLook, batchSize)
 	for {
 		n, err := io.read()
 		if err != nil {
@@ -60,6 +60,20 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 			time.Sleep(time.Millisecond)
 			continue
 		}
+		// The batch's memo entries are found first, then read, before
+		// any query is answered: at 100,000 names few slots and entries
+		// are in the CPU's caches, and loads that wait for nothing
+		// before them overlap their misses, where one query after
+		// another waited for each of its own.
+		for i := range n {
+			raw, from, _ := io.msg(i)
+			looks[i].e, looks[i].t = nil, nil
+			if from.IsValid() {
+				s.lookUp(raw, &looks[i])
+			}
+		}
+		find(looks[:n])
+		verify(looks[:n])
 		out = out[:0]
 		for i := range n {
 			raw, from, oobIn := io.msg(i)
@@ -67,7 +81,7 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 				continue
 			}
 			oob := replyOOB(oobIn)
-			resp, later := s.answerUDP(ctx, raw, from, outBufs[len(out)], &key)
+			resp, later := s.answerLooked(ctx, raw, from, outBufs[len(out)], &looks[i])
 			if later != nil {
 				if !s.answerLater(ctx, udp, *later, from, oob) {
 					return
@@ -88,23 +102,93 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 	}
 }
 
+// memoLook is a datagram's memo key and the entry found under it.
+type memoLook struct {
+	key      []byte // its buffer is reused from batch to batch
+	memoable bool
+	h        uint64
+	s        *memoShard
+	t        *memoTable
+	e        *memoEntry // after verify: one that holds key, if any
+	touched  uint64     // what find and verify read ahead, kept so that the reads are
+}
+
+// lookUp finds raw's key, its hash and the table of its shard.
+func (s *Server) lookUp(raw []byte, l *memoLook) {
+	l.e, l.s, l.t = nil, nil, nil
+	l.memoable = !s.opts.QueryLog && len(raw) >= 12 && raw[2]&0x80 == 0
+	if !l.memoable {
+		return
+	}
+	var k []byte
+	if k, l.memoable = memoKey(raw, s.opts.UDPSize, l.key); l.memoable {
+		l.key = k
+		l.h = hash(k)
+		l.s = s.memo.shard(l.h)
+		l.t = l.s.t.Load()
+	}
+}
+
+// find reads the slot of every key, then finds each one's candidate
+// entry (memoTable.find). The first loop does nothing but loads that
+// wait for nothing before them, so the CPU has the misses of many slots
+// in flight at once; the finds then read them from its caches.
+func find(looks []memoLook) {
+	for i := range looks {
+		if l := &looks[i]; l.t != nil {
+			l.touched = l.t.slots[l.h&l.t.mask].h.Load()
+		}
+	}
+	for i := range looks {
+		if l := &looks[i]; l.t != nil {
+			l.e = l.t.find(l.h)
+		}
+	}
+}
+
+// verify keeps the candidates that hold their key (memoEntry.ifKey). It
+// first reads the first line of each entry, as find the slots.
+func verify(looks []memoLook) {
+	for i := range looks {
+		if e := looks[i].e; e != nil {
+			// Its first three lines, where a hit reads an inline entry.
+			looks[i].touched += uint64(e.klen) + uint64(e.inline[64-memoInlineAt]) + uint64(e.inline[128-memoInlineAt])
+		}
+	}
+	for i := range looks {
+		if l := &looks[i]; l.e != nil {
+			if l.e = l.e.ifKey(l.key); l.e != nil {
+				w := l.e.wire()
+				l.touched += uint64(w[len(w)-1])
+			}
+		}
+	}
+}
+
 // answerUDP answers one datagram on the read loop, into buf: from the
 // memo when the same question was answered from the same snapshot
 // before, else through the full path (and into the memo when the answer
 // depends on nothing but the question). A query that must wait for an
 // upstream comes back as later instead.
 func (s *Server) answerUDP(ctx context.Context, raw []byte, from netip.AddrPort, buf []byte, key *[]byte) ([]byte, *query) {
+	looks := [1]memoLook{{key: *key}}
+	s.lookUp(raw, &looks[0])
+	*key = looks[0].key
+	find(looks[:])
+	verify(looks[:])
+	return s.answerLooked(ctx, raw, from, buf, &looks[0])
+}
+
+// answerLooked is answerUDP once raw's memo entry was looked up and
+// verified.
+func (s *Server) answerLooked(ctx context.Context, raw []byte, from netip.AddrPort, buf []byte, l *memoLook) ([]byte, *query) {
 	client := from.Addr().Unmap()
 	m, idx := s.memo, s.idx.Load()
-	k, memoable := []byte(nil), !s.opts.QueryLog && len(raw) >= 12 && raw[2]&0x80 == 0
-	if memoable {
-		k, memoable = memoKey(raw, s.opts.UDPSize, *key)
-		*key = k
-	}
+	k, memoable := l.key, l.memoable
 	var deps *index.Deps
 	if memoable {
 		start := time.Now()
-		if e, ok := m.get(k, start, idx); ok {
+		if e := l.e; l.s.holds(e, start, idx) {
 			resp := e.reply(raw, buf)
 			if e.src == srcForward {
 				if c, ok := s.opts.Upstream.(CachedUpstream); ok {

@@ -350,15 +350,19 @@ func (l *loop) runReady() {
 	l.ready = l.ready[:0]
 }
 
-// runSends writes the heads of the requests read since the last
-// epoll_wait to their pods, together: a pod then finds several requests
-// ready when it wakes rather than being woken for each (as Redis writes
-// its replies before it sleeps).
+// runSends writes the request heads that became ready to go since the
+// last epoll_wait (read from clients, pod connections just connected or
+// writable again, retries) to their pods, together: a pod then finds
+// several requests ready when it wakes rather than being woken for each
+// (as Redis writes its replies before it sleeps). The metrics' and the
+// log's durations end before the answer waits in answers, microseconds.
 func (l *loop) runSends() {
 	l.sending = true
 	for i := 0; i < len(l.sends); i++ {
 		c := l.sends[i]
 		c.queued = false
+		// Anything else moved on since it was queued: closed, failed,
+		// or a retry on a new pod connection, sent when it connects.
 		if c.state == stSend && c.pod != nil && !c.pod.connecting {
 			c.send()
 		}
