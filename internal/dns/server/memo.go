@@ -200,9 +200,9 @@ func (e *memoEntry) source() string { return sources[e.src] }
 // every few seconds and answer most questions the long way.
 const maxMemo = 250000
 
-// memoShardBits: the top bits of a key's hash choose its shard. The
-// shard's map hashes the key again with a seed of its own, so its spread
-// does not suffer from every key of a shard sharing those bits.
+// memoShardBits: the top bits of a key's hash choose its shard, its low
+// bits the slot in the shard's table, so the keys of a shard, which
+// share their top bits, still spread over the table.
 const memoShardBits = 4
 
 // memoSeed keys the hash; per process, so that no client can aim

@@ -64,7 +64,8 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 		// any query is answered: at 100,000 names few slots and entries
 		// are in the CPU's caches, and loads that wait for nothing
 		// before them overlap their misses, where one query after
-		// another waited for each of its own.
+		// another waited for each of its own. (A question asked twice
+		// in one batch, new or stale, thus takes the long way twice.)
 		for i := range n {
 			raw, from, _ := io.msg(i)
 			looks[i].e, looks[i].t = nil, nil
@@ -93,6 +94,11 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 			}
 			out = append(out, outMsg{buf: resp, oob: oob, to: from})
 		}
+		// Entries and tables are not kept past their batch: after a
+		// reset they would hold the memo that was emptied.
+		for i := range n {
+			looks[i].e, looks[i].s, looks[i].t = nil, nil, nil
+		}
 		if err := io.write(out); err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -110,7 +116,7 @@ type memoLook struct {
 	s        *memoShard
 	t        *memoTable
 	e        *memoEntry // after verify: one that holds key, if any
-	touched  uint64     // what find and verify read ahead, kept so that the reads are
+	touched  uint64     // what find and verify read ahead: kept, so that the reads stay
 }
 
 // lookUp finds raw's key, its hash and the table of its shard.
@@ -147,7 +153,8 @@ func find(looks []memoLook) {
 }
 
 // verify keeps the candidates that hold their key (memoEntry.ifKey). It
-// first reads the first line of each entry, as find the slots.
+// first reads the three lines of each entry that a hit reads, as find
+// the slots.
 func verify(looks []memoLook) {
 	for i := range looks {
 		if e := looks[i].e; e != nil {
