@@ -241,12 +241,7 @@ func testFastPathConnection(t *testing.T, serveFront func(testing.TB, *Proxy, in
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil))
 	f := serveFront(t, p, 8080)
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialFront(t, f.addr, 10*time.Second)
 	br := bufio.NewReader(c)
 	read := func(want string) {
 		t.Helper()
@@ -335,11 +330,7 @@ func testFastPathStreams(t *testing.T, serveFront func(testing.TB, *Proxy, int) 
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"events": {pod}}, nil))
 	f := serveFront(t, p, 8080)
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialFront(t, f.addr, 0)
 	fmt.Fprint(c, "GET /events HTTP/1.1\r\nHost: app.example\r\n\r\n")
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	br := bufio.NewReader(c)

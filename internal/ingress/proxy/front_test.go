@@ -149,3 +149,18 @@ func (l *chanListener) Accept() (net.Conn, error) {
 func (l *chanListener) close()         { l.once.Do(func() { close(l.done) }) }
 func (l *chanListener) Close() error   { l.close(); return nil }
 func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// dialFront connects to a front at addr, closed when the test ends; with
+// d, the connection's reads and writes fail after d.
+func dialFront(t testing.TB, addr string, d time.Duration) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if d > 0 {
+		_ = c.SetDeadline(time.Now().Add(d))
+	}
+	return c
+}

@@ -339,15 +339,11 @@ func (l *loop) accept() {
 // from the end of the last one, so that a client pipelining requests
 // does not grow the stack with each.
 func (l *loop) runReady() {
-	// By index, not by reslicing from the front, which would shrink the
-	// list's capacity until every append allocates.
-	for i := 0; i < len(l.ready); i++ {
-		if c := l.ready[i]; c.state == stHead {
+	drain(&l.ready, func(c *lconn) {
+		if c.state == stHead {
 			c.readHead()
 		}
-	}
-	clear(l.ready)
-	l.ready = l.ready[:0]
+	})
 }
 
 // runSends writes the request heads that became ready to go since the
@@ -358,25 +354,21 @@ func (l *loop) runReady() {
 // log's durations end before the answer waits in answers, microseconds.
 func (l *loop) runSends() {
 	l.sending = true
-	for i := 0; i < len(l.sends); i++ {
-		c := l.sends[i]
+	drain(&l.sends, func(c *lconn) {
 		c.queued = false
 		// Anything else moved on since it was queued: closed, failed,
 		// or a retry on a new pod connection, sent when it connects.
 		if c.state == stSend && c.pod != nil && !c.pod.connecting {
 			c.send()
 		}
-	}
-	clear(l.sends)
-	l.sends = l.sends[:0]
+	})
 	l.sending = false
 }
 
 // runAnswers writes the whole answers of the batch to their clients, as
 // runSends the requests to pods.
 func (l *loop) runAnswers() {
-	for i := 0; i < len(l.answers); i++ {
-		c := l.answers[i]
+	drain(&l.answers, func(c *lconn) {
 		c.answering = false
 		if c.state == stFlush {
 			c.flush()
@@ -384,9 +376,18 @@ func (l *loop) runAnswers() {
 				c.next()
 			}
 		}
+	})
+}
+
+// drain calls f on each connection of q, those f adds included, and
+// empties q. By index, not by reslicing from the front, which would
+// shrink q's capacity until every append allocates.
+func drain(q *[]*lconn, f func(*lconn)) {
+	for i := 0; i < len(*q); i++ {
+		f((*q)[i])
 	}
-	clear(l.answers)
-	l.answers = l.answers[:0]
+	clear(*q)
+	*q = (*q)[:0]
 }
 
 func (l *loop) register(fd int, o any) bool {

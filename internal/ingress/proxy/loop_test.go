@@ -39,12 +39,7 @@ func TestLoopsPassLargeAnswers(t *testing.T) {
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"big": {pod}}, nil))
 	f := serveLoops(t, p, 8080)
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	c := dialFront(t, f.addr, 30*time.Second)
 	br := bufio.NewReaderSize(c, 1<<10)
 	for i := range 2 {
 		fmt.Fprint(c, "GET /big HTTP/1.1\r\nHost: app.example\r\n\r\n")
@@ -85,14 +80,7 @@ func TestLoopsTimeouts(t *testing.T) {
 	p.Set(routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil))
 	var released atomic.Int32
 	f, _ := serveLoopsWith(t, p, 8080, ConnTimeouts{Header: 300 * time.Millisecond, Idle: 600 * time.Millisecond}, func() { released.Add(1) })
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", f.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	dial := func() net.Conn { return dialFront(t, f.addr, 0) }
 	closedWithin := func(c net.Conn, d time.Duration) bool {
 		_ = c.SetReadDeadline(time.Now().Add(d))
 		_, err := c.Read(make([]byte, 1))
@@ -157,18 +145,8 @@ func TestLoopsShutdown(t *testing.T) {
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"slow": {slow}}, nil))
 	f, loops := serveLoopsWith(t, p, 8080, ConnTimeouts{Header: 10 * time.Second, Idle: 75 * time.Second}, func() {})
-	idle, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	busy, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	_ = busy.SetDeadline(time.Now().Add(10 * time.Second))
-	_ = idle.SetDeadline(time.Now().Add(10 * time.Second))
+	idle := dialFront(t, f.addr, 10*time.Second)
+	busy := dialFront(t, f.addr, 10*time.Second)
 	fmt.Fprint(busy, "GET /slow HTTP/1.1\r\nHost: app.example\r\n\r\n")
 	<-answering
 	done := make(chan struct{})
@@ -202,12 +180,7 @@ func TestLoopsPipelinedFailures(t *testing.T) {
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"bad": {"not-an-address"}}, nil))
 	f := serveLoops(t, p, 8080)
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	c := dialFront(t, f.addr, 30*time.Second)
 	const n = 5000
 	go func() {
 		req := strings.Repeat("GET /bad HTTP/1.1\r\nHost: app.example\r\n\r\n", n)
