@@ -229,34 +229,12 @@ func (m *memo) shard(h uint64) *memoShard {
 // hash is never 0, a memoSlot's mark of empty.
 func hash(key []byte) uint64 { return max(maphash.Bytes(memoSeed, key), 1) }
 
-// lookup returns the entry for key, whether it holds or not, and its
-// shard, without counting.
-func (m *memo) lookup(key []byte) (*memoEntry, *memoShard) {
-	e, s := m.candidate(key)
-	return e.ifKey(key), s
-}
-
-// candidate is lookup without the key compared: the entry under key's
-// hash, which may hold another key. It reads the table's slot but not
-// the entry.
-func (m *memo) candidate(key []byte) (*memoEntry, *memoShard) {
-	h := hash(key)
-	s := m.shard(h)
-	return s.t.Load().find(h), s
-}
-
 // ifKey is e if it holds key, else nil (another key of the same hash).
 func (e *memoEntry) ifKey(key []byte) *memoEntry {
 	if e == nil || !bytes.Equal(e.key(), key) {
 		return nil
 	}
 	return e
-}
-
-// get returns the entry for key if it holds in the snapshot idx at now.
-func (m *memo) get(key []byte, now time.Time, idx *index.Index) (*memoEntry, bool) {
-	e, s := m.lookup(key)
-	return e, s.holds(e, now, idx)
 }
 
 // holds tells whether e, what a lookup in s found, holds in the snapshot

@@ -21,6 +21,31 @@ import (
 	"github.com/svcnet/svcnet/internal/dns/resolver"
 )
 
+// answerUDP answers one datagram as the read loop answers a batch of
+// them (serveUDP).
+func (s *Server) answerUDP(ctx context.Context, raw []byte, from netip.AddrPort, buf []byte, key *[]byte) ([]byte, *query) {
+	looks := [1]memoLook{{key: *key}}
+	s.lookUp(raw, &looks[0])
+	*key = looks[0].key
+	find(looks[:])
+	verify(looks[:])
+	return s.answerLooked(ctx, raw, from, buf, &looks[0])
+}
+
+// lookup returns the entry for key, whether it holds or not, and its
+// shard, without counting.
+func (m *memo) lookup(key []byte) (*memoEntry, *memoShard) {
+	h := hash(key)
+	s := m.shard(h)
+	return s.t.Load().find(h).ifKey(key), s
+}
+
+// get returns the entry for key if it holds in the snapshot idx at now.
+func (m *memo) get(key []byte, now time.Time, idx *index.Index) (*memoEntry, bool) {
+	e, s := m.lookup(key)
+	return e, s.holds(e, now, idx)
+}
+
 func pack(t *testing.T, name string, qtype uint16, edit func(*dns.Msg)) []byte {
 	t.Helper()
 	m := new(dns.Msg)

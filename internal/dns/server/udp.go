@@ -67,8 +67,7 @@ func (s *Server) serveUDP(ctx context.Context, udp *net.UDPConn) {
 		// another waited for each of its own. (A question asked twice
 		// in one batch, new or stale, thus takes the long way twice.)
 		for i := range n {
-			raw, from, _ := io.msg(i)
-			looks[i].e, looks[i].t = nil, nil
+			raw, from, _ := io.msg(i) // looks are empty: cleared after each batch
 			if from.IsValid() {
 				s.lookUp(raw, &looks[i])
 			}
@@ -172,22 +171,12 @@ func verify(looks []memoLook) {
 	}
 }
 
-// answerUDP answers one datagram on the read loop, into buf: from the
-// memo when the same question was answered from the same snapshot
-// before, else through the full path (and into the memo when the answer
-// depends on nothing but the question). A query that must wait for an
-// upstream comes back as later instead.
-func (s *Server) answerUDP(ctx context.Context, raw []byte, from netip.AddrPort, buf []byte, key *[]byte) ([]byte, *query) {
-	looks := [1]memoLook{{key: *key}}
-	s.lookUp(raw, &looks[0])
-	*key = looks[0].key
-	find(looks[:])
-	verify(looks[:])
-	return s.answerLooked(ctx, raw, from, buf, &looks[0])
-}
-
-// answerLooked is answerUDP once raw's memo entry was looked up and
-// verified.
+// answerLooked answers one datagram on the read loop, into buf, once
+// its memo entry was looked up (lookUp, find, verify): from the memo
+// when the same question was answered from the same snapshot before,
+// else through the full path (and into the memo when the answer depends
+// on nothing but the question). A query that must wait for an upstream
+// comes back as later instead.
 func (s *Server) answerLooked(ctx context.Context, raw []byte, from netip.AddrPort, buf []byte, l *memoLook) ([]byte, *query) {
 	client := from.Addr().Unmap()
 	m, idx := s.memo, s.idx.Load()
