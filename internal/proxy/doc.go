@@ -1,5 +1,6 @@
-// Package proxy holds what every proxy mode shares: the sync runner,
-// endpoint selection, and the proxy's metrics. Each mode lives in a folder
+// Package proxy holds what every proxy mode shares: the sync runner, the
+// sync skeleton (Syncer), the node configuration (NodeConfig), endpoint
+// selection, and the proxy's metrics. Each mode lives in a folder
 // below and turns a svcstate.Snapshot into kernel state.
 //
 // A mode is wired the same way whatever it programs:
@@ -12,7 +13,9 @@
 //		OnChange:   func() { runner.Run() },
 //	})
 //	proxier, err := iptables.NewProxier(iptables.ProxierConfig{
-//		Rules: cfg, Tracker: tracker, Executor: iptables.NewExec(v1.IPv4Protocol), Metrics: metrics,
+//		Rules:    iptables.Config{NodeConfig: node},
+//		Sync:     proxy.SyncerConfig{Tracker: tracker, Metrics: metrics},
+//		Executor: iptables.NewExec(v1.IPv4Protocol),
 //	})
 //	runner = proxy.NewRunner(proxy.RunnerConfig{Name: "iptables", MaxInterval: 30 * time.Second}, proxier.Sync)
 //	// informers: Services and discovery.k8s.io/v1 EndpointSlices
@@ -26,6 +29,9 @@
 // internal/proxy/app does exactly this for `svcnet proxy`.
 //
 // The tracker never blocks informers; the runner coalesces their bursts;
-// the proxier decides between partial and full syncs and remembers what
-// it could not apply.
+// every mode's proxier is a Syncer, which decides between partial and
+// full syncs, remembers what it could not apply, and does the metrics,
+// the log and what follows a sync the same way whatever the mode. A mode
+// supplies only the Mode: "apply this snapshot and these changes", and
+// its kernel canary.
 package proxy

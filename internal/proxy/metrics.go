@@ -16,7 +16,8 @@ type Metrics struct {
 	SyncPartialDuration     prometheus.Histogram
 	NetworkProgramming      prometheus.Histogram
 	LastSync                prometheus.Gauge
-	RestoreFailures         prometheus.Counter
+	SyncFailures            prometheus.Counter // every failed sync, whatever failed
+	RestoreFailures         prometheus.Counter // failed iptables-restores (iptables, ipvs, userspace)
 	PartialRestoreFailures  prometheus.Counter
 	Rules                   *prometheus.GaugeVec // by table
 	RulesLastSync           *prometheus.GaugeVec // by table: lines written by the last sync
@@ -58,6 +59,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		LastSync: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Help: "When the rules were last synced successfully.",
+		}),
+		SyncFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svcnet_proxy_sync_failures_total", Help: "Failed syncs of the proxy rules, whatever failed (a restore, a transaction, netlink, a socket).",
 		}),
 		RestoreFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "Failed rule restores.",
@@ -115,7 +119,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // MustRegister registers the metrics with reg.
 func (m *Metrics) MustRegister(reg prometheus.Registerer) {
 	reg.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming,
-		m.LastSync, m.RestoreFailures, m.PartialRestoreFailures, m.Rules, m.RulesLastSync,
+		m.LastSync, m.SyncFailures, m.RestoreFailures, m.PartialRestoreFailures, m.Rules, m.RulesLastSync,
 		m.NoLocalEndpoints, m.ServiceChanges, m.EndpointChanges, m.Services, m.Endpoints, m.BadInput,
 		m.ConntrackCleanupErrors, m.EndpointDialFailures, m.NFTablesSyncFailures, m.NFTablesCleanupFailures,
 		m.NFTablesElements)

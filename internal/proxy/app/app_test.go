@@ -20,6 +20,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
+	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -279,14 +280,14 @@ func TestCleanup(t *testing.T) {
 	tr := svcstate.NewTracker(svcstate.Config{NodeName: "node-1", Logger: quiet})
 	tr.OnServiceAdd(Service("default", "web", "10.96.0.20", Port("http", v1.ProtocolTCP, 80, 30080), Type(v1.ServiceTypeNodePort)))
 	tr.OnEndpointSliceAdd(Slice("default", "web", "web-1", SlicePort("http", v1.ProtocolTCP, 8080), Endpoint("10.244.1.2", "node-1")))
-	ipt, err := iptables.NewProxier(iptables.ProxierConfig{Tracker: tr, Executor: kernel, Logger: quiet})
+	ipt, err := iptables.NewProxier(iptables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: tr, Logger: quiet}, Executor: kernel})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ipt.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	us, err := userspace.NewProxier(userspace.Config{Tracker: svcstate.NewTracker(svcstate.Config{Logger: quiet}), Executor: kernel, Logger: quiet})
+	us, err := userspace.NewProxier(userspace.Config{Sync: proxy.SyncerConfig{Tracker: svcstate.NewTracker(svcstate.Config{Logger: quiet}), Logger: quiet}, Executor: kernel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,24 +87,26 @@ func startIPVS(d *deps) (syncer, error) {
 		return nil, err
 	}
 	exclude, _ := d.opts.ipvsExcludeCIDRs()
-	cidr, _ := d.opts.clusterCIDR(d.family)
+	sync := d.sync
+	// --ipvs-sync-period, as kube-proxy: the longest time between two
+	// full syncs; the syncs between are partial.
+	sync.FullSyncPeriod = d.opts.SyncPeriod
 	p, err := ipvsproxy.NewProxier(ipvsproxy.ProxierConfig{
 		Rules: ipvsproxy.Config{
-			Family: d.family, Node: d.node, NodeIPs: d.nodeIPs, ClusterCIDR: cidr,
-			MasqueradeBit: d.opts.MasqueradeBit, MasqueradeAll: d.opts.MasqueradeAll, Scheduler: d.opts.IPVSScheduler,
-			NodePortAddresses:    d.opts.nodePortAddresses(d.nodeIPs, d.family),
+			NodeConfig:           d.node,
+			Scheduler:            d.opts.IPVSScheduler,
 			AllNodePortAddresses: len(d.opts.NodePortAddresses) == 0,
 		},
-		Tracker: d.tracker, IPVS: h, Links: acc.Links, Sets: acc.Sets, IPTables: d.os.IPTables,
-		ExcludeCIDRs: exclude, Metrics: d.metrics, Logger: d.logger, AfterSync: d.afterSync,
-		// --ipvs-sync-period, as kube-proxy: the longest time between two
-		// full syncs; the syncs between are partial.
-		FullSyncPeriod: d.opts.SyncPeriod,
+		Sync:         sync,
+		IPVS:         h,
+		Links:        acc.Links,
+		Sets:         acc.Sets,
+		IPTables:     d.os.IPTables,
+		ExcludeCIDRs: exclude,
 	})
 	if err != nil {
 		return nil, err
 	}
-	d.whileDraining = p.Draining
 	return p, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
+	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
@@ -115,7 +116,7 @@ func TestModeSwitchKeepsSharedRules(t *testing.T) {
 	t.Run("ipvs to iptables", func(t *testing.T) {
 		kernel := iptablestest.NewFake()
 		ipvsLeftovers(t, kernel)
-		p, err := iptables.NewProxier(iptables.ProxierConfig{Tracker: webTracker(), Executor: kernel, Logger: quiet})
+		p, err := iptables.NewProxier(iptables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: webTracker(), Logger: quiet}, Executor: kernel})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +142,7 @@ func TestModeSwitchKeepsSharedRules(t *testing.T) {
 
 	t.Run("iptables to ipvs", func(t *testing.T) {
 		kernel := iptablestest.NewFake()
-		p, err := iptables.NewProxier(iptables.ProxierConfig{Tracker: webTracker(), Executor: kernel, Logger: quiet})
+		p, err := iptables.NewProxier(iptables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: webTracker(), Logger: quiet}, Executor: kernel})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +212,7 @@ func TestRestartCarriesTraffic(t *testing.T) {
 	defer cancel()
 	kernel := &recorder{Fake: iptablestest.NewFake()}
 	ipvsLeftovers(t, kernel.Fake)
-	us, err := userspace.NewProxier(userspace.Config{Tracker: svcstate.NewTracker(svcstate.Config{Logger: quiet}), Executor: kernel.Fake, Logger: quiet})
+	us, err := userspace.NewProxier(userspace.Config{Sync: proxy.SyncerConfig{Tracker: svcstate.NewTracker(svcstate.Config{Logger: quiet}), Logger: quiet}, Executor: kernel.Fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestRestartCarriesTraffic(t *testing.T) {
 	if err := us.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	old, err := iptables.NewProxier(iptables.ProxierConfig{Tracker: webTracker(), Executor: kernel.Fake, Logger: quiet})
+	old, err := iptables.NewProxier(iptables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: webTracker(), Logger: quiet}, Executor: kernel.Fake})
 	if err != nil {
 		t.Fatal(err)
 	}

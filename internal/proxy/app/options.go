@@ -19,6 +19,7 @@ import (
 
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
+	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
@@ -108,6 +109,10 @@ type modeInfo struct {
 	// so that they carry nothing once it has exited; another mode removes
 	// them before it starts rather than after its first sync.
 	deadAlone bool
+	// conntrack: the mode's kernel NAT picks endpoints, so conntrack
+	// entries of UDP flows can outlive the endpoint they point at, and
+	// are deleted after the syncs that remove it.
+	conntrack bool
 	// kernel, when set, says whether this kernel can run the mode.
 	kernel func() error
 	why    string // why a mode is not built
@@ -116,7 +121,7 @@ type modeInfo struct {
 // modes is the registry of proxy modes: adding one means a folder under
 // internal/proxy and a line here.
 var modes = []modeInfo{
-	{name: "iptables", start: startIPTables, iptables: iptables.Owned, dualStack: true, cleanup: func(ctx context.Context, o OS, keep *utiliptables.Owned) error {
+	{name: "iptables", start: startIPTables, iptables: iptables.Owned, dualStack: true, conntrack: true, cleanup: func(ctx context.Context, o OS, keep *utiliptables.Owned) error {
 		var errs []error
 		for _, ex := range o.executors() {
 			errs = append(errs, utiliptables.Remove(ctx, ex, iptables.Owned(), keep))
@@ -126,13 +131,13 @@ var modes = []modeInfo{
 	{name: "userspace", start: startUserspace, iptables: userspace.Owned, deadAlone: true, cleanup: func(ctx context.Context, o OS, keep *utiliptables.Owned) error {
 		return utiliptables.Remove(ctx, o.IPTables, userspace.Owned(), keep)
 	}},
-	{name: "nftables", start: startNFTables, dualStack: true, cleanup: func(_ context.Context, o OS, _ *utiliptables.Owned) error {
+	{name: "nftables", start: startNFTables, dualStack: true, conntrack: true, cleanup: func(_ context.Context, o OS, _ *utiliptables.Owned) error {
 		if o.NFTablesCleanup == nil {
 			return nil
 		}
 		return o.NFTablesCleanup()
 	}},
-	{name: "ipvs", start: startIPVS, iptables: ipvsproxy.Owned, cleanup: cleanupIPVS, kernel: kipvs.Supported},
+	{name: "ipvs", start: startIPVS, iptables: ipvsproxy.Owned, conntrack: true, cleanup: cleanupIPVS, kernel: kipvs.Supported},
 }
 
 // ModeNames lists the modes that can run.
@@ -311,6 +316,21 @@ func (o *Options) nodePortFilter() ([]netip.Addr, []netip.Prefix, error) {
 		}
 	}
 	return addrs, cidrs, nil
+}
+
+// nodeConfig is the node configuration of one family, the same for every
+// mode.
+func (o *Options) nodeConfig(node proxy.Node, nodeIPs []netip.Addr, family v1.IPFamily) proxy.NodeConfig {
+	cidr, _ := o.clusterCIDR(family)
+	return proxy.NodeConfig{
+		Family:            family,
+		Node:              node,
+		NodeIPs:           nodeIPs,
+		ClusterCIDR:       cidr,
+		MasqueradeBit:     o.MasqueradeBit,
+		MasqueradeAll:     o.MasqueradeAll,
+		NodePortAddresses: o.nodePortAddresses(nodeIPs, family),
+	}
 }
 
 // nodePortAddresses resolves --nodeport-addresses against the node's

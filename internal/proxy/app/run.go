@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,10 +30,12 @@ import (
 	"github.com/svcnet/svcnet/internal/svcstate"
 )
 
-// syncer is what every mode's proxier offers the runner and the servers.
+// syncer is what every mode's proxier (a proxy.Syncer) offers the runner
+// and the servers.
 type syncer interface {
 	Sync(ctx context.Context) error
 	LastSuccess() time.Time
+	Again() bool
 }
 
 // OS is every effect `svcnet proxy` has on its network namespace besides
@@ -96,20 +97,15 @@ func (o OS) executors() []utiliptables.Executor {
 
 // deps is what a mode is started with.
 type deps struct {
-	ctx       context.Context
-	opts      Options
-	os        OS
-	tracker   *svcstate.Tracker
-	metrics   *proxy.Metrics
-	logger    *slog.Logger
-	node      proxy.Node
-	nodeIPs   []netip.Addr
-	family    v1.IPFamily
-	iptables  utiliptables.Executor // of the family
-	afterSync func(proxy.SyncResult)
-	// whileDraining, set by a mode, says it has work left that no event
-	// will trigger (the ipvs mode's drained real servers to delete).
-	whileDraining func() bool
+	ctx    context.Context
+	opts   Options
+	os     OS
+	logger *slog.Logger
+	// node and sync are the family's node and sync configurations, the
+	// same for every mode.
+	node     proxy.NodeConfig
+	sync     proxy.SyncerConfig
+	iptables utiliptables.Executor // of the family
 }
 
 // TuneIPTables sets up ex for the iptables mode on its backend and
@@ -128,16 +124,15 @@ func TuneIPTables(ctx context.Context, ex *utiliptables.Exec) (int, error) {
 
 func startIPTables(d *deps) (syncer, error) {
 	if d.iptables == nil {
-		return nil, fmt.Errorf("no %s iptables", d.family)
+		return nil, fmt.Errorf("no %s iptables", d.node.Family)
 	}
 	// ip6tables may be missing, or IPv6 disabled: find out before the
 	// family is proxied, not at every sync.
-	if d.family == v1.IPv6Protocol {
+	if d.node.Family == v1.IPv6Protocol {
 		if _, err := d.iptables.Save(d.ctx, "nat"); err != nil {
 			return nil, err
 		}
 	}
-	cidr, _ := d.opts.clusterCIDR(d.family)
 	maxChains := 0
 	if ex, ok := d.iptables.(*utiliptables.Exec); ok {
 		var err error
@@ -147,22 +142,11 @@ func startIPTables(d *deps) (syncer, error) {
 		d.logger.Info("iptables backend", "binary", ex.Binary, "earlyCommit", ex.EarlyCommit, "maxChainsPerRestore", maxChains)
 	}
 	return iptables.NewProxier(iptables.ProxierConfig{
-		Rules: iptables.Config{
-			Family:            d.family,
-			Node:              d.node,
-			NodeIPs:           d.nodeIPs,
-			ClusterCIDR:       cidr,
-			MasqueradeBit:     d.opts.MasqueradeBit,
-			MasqueradeAll:     d.opts.MasqueradeAll,
-			NodePortAddresses: d.opts.nodePortAddresses(d.nodeIPs, d.family),
-		},
-		Tracker:             d.tracker,
+		Rules:               iptables.Config{NodeConfig: d.node},
+		Sync:                d.sync,
 		Executor:            d.iptables,
-		Metrics:             d.metrics,
-		Logger:              d.logger,
 		EditTopLevelChains:  d.opts.EditTopLevelChains,
 		MaxChainsPerRestore: maxChains,
-		AfterSync:           d.afterSync,
 	})
 }
 
@@ -170,44 +154,26 @@ func startNFTables(d *deps) (syncer, error) {
 	if d.os.NFTables == nil {
 		return nil, fmt.Errorf("no nf_tables access configured")
 	}
-	cidr, _ := d.opts.clusterCIDR(d.family)
-	serviceCIDRs, _ := d.opts.serviceCIDRs(d.family)
-	k, err := d.os.NFTables(d.family)
+	serviceCIDRs, _ := d.opts.serviceCIDRs(d.node.Family)
+	k, err := d.os.NFTables(d.node.Family)
 	if err != nil {
 		return nil, err
 	}
 	go func() { <-d.ctx.Done(); k.Close() }()
 	return nftables.NewProxier(nftables.ProxierConfig{
-		Rules: nftables.Config{
-			Family:            d.family,
-			Node:              d.node,
-			NodeIPs:           d.nodeIPs,
-			ClusterCIDR:       cidr,
-			MasqueradeBit:     d.opts.MasqueradeBit,
-			MasqueradeAll:     d.opts.MasqueradeAll,
-			NodePortAddresses: d.opts.nodePortAddresses(d.nodeIPs, d.family),
-			ServiceCIDRs:      serviceCIDRs,
-		},
-		Tracker:   d.tracker,
-		Kernel:    k,
-		Metrics:   d.metrics,
-		Logger:    d.logger,
-		AfterSync: d.afterSync,
+		Rules:  nftables.Config{NodeConfig: d.node, ServiceCIDRs: serviceCIDRs},
+		Sync:   d.sync,
+		Kernel: k,
 	})
 }
 
 func startUserspace(d *deps) (syncer, error) {
 	p, err := userspace.NewProxier(userspace.Config{
-		Tracker:           d.tracker,
-		Executor:          d.os.IPTables,
-		Sockets:           d.os.Sockets,
-		Node:              d.node,
-		Family:            d.family,
-		NodePortAddresses: d.opts.nodePortAddresses(d.nodeIPs, d.family),
-		UDPIdleTimeout:    d.opts.UDPIdleTimeout,
-		Metrics:           d.metrics,
-		Logger:            d.logger,
-		AfterSync:         d.afterSync,
+		Rules:          d.node,
+		Sync:           d.sync,
+		Executor:       d.os.IPTables,
+		Sockets:        d.os.Sockets,
+		UDPIdleTimeout: d.opts.UDPIdleTimeout,
 	})
 	if err != nil {
 		return nil, err
@@ -250,9 +216,10 @@ func CleanupAll(ctx context.Context, o OS) error {
 // per Service serves both) and the UDP conntrack entries the change left
 // stale.
 func afterSync(d *deps, mode modeInfo, o OS, hcServices *healthcheck.Services, primary bool) func(proxy.SyncResult) {
-	hcDesired := healthcheck.NewDesired(d.family)
+	family := d.node.Family
+	hcDesired := healthcheck.NewDesired(family)
 	hcRetry := false
-	log := d.logger.With("ipFamily", string(d.family))
+	log := d.logger.With("ipFamily", string(family))
 	return func(res proxy.SyncResult) {
 		if primary && (hcDesired.Update(res) || hcRetry) {
 			err := hcServices.Sync(hcDesired.Services())
@@ -261,15 +228,15 @@ func afterSync(d *deps, mode modeInfo, o OS, hcServices *healthcheck.Services, p
 				log.Warn("health-check node ports", "err", err)
 			}
 		}
-		if mode.name == "userspace" {
-			return // only the kernel modes leave DNAT state in conntrack
+		if !mode.conntrack {
+			return
 		}
-		plan := conntrack.Plan(res.Previous, res.Current, res.Changed, d.node, d.family)
+		plan := conntrack.Plan(res.Previous, res.Current, res.Changed, d.node.Node, family)
 		if plan.Empty() {
 			return
 		}
-		if err := conntrack.Apply(d.ctx, o.Conntrack, plan, d.family); err != nil {
-			d.metrics.ConntrackCleanupErrors.Inc()
+		if err := conntrack.Apply(d.ctx, o.Conntrack, plan, family); err != nil {
+			d.sync.Metrics.ConntrackCleanupErrors.Inc()
 			log.Warn("could not clear all stale UDP conntrack entries", "err", err)
 		} else {
 			log.Info("cleared stale UDP conntrack entries", "serviceIPs", len(plan.IPs), "nodePorts", len(plan.Ports),
@@ -287,6 +254,12 @@ func (p proxyStack) Sync(ctx context.Context) error {
 		errs = append(errs, s.Sync(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// Again reports whether a family's mode has work left that no event
+// brings (real servers draining, emptied chains to delete).
+func (p proxyStack) Again() bool {
+	return slices.ContainsFunc(p, syncer.Again)
 }
 
 // LastSuccess is the oldest of the families' last successes: the proxy
@@ -325,6 +298,11 @@ func removeOtherModes(ctx context.Context, mode modeInfo, o OS, logger *slog.Log
 	}
 	return ok
 }
+
+// againInterval is how often the proxy looks for work a mode has left:
+// kube-proxy deletes emptied nftables chains after a second, and checks
+// draining IPVS real servers every few.
+const againInterval = 2 * time.Second
 
 // maxRemovals bounds the attempts at removing other modes' rules.
 const maxRemovals = 5
@@ -380,7 +358,6 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	var (
 		stack    proxyStack
 		trackers []*svcstate.Tracker
-		draining []func() bool
 	)
 	for _, family := range families {
 		// Each family's metrics carry its ip_family label, as kube-proxy's
@@ -392,12 +369,13 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 			cfg.OnBadInput = metrics.CountBadInput // once, not per family
 		}
 		tracker := svcstate.NewTracker(cfg)
-		d := &deps{ctx: ctx, opts: o, os: osdeps, tracker: tracker, metrics: metrics, logger: logger,
-			node: node, nodeIPs: nodeIPs[family], family: family, iptables: osdeps.IPTables}
+		d := &deps{ctx: ctx, opts: o, os: osdeps, logger: logger, iptables: osdeps.IPTables,
+			node: o.nodeConfig(node, nodeIPs[family], family),
+			sync: proxy.SyncerConfig{Tracker: tracker, Metrics: metrics, Logger: logger}}
 		if family == v1.IPv6Protocol {
 			d.iptables = osdeps.IP6Tables
 		}
-		d.afterSync = afterSync(d, mode, osdeps, hcServices, family == families[0])
+		d.sync.AfterSync = afterSync(d, mode, osdeps, hcServices, family == families[0])
 		proxier, err := mode.start(d)
 		if err != nil {
 			if family == families[0] {
@@ -411,9 +389,6 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		metrics.MustRegister(prometheus.WrapRegistererWith(prometheus.Labels{"ip_family": string(family)}, reg))
 		stack = append(stack, proxier)
 		trackers = append(trackers, tracker)
-		if d.whileDraining != nil {
-			draining = append(draining, d.whileDraining)
-		}
 	}
 	health.LastSuccess = stack.LastSuccess
 	health.Timeout = 2 * o.SyncPeriod
@@ -435,22 +410,22 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 			return err
 		})
 
-	for _, whileDraining := range draining {
-		go func() {
-			t := time.NewTicker(2 * time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if whileDraining() {
-						runner.Run()
-					}
+	// Work a mode has left that no event brings is done by a sync soon
+	// after, not at the next periodic one.
+	go func() {
+		t := time.NewTicker(againInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if stack.Again() {
+					runner.Run()
 				}
 			}
-		}()
-	}
+		}
+	}()
 	errCh := make(chan error, 2)
 	metricsAddr, _ := bindAddress(o.MetricsBindAddress, 10249)
 	if err := serveMetrics(ctx, metricsAddr, reg, &health, mode.name, errCh); err != nil {

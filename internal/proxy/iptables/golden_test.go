@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
+	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/proxytest"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -27,8 +28,8 @@ var (
 	lineDiff     = proxytest.LineDiff
 )
 
-func configOf(n proxytest.NodeConfig) iptables.Config {
-	return iptables.Config{Family: n.Family, Node: n.Node, NodeIPs: n.NodeIPs, ClusterCIDR: n.ClusterCIDR}
+func configOf(n proxy.NodeConfig) iptables.Config {
+	return iptables.Config{NodeConfig: n}
 }
 
 // apply ensures the jump rules and restores data into f, as a full sync

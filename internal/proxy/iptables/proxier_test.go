@@ -45,9 +45,10 @@ func newEditingWorld(t *testing.T, edit bool) *world {
 	w.tracker = svcstate.NewTracker(svcstate.Config{NodeName: "node-a",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return w.now }})
 	p, err := iptables.NewProxier(iptables.ProxierConfig{
-		Rules: nodeConfig, Tracker: w.tracker, Executor: w.fake, Metrics: w.metrics, EditTopLevelChains: edit,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:    func() time.Time { return w.now },
+		Sync:               proxy.SyncerConfig{Tracker: w.tracker, Metrics: w.metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return w.now }},
+		Rules:              nodeConfig,
+		Executor:           w.fake,
+		EditTopLevelChains: edit,
 	})
 	if err != nil {
 		t.Fatal(err)

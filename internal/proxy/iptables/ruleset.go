@@ -241,19 +241,17 @@ func Build(cfg Config, in Input) *RuleSet {
 }
 
 func sameConfig(a, b Config) bool {
-	return a.Family == b.Family && a.Node == b.Node && slices.Equal(a.NodeIPs, b.NodeIPs) &&
-		a.ClusterCIDR == b.ClusterCIDR && a.MasqueradeBit == b.MasqueradeBit && a.MasqueradeAll == b.MasqueradeAll &&
-		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && a.LocalhostNodePorts == b.LocalhostNodePorts &&
+	return a.NodeConfig.Equal(b.NodeConfig) && a.LocalhostNodePorts == b.LocalhostNodePorts &&
 		a.ConntrackTCPLiberal == b.ConntrackTCPLiberal && a.RandomFully == b.RandomFully &&
 		a.LargeClusterEndpoints == b.LargeClusterEndpoints
 }
 
 func familyEndpoints(eps []svcstate.Endpoint, cfg Config) []svcstate.Endpoint {
 	for i := range eps {
-		if family(eps[i].IP) != cfg.Family {
+		if svcstate.Family(eps[i].IP) != cfg.Family {
 			out := slices.Clone(eps[:i])
 			for _, e := range eps[i+1:] {
-				if family(e.IP) == cfg.Family {
+				if svcstate.Family(e.IP) == cfg.Family {
 					out = append(out, e)
 				}
 			}

@@ -57,7 +57,7 @@ func TestLargeClusterDropsEndpointComments(t *testing.T) {
 }
 
 func TestDualStackFamiliesAreIndependent(t *testing.T) {
-	v6 := iptables.Config{Family: v1.IPv6Protocol, Node: proxy.Node{Name: "node-a"}}
+	v6 := iptables.Config{NodeConfig: proxy.NodeConfig{Family: v1.IPv6Protocol, Node: proxy.Node{Name: "node-a"}}}
 	tr := quietTracker()
 	tr.OnServiceAdd(Service("default", "web", "10.96.0.10", Port("http", tcp, 80, 0), ClusterIPs("10.96.0.10", "fd00::10")))
 	tr.OnEndpointSliceAdd(Slice("default", "web", "v4", SlicePort("http", tcp, 8080), Endpoint("10.244.1.2", "node-a")))
@@ -108,15 +108,17 @@ func TestStats(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	bad := []iptables.Config{
+	bad := []proxy.NodeConfig{
 		{Family: "IPv5"},
 		{MasqueradeBit: 40},
 		{ClusterCIDR: netip.MustParsePrefix("fd00::/64")},
 		{NodeIPs: []netip.Addr{netip.MustParseAddr("fd00::1")}},
+		{NodePortAddresses: []netip.Addr{netip.MustParseAddr("fd00::1")}},
+		{Family: v1.IPv6Protocol, NodeIPs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}},
 	}
 	for _, c := range bad {
-		if c.Validate() == nil {
-			t.Errorf("%+v validated", c)
+		if err := (iptables.Config{NodeConfig: c}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "iptables: ") {
+			t.Errorf("%+v: %v, want an iptables error", c, err)
 		}
 	}
 	if err := nodeConfig.Validate(); err != nil {

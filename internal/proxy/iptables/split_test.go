@@ -44,8 +44,11 @@ func TestSplitSyncsStayCoherent(t *testing.T) {
 			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 			w.tracker = svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet, Now: func() time.Time { return w.now }})
 			p, err := iptables.NewProxier(iptables.ProxierConfig{
-				Rules: nodeConfig, Tracker: w.tracker, Executor: fake, Metrics: w.metrics, Logger: quiet,
-				EditTopLevelChains: edit, MaxChainsPerRestore: 10, Now: func() time.Time { return w.now },
+				Sync:                proxy.SyncerConfig{Tracker: w.tracker, Metrics: w.metrics, Logger: quiet, Now: func() time.Time { return w.now }},
+				Rules:               nodeConfig,
+				Executor:            fake,
+				EditTopLevelChains:  edit,
+				MaxChainsPerRestore: 10,
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -41,7 +41,9 @@ func TestWiring(t *testing.T) {
 	})
 	fakeKernel := iptablestest.NewFake()
 	proxier, err := iptables.NewProxier(iptables.ProxierConfig{
-		Rules: nodeConfig, Tracker: tracker, Executor: fakeKernel, Metrics: metrics, Logger: quiet,
+		Sync:               proxy.SyncerConfig{Tracker: tracker, Metrics: metrics, Logger: quiet},
+		Rules:              nodeConfig,
+		Executor:           fakeKernel,
 		EditTopLevelChains: true,
 	})
 	if err != nil {

@@ -30,27 +30,17 @@ const DummyLink = "kube-ipvs0"
 
 // Config is what the state depends on besides the snapshot.
 type Config struct {
-	// Family is the IP family programmed; IPv4 by default.
-	Family v1.IPFamily
-	Node   proxy.Node
-	// NodeIPs are the node's addresses of Family: a loadBalancerSourceRange
-	// that contains one lets the node reach its own load-balancer IP.
-	NodeIPs []netip.Addr
-	// NodePortAddresses are the addresses that get a virtual server per
-	// node port (those of --nodeport-addresses). With AllNodePortAddresses
-	// the proxier fills it at each sync with every address of the node
-	// but loopback and kube-ipvs0's, as kube-proxy does without the flag.
-	NodePortAddresses    []netip.Addr
+	proxy.NodeConfig
+	// AllNodePortAddresses makes the proxier fill NodePortAddresses at
+	// each sync with every address of the node but loopback and
+	// kube-ipvs0's, as kube-proxy does without --nodeport-addresses;
+	// otherwise they are the addresses that get a virtual server per node
+	// port.
 	AllNodePortAddresses bool
 	// LocalAddresses are the node's addresses on links other than
 	// kube-ipvs0: an external or load-balancer IP already there is not
 	// bound again.
 	LocalAddresses []netip.Addr
-	// ClusterCIDR is the pod network: traffic from it to a cluster IP is
-	// not masqueraded. Zero: no detection (kube-proxy's src,dst rule).
-	ClusterCIDR   netip.Prefix
-	MasqueradeBit int
-	MasqueradeAll bool
 	// Scheduler is every virtual server's (--ipvs-scheduler); rr by
 	// default.
 	Scheduler   string
@@ -58,12 +48,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Family == "" {
-		c.Family = v1.IPv4Protocol
-	}
-	if c.MasqueradeBit == 0 {
-		c.MasqueradeBit = 14
-	}
+	c.NodeConfig = c.NodeConfig.WithDefaults()
 	if c.Scheduler == "" {
 		c.Scheduler = "rr"
 	}

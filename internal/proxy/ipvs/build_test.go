@@ -9,13 +9,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/proxytest"
 	st "github.com/svcnet/svcnet/internal/svcstate/svctest"
 )
 
-func configOf(n proxytest.NodeConfig) ipvs.Config {
-	return ipvs.Config{Family: n.Family, Node: n.Node, NodeIPs: n.NodeIPs, NodePortAddresses: n.NodeIPs, ClusterCIDR: n.ClusterCIDR}
+func configOf(n proxy.NodeConfig) ipvs.Config {
+	n.NodePortAddresses = n.NodeIPs
+	return ipvs.Config{NodeConfig: n}
 }
 
 // TestGolden builds the state of each kube-proxy case and compares it

@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -60,8 +56,13 @@ type Sets interface {
 
 // ProxierConfig assembles an ipvs-mode proxier.
 type ProxierConfig struct {
-	Rules    Config
-	Tracker  *svcstate.Tracker
+	Rules Config
+	// Sync is the sync's. A full sync compares everything with the
+	// kernel and rewrites what differs (jumps, every set, the rules,
+	// every virtual server): kube-proxy's --ipvs-sync-period, default
+	// 30 s here. The canary is the number of virtual servers and
+	// addresses, checked every 5 s by default.
+	Sync     proxy.SyncerConfig
 	IPVS     IPVS
 	Links    Links
 	Sets     Sets
@@ -69,47 +70,31 @@ type ProxierConfig struct {
 	// ExcludeCIDRs (--ipvs-exclude-cidrs): virtual servers in them that
 	// are not ours are left alone.
 	ExcludeCIDRs []netip.Prefix
-	// FullSyncPeriod is the longest time between two full syncs, which
-	// compare everything with the kernel and rewrite what differs (jumps,
-	// every set, the rules, every virtual server): state changed behind
-	// the proxy's back is repaired by the next one. kube-proxy's
-	// --ipvs-sync-period; default 30 s.
-	FullSyncPeriod time.Duration
-	// CanaryPeriod is how often a partial sync first checks that the
-	// kernel still holds what the proxy last wrote (the number of virtual
-	// servers and addresses) and, if not, turns full. Default 5 s.
-	CanaryPeriod time.Duration
 	// GracefulDeadline is how long a removed TCP real server may keep
 	// connections at weight 0 before it is deleted anyway. Default 15 min.
 	GracefulDeadline time.Duration
-	Metrics          *proxy.Metrics
-	Logger           *slog.Logger
-	AfterSync        func(proxy.SyncResult)
-	Now              func() time.Time
 }
 
 // Proxier keeps IPVS, kube-ipvs0, the ipsets and the iptables rules in
-// line with the tracker's snapshots. The state is built whole at every
-// sync (Build is pure and cheap next to the kernel), but a partial sync
-// writes only what differs from the state it last wrote, without reading
-// the kernel back: one changed Service is a handful of netlink messages
-// whatever the number of Services. A full sync, the first, one every
-// FullSyncPeriod, one after a failure and one when the canary finds the
-// kernel changed, compares everything with the kernel instead. (kube-proxy's
-// ipvs mode makes every sync full.)
+// line with the tracker's snapshots: a proxy.Syncer whose mode writes
+// them. The state is built whole at every sync (Build is pure and cheap
+// next to the kernel), but a partial sync writes only what differs from
+// the state it last wrote, without reading the kernel back: one changed
+// Service is a handful of netlink messages whatever the number of
+// Services. A full sync, the first, one every FullSyncPeriod, one after a
+// failure and one when the canary finds the kernel changed, compares
+// everything with the kernel instead. (kube-proxy's ipvs mode makes every
+// sync full.)
 type Proxier struct {
-	cfg ProxierConfig
+	*proxy.Syncer
+}
 
-	mu          sync.Mutex
-	pending     svcstate.Changes // not yet applied (a failed sync keeps them)
-	applied     *svcstate.Snapshot
-	lastSuccess time.Time
+// writer is the ipvs mode of a Syncer.
+type writer struct {
+	cfg ProxierConfig
 	// written is the state the kernel last matched; nil until a full sync
 	// succeeds and after any failure, so that the next sync is full.
-	written    *State
-	lastFull   time.Time
-	lastCanary time.Time
-	full       bool // the last sync was full
+	written *State
 	// draining are removed TCP real servers at weight 0, and since when.
 	draining map[drainKey]time.Time
 }
@@ -121,135 +106,62 @@ type drainKey struct {
 
 // NewProxier checks cfg and returns a Proxier.
 func NewProxier(cfg ProxierConfig) (*Proxier, error) {
-	if cfg.Tracker == nil || cfg.IPVS == nil || cfg.Links == nil || cfg.Sets == nil || cfg.IPTables == nil {
+	if cfg.Sync.Tracker == nil || cfg.IPVS == nil || cfg.Links == nil || cfg.Sets == nil || cfg.IPTables == nil {
 		return nil, errors.New("ipvs: proxier needs a tracker, IPVS, links, ipsets and iptables")
 	}
-	cfg.Rules = cfg.Rules.withDefaults()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if err := cfg.Rules.NodeConfig.Validate("ipvs"); err != nil {
+		return nil, err
 	}
+	cfg.Rules = cfg.Rules.withDefaults()
 	if cfg.GracefulDeadline <= 0 {
 		cfg.GracefulDeadline = 15 * time.Minute
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Sync.Now == nil {
+		cfg.Sync.Now = time.Now
 	}
-	if cfg.FullSyncPeriod <= 0 {
-		cfg.FullSyncPeriod = 30 * time.Second
+	if cfg.Sync.FullSyncPeriod <= 0 {
+		cfg.Sync.FullSyncPeriod = 30 * time.Second
 	}
-	if cfg.CanaryPeriod <= 0 {
-		cfg.CanaryPeriod = 5 * time.Second
+	if cfg.Sync.CanaryPeriod <= 0 {
+		cfg.Sync.CanaryPeriod = 5 * time.Second
 	}
-	cfg.Logger = cfg.Logger.With("proxyMode", "ipvs", "ipFamily", string(cfg.Rules.Family))
-	return &Proxier{cfg: cfg, draining: map[drainKey]time.Time{}}, nil
+	cfg.Sync.Mode, cfg.Sync.Family = "ipvs", cfg.Rules.Family
+	w := &writer{cfg: cfg, draining: map[drainKey]time.Time{}}
+	s := proxy.NewSyncer(cfg.Sync, w)
+	return &Proxier{Syncer: s}, nil
 }
 
-// LastSuccess is when the kernel last matched a snapshot.
-func (p *Proxier) LastSuccess() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastSuccess
-}
-
-// Applied is the snapshot the kernel last matched.
-func (p *Proxier) Applied() *svcstate.Snapshot {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.applied
-}
-
-// Sync brings the kernel in line with the tracker's current snapshot.
-func (p *Proxier) Sync(ctx context.Context) error {
-	start := p.cfg.Now()
-	p.mu.Lock()
-	res, st, err := p.sync(ctx)
-	full := p.full
-	done := p.cfg.Now()
-	var changes svcstate.Changes
-	if err == nil {
-		p.lastSuccess = done
-		changes, p.pending = p.pending, svcstate.Changes{}
-	}
-	p.mu.Unlock()
-	if err != nil {
-		if p.cfg.Metrics != nil {
-			p.cfg.Metrics.RestoreFailures.Inc()
-		}
-		return err
-	}
-	p.observe(st, changes, full, start, done)
-	p.logSync(st, changes, full, done.Sub(start))
-	if p.cfg.AfterSync != nil {
-		p.cfg.AfterSync(res)
-	}
-	return nil
-}
-
-// maxLoggedChanges keeps a sync's log line short when thousands of
-// services change at once.
-const maxLoggedChanges = 10
-
-func (p *Proxier) logSync(st *State, ch svcstate.Changes, full bool, took time.Duration) {
-	ports := slices.SortedFunc(maps.Keys(ch.Ports), svcstate.ServicePortName.Compare)
-	more := 0
-	if len(ports) > maxLoggedChanges {
-		more, ports = len(ports)-maxLoggedChanges, ports[:maxLoggedChanges]
-	}
-	names, reach := make([]string, len(ports)), make([]string, len(ports))
-	for i, n := range ports {
-		names[i] = n.String() + "/" + strings.ToLower(string(n.Protocol))
-		reach[i] = "removed"
-		if r, ok := st.Stats.Reachable[n]; ok {
-			reach[i] = strconv.Itoa(r)
-		}
-	}
-	p.cfg.Logger.Info("synced ipvs rules", "full", full, "took", took, "changed", names, "endpoints", reach, "moreChanged", more,
-		"servicePorts", st.Stats.ServicePorts, "virtualServers", len(st.Servers), "addresses", len(st.Addresses))
-}
-
-func (p *Proxier) observe(st *State, ch svcstate.Changes, full bool, start, done time.Time) {
-	m := p.cfg.Metrics
-	if m == nil {
-		return
-	}
-	m.SyncDuration.Observe(done.Sub(start).Seconds())
-	if full {
-		m.SyncFullDuration.Observe(done.Sub(start).Seconds())
-	} else {
-		m.SyncPartialDuration.Observe(done.Sub(start).Seconds())
-	}
-	for _, t := range ch.TriggerTimes {
-		if !t.IsZero() {
-			m.NetworkProgramming.Observe(done.Sub(t).Seconds())
-		}
-	}
-	m.LastSync.Set(float64(done.UnixNano()) / 1e9)
-	m.Rules.WithLabelValues("filter").Set(float64(st.Stats.FilterRules))
-	m.Rules.WithLabelValues("nat").Set(float64(st.Stats.NATRules))
-	m.RulesLastSync.WithLabelValues("filter").Set(float64(st.Stats.FilterRules))
-	m.RulesLastSync.WithLabelValues("nat").Set(float64(st.Stats.NATRules))
-	m.ServiceChanges.Add(float64(len(ch.Ports)))
-	m.EndpointChanges.Add(float64(len(ch.Services)))
-	m.Services.Set(float64(st.Stats.ServicePorts))
-	m.Endpoints.Set(float64(st.Stats.Endpoints))
-}
-
-func (p *Proxier) sync(ctx context.Context) (proxy.SyncResult, *State, error) {
-	res, st, err := p.syncOnce(ctx)
+// Apply writes what differs from the state last written, or compares
+// everything with the kernel when w is full (or kube-ipvs0 had to be
+// created again).
+func (p *writer) Apply(ctx context.Context, w proxy.Write) (proxy.Written, error) {
+	st, full, err := p.apply(ctx, w)
 	if err != nil {
 		// What the kernel holds is unknown now: compare it all next time.
 		p.written = nil
+		return proxy.Written{}, err
 	}
-	return res, st, err
+	return proxy.Written{
+		Full:  full,
+		Again: len(p.draining) > 0,
+		Stats: proxy.SyncStats{
+			ServicePorts: st.Stats.ServicePorts, Endpoints: st.Stats.Endpoints,
+			Rules:        map[string]int{"filter": st.Stats.FilterRules, "nat": st.Stats.NATRules},
+			RulesWritten: map[string]int{"filter": st.Stats.FilterRules, "nat": st.Stats.NATRules},
+		},
+		Reachable: func(n svcstate.ServicePortName) (int, bool) {
+			r, ok := st.Stats.Reachable[n]
+			return r, ok
+		},
+		Log: []any{"virtualServers", len(st.Servers), "addresses", len(st.Addresses)},
+	}, nil
 }
 
-func (p *Proxier) syncOnce(ctx context.Context) (proxy.SyncResult, *State, error) {
+func (p *writer) apply(ctx context.Context, w proxy.Write) (*State, bool, error) {
 	cfg := p.cfg.Rules
-	snap, ch := p.cfg.Tracker.Snapshot()
-	p.pending.Merge(ch)
 	other, err := p.cfg.Links.OtherAddresses(DummyLink, cfg.Family)
 	if err != nil {
-		return proxy.SyncResult{}, nil, err
+		return nil, false, err
 	}
 	cfg.LocalAddresses = other
 	if cfg.AllNodePortAddresses {
@@ -260,42 +172,30 @@ func (p *Proxier) syncOnce(ctx context.Context) (proxy.SyncResult, *State, error
 			}
 		}
 	}
-	st := Build(cfg, snap)
+	st := Build(cfg, w.Snapshot)
 
-	now := p.cfg.Now()
 	created, err := p.cfg.Links.EnsureDummy(DummyLink)
 	if err != nil {
-		return proxy.SyncResult{}, nil, fmt.Errorf("ipvs: %s: %w", DummyLink, err)
+		return nil, false, fmt.Errorf("ipvs: %s: %w", DummyLink, err)
 	}
-	p.full = p.written == nil || created || now.Sub(p.lastFull) >= p.cfg.FullSyncPeriod
-	if !p.full && now.Sub(p.lastCanary) >= p.cfg.CanaryPeriod {
-		intact, err := p.canary()
-		if err != nil {
-			return proxy.SyncResult{}, nil, err
-		}
-		p.lastCanary = now
-		if !intact {
-			p.cfg.Logger.Warn("IPVS or kube-ipvs0 was changed by someone else; comparing everything with the kernel")
-			p.full = true
-		}
-	}
+	full := w.Full || p.written == nil || created
 	// prev is what a partial sync compares with; a full sync compares
 	// with nothing, and so rewrites every set and the rules, and checks
 	// the jumps (one iptables process each, so not at every sync).
 	prev := p.written
-	if p.full {
+	if full {
 		prev = nil
 		if err := p.ensureJumps(ctx); err != nil {
-			return proxy.SyncResult{}, nil, err
+			return nil, false, err
 		}
 	}
 	if err := p.writeSets(ctx, st.Sets, prev); err != nil {
-		return proxy.SyncResult{}, nil, err
+		return nil, false, err
 	}
 	var bound []netip.Addr
-	if p.full {
+	if full {
 		if bound, err = p.cfg.Links.Addresses(DummyLink, cfg.Family); err != nil {
-			return proxy.SyncResult{}, nil, err
+			return nil, false, err
 		}
 	} else {
 		bound = p.written.Addresses
@@ -307,21 +207,21 @@ func (p *Proxier) syncOnce(ctx context.Context) (proxy.SyncResult, *State, error
 	for _, a := range st.Addresses {
 		if !isBound[a] {
 			if err := p.cfg.Links.AddAddress(DummyLink, a); err != nil {
-				return proxy.SyncResult{}, nil, err
+				return nil, false, err
 			}
 		}
 	}
-	if p.full {
+	if full {
 		err = p.syncServers(st)
 	} else {
 		err = p.syncChangedServers(st)
 	}
 	if err != nil {
-		return proxy.SyncResult{}, nil, err
+		return nil, false, err
 	}
 	if prev == nil || st.Rules != prev.Rules {
 		if err := p.cfg.IPTables.Restore(ctx, []byte(st.Rules)); err != nil {
-			return proxy.SyncResult{}, nil, err
+			return nil, false, proxy.RestoreFailed(err)
 		}
 	}
 	// Addresses leave only once the rules no longer name them (st's are
@@ -329,33 +229,22 @@ func (p *Proxier) syncOnce(ctx context.Context) (proxy.SyncResult, *State, error
 	for _, a := range bound {
 		if _, found := slices.BinarySearchFunc(st.Addresses, a, netip.Addr.Compare); !found {
 			if err := p.cfg.Links.DeleteAddress(DummyLink, a); err != nil {
-				return proxy.SyncResult{}, nil, err
+				return nil, false, err
 			}
 		}
-	}
-	if p.full {
-		p.lastFull, p.lastCanary = now, now
 	}
 	p.written = st
-	changed := maps.Clone(p.pending.Ports)
-	if p.applied == nil {
-		changed = map[svcstate.ServicePortName]struct{}{}
-		for _, s := range snap.Sorted() {
-			for _, n := range s.EndpointPorts() {
-				changed[n] = struct{}{}
-			}
-		}
-	}
-	res := proxy.SyncResult{Previous: p.applied, Current: snap, Changed: changed}
-	p.applied = snap
-	return res, st, nil
+	return st, full, nil
 }
 
-// canary reports whether the kernel still holds as many of our virtual
+// Intact reports whether the kernel still holds as many of our virtual
 // servers and addresses as the proxy last wrote: two netlink dumps, the
 // cheap way to notice a flush (ipvsadm -C, a deleted link) between full
 // syncs.
-func (p *Proxier) canary() (bool, error) {
+func (p *writer) Intact(context.Context) (bool, error) {
+	if p.written == nil {
+		return false, nil
+	}
 	have, err := p.cfg.IPVS.Services()
 	if err != nil {
 		return false, err
@@ -378,7 +267,7 @@ func (p *Proxier) canary() (bool, error) {
 
 // ensureJumps makes the built-in chains jump to the mode's chains; the
 // chains themselves are declared by the restore.
-func (p *Proxier) ensureJumps(ctx context.Context) error {
+func (p *writer) ensureJumps(ctx context.Context) error {
 	for _, c := range NATChains {
 		if err := p.cfg.IPTables.EnsureChain(ctx, "nat", c); err != nil {
 			return err
@@ -400,7 +289,7 @@ func (p *Proxier) ensureJumps(ctx context.Context) error {
 // writeSets writes the sets whose contents differ from prev's (every
 // set when prev is nil): sets prev lacks created and filled whole, the
 // others by adding and deleting only the entries that changed.
-func (p *Proxier) writeSets(ctx context.Context, sets []ipset.Set, prev *State) error {
+func (p *writer) writeSets(ctx context.Context, sets []ipset.Set, prev *State) error {
 	last := map[string][]string{}
 	if prev != nil {
 		for _, s := range prev.Sets {
@@ -446,7 +335,7 @@ func difference(a, b []string) []string {
 // added and removed (TCP ones with connections drained at weight 0
 // first), and virtual servers that are no longer wanted deleted unless an
 // excluded CIDR holds them.
-func (p *Proxier) syncServers(st *State) error {
+func (p *writer) syncServers(st *State) error {
 	have, err := p.cfg.IPVS.Services()
 	if err != nil {
 		return err
@@ -486,7 +375,7 @@ func (p *Proxier) syncServers(st *State) error {
 // syncChangedServers brings IPVS from the state last written to st,
 // touching only the virtual servers that differ between the two and
 // those with real servers still draining.
-func (p *Proxier) syncChangedServers(st *State) error {
+func (p *writer) syncChangedServers(st *State) error {
 	drainingSvc := map[kipvs.Key]bool{}
 	for k := range p.draining {
 		drainingSvc[k.svc] = true
@@ -520,7 +409,7 @@ func (p *Proxier) syncChangedServers(st *State) error {
 	return errors.Join(errs...)
 }
 
-func (p *Proxier) deleteServer(s kipvs.Service) error {
+func (p *writer) deleteServer(s kipvs.Service) error {
 	for k := range p.draining {
 		if k.svc == s.Key() {
 			delete(p.draining, k)
@@ -529,7 +418,7 @@ func (p *Proxier) deleteServer(s kipvs.Service) error {
 	return p.cfg.IPVS.DeleteService(s)
 }
 
-func (p *Proxier) excluded(a netip.Addr) bool {
+func (p *writer) excluded(a netip.Addr) bool {
 	return slices.ContainsFunc(p.cfg.ExcludeCIDRs, func(c netip.Prefix) bool { return c.Contains(a) })
 }
 
@@ -538,7 +427,7 @@ func (p *Proxier) excluded(a netip.Addr) bool {
 // weight 0 (no new connections) until they are gone or the deadline
 // passes, as kube-proxy's graceful termination does; UDP and SCTP ones
 // go at once (expire_nodest_conn drops their flows).
-func (p *Proxier) syncDestinations(v *VirtualServer, existed bool) error {
+func (p *writer) syncDestinations(v *VirtualServer, existed bool) error {
 	var have []kipvs.Destination
 	if existed {
 		var err error
@@ -566,7 +455,7 @@ func (p *Proxier) syncDestinations(v *VirtualServer, existed bool) error {
 		}
 		delete(p.draining, drainKey{v.Key(), d})
 	}
-	now := p.cfg.Now()
+	now := p.cfg.Sync.Now()
 	for _, d := range have {
 		if want[d.AddrPort()] {
 			continue
@@ -584,12 +473,4 @@ func (p *Proxier) syncDestinations(v *VirtualServer, existed bool) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// Draining reports whether real servers are being drained: the runner
-// should sync again soon to delete them once their connections end.
-func (p *Proxier) Draining() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.draining) > 0
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/svcnet/svcnet/internal/ipset"
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
+	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/proxytest"
 	st "github.com/svcnet/svcnet/internal/svcstate/svctest"
@@ -145,10 +146,14 @@ func TestProxier(t *testing.T) {
 	_ = fi.AddService(foreign)
 	_ = fi.AddService(stray)
 	p, err := ipvs.NewProxier(ipvs.ProxierConfig{
-		Rules:   ipvs.Config{Node: proxytest.Node.Node, NodeIPs: proxytest.Node.NodeIPs, ClusterCIDR: proxytest.Node.ClusterCIDR, AllNodePortAddresses: true},
-		Tracker: tr, IPVS: fi, Links: links, Sets: sets, IPTables: ipt,
-		ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, GracefulDeadline: time.Minute,
-		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		Sync:             proxy.SyncerConfig{Tracker: tr, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }},
+		Rules:            ipvs.Config{NodeConfig: proxytest.Node, AllNodePortAddresses: true},
+		IPVS:             fi,
+		Links:            links,
+		Sets:             sets,
+		IPTables:         ipt,
+		ExcludeCIDRs:     []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")},
+		GracefulDeadline: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +221,7 @@ func TestProxier(t *testing.T) {
 	if got := dests(np); got != "10.244.2.1:8080/1 10.244.2.3:8080/1" {
 		t.Errorf("node port (no connections): %q, want .2 deleted at once", got)
 	}
-	if !p.Draining() {
+	if !p.Again() {
 		t.Error("Draining() false while a real server drains")
 	}
 	if len(ipt.Restores) != restores {
@@ -233,8 +238,8 @@ func TestProxier(t *testing.T) {
 	}
 	now = now.Add(time.Minute)
 	sync("past the deadline")
-	if strings.Contains(dests(cip), "10.244.2.2") || p.Draining() {
-		t.Errorf("past the deadline: %q, draining %v", dests(cip), p.Draining())
+	if strings.Contains(dests(cip), "10.244.2.2") || p.Again() {
+		t.Errorf("past the deadline: %q, draining %v", dests(cip), p.Again())
 	}
 
 	// Back at weight 1 if it returns while draining.
@@ -265,10 +270,12 @@ func TestProxierPartial(t *testing.T) {
 	fi, links, sets, ipt := newFakeIPVS(), &fakeLinks{}, &fakeSets{}, iptablestest.NewFake()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	p, err := ipvs.NewProxier(ipvs.ProxierConfig{
-		Rules:   ipvs.Config{Node: proxytest.Node.Node, NodeIPs: proxytest.Node.NodeIPs, ClusterCIDR: proxytest.Node.ClusterCIDR},
-		Tracker: tr, IPVS: fi, Links: links, Sets: sets, IPTables: ipt,
-		FullSyncPeriod: time.Minute, CanaryPeriod: 10 * time.Second,
-		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		Sync:     proxy.SyncerConfig{Tracker: tr, FullSyncPeriod: time.Minute, CanaryPeriod: 10 * time.Second, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }},
+		Rules:    ipvs.Config{NodeConfig: proxytest.Node},
+		IPVS:     fi,
+		Links:    links,
+		Sets:     sets,
+		IPTables: ipt,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -347,9 +354,10 @@ func TestProxierPartial(t *testing.T) {
 		t.Errorf("after a full sync the weight is %d, want 1", fi.dests[key(4)][d].Weight)
 	}
 
-	// kube-ipvs0 deleted: recreated with every address at once.
+	// kube-ipvs0 deleted: the canary sees it, and the link is recreated
+	// with every address at once.
 	links.deleted, links.bound = true, nil
-	sync("link recreated", time.Second)
+	sync("link recreated", 10*time.Second)
 	if len(links.bound) != n+1 {
 		t.Errorf("after the link was recreated %d addresses are bound, want %d", len(links.bound), n+1)
 	}

@@ -17,59 +17,23 @@ import (
 // Config is what the rule set depends on besides the snapshot: facts
 // about the node and kube-proxy's flags.
 type Config struct {
-	// Family is the IP family programmed (table ip or ip6). Default IPv4.
-	Family v1.IPFamily
-	// Node decides which endpoints are local and which topology hints
-	// apply.
-	Node proxy.Node
-	// NodeIPs are the node's addresses of Family. A
-	// loadBalancerSourceRange that holds one lets the node reach its own
-	// load-balancer IP.
-	NodeIPs []netip.Addr
-	// ClusterCIDR is the pod network of Family (--cluster-cidr): traffic
-	// from it is "local" (not masqueraded to cluster IPs, short-circuited
-	// for Local external policy). Zero: no detection.
-	ClusterCIDR netip.Prefix
-	// MasqueradeBit is the packet-mark bit asking for SNAT. Default 14.
-	MasqueradeBit int
-	// MasqueradeAll masquerades all traffic to cluster IPs.
-	MasqueradeAll bool
-	// NodePortAddresses limits node ports to these addresses; empty means
-	// every local address but loopback.
-	NodePortAddresses []netip.Addr
+	proxy.NodeConfig
 	// ServiceCIDRs are the service ranges of Family: traffic to an address
 	// in them that no Service has is dropped.
 	ServiceCIDRs []netip.Prefix
 }
 
 func (c Config) withDefaults() Config {
-	if c.Family == "" {
-		c.Family = v1.IPv4Protocol
-	}
-	if c.MasqueradeBit == 0 {
-		c.MasqueradeBit = 14
-	}
+	c.NodeConfig = c.NodeConfig.WithDefaults()
 	return c
 }
 
 // Validate reports settings that cannot work.
 func (c Config) Validate() error {
-	c = c.withDefaults()
-	if c.Family != v1.IPv4Protocol && c.Family != v1.IPv6Protocol {
-		return fmt.Errorf("nftables: unknown IP family %q", c.Family)
+	if err := c.NodeConfig.Validate("nftables"); err != nil {
+		return err
 	}
-	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
-		return fmt.Errorf("nftables: masquerade bit %d not in 0..31", c.MasqueradeBit)
-	}
-	is6 := c.Family == v1.IPv6Protocol
-	if c.ClusterCIDR.IsValid() && c.ClusterCIDR.Addr().Is6() != is6 {
-		return fmt.Errorf("nftables: cluster CIDR %s is not %s", c.ClusterCIDR, c.Family)
-	}
-	for _, a := range slices.Concat(c.NodeIPs, c.NodePortAddresses) {
-		if a.Is6() != is6 {
-			return fmt.Errorf("nftables: node address %s is not %s", a, c.Family)
-		}
-	}
+	is6 := c.withDefaults().Family == v1.IPv6Protocol
 	for _, p := range c.ServiceCIDRs {
 		if p.Addr().Is6() != is6 {
 			return fmt.Errorf("nftables: service CIDR %s is not %s", p, c.Family)

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	nft "github.com/svcnet/svcnet/internal/nftables"
+	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/proxytest"
 )
 
-func configOf(n proxytest.NodeConfig) nftables.Config {
-	return nftables.Config{Family: n.Family, Node: n.Node, NodeIPs: n.NodeIPs, ClusterCIDR: n.ClusterCIDR}
+func configOf(n proxy.NodeConfig) nftables.Config {
+	return nftables.Config{NodeConfig: n}
 }
 
 // TestGolden builds the table for each kube-proxy case, compares it with

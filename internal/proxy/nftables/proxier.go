@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -53,45 +49,35 @@ func (k *Kernel) Close() error {
 
 // ProxierConfig assembles an nftables-mode proxier.
 type ProxierConfig struct {
-	Rules   Config
-	Tracker *svcstate.Tracker
-	Kernel  *Kernel
-	Metrics *proxy.Metrics // optional
-	Logger  *slog.Logger   // optional
-	// FullSyncPeriod is the longest time between two full syncs, which
-	// rewrite the whole table and so repair changes made behind our back.
-	// Default 1h.
-	FullSyncPeriod time.Duration
-	// CanaryPeriod is how often a sync first checks that the table still
-	// exists, so that someone deleting it is repaired by the next sync.
-	// Default 30s.
-	CanaryPeriod time.Duration
+	Rules Config
+	// Sync is the sync's: a full sync rewrites the whole table, and the
+	// canary is the table itself.
+	Sync   proxy.SyncerConfig
+	Kernel *Kernel
 	// StaleChainDelay is how long an emptied chain waits before it is
 	// deleted. Default 1s, as kube-proxy.
 	StaleChainDelay time.Duration
-	// AfterSync, if set, is called after every sync that changed or
-	// confirmed the rules, outside the proxier's lock.
-	AfterSync func(proxy.SyncResult)
-	// Now defaults to time.Now.
-	Now func() time.Time
 }
 
 // Proxier keeps kube-proxy's nftables table in line with the tracker's
-// snapshots. Its Sync is the proxy.SyncFunc of a proxy.Runner.
+// snapshots: a proxy.Syncer whose mode writes nf_tables transactions. Its
+// Sync is the proxy.SyncFunc of a proxy.Runner.
 type Proxier struct {
+	*proxy.Syncer
+}
+
+// writer is the nftables mode of a Syncer.
+type writer struct {
 	cfg ProxierConfig
 	fam nft.Family
+	log *slog.Logger
 
-	mu          sync.Mutex
-	state       *State
-	pending     svcstate.Changes
-	needFull    bool
-	recreate    bool // the next full sync deletes the table first
-	lastFull    time.Time
-	lastSuccess time.Time
-	lastCanary  time.Time
-	applied     *svcstate.Snapshot
-	stale       map[string]time.Time // emptied chains, and since when
+	state    *State
+	recreate bool // the next full sync deletes the table first
+	// forceFull makes the next write full: emptied chains could not be
+	// deleted, and only a full sync finds them again.
+	forceFull bool
+	stale     map[string]time.Time // emptied chains, and since when
 }
 
 // NewProxier checks cfg and returns a Proxier whose first sync is full.
@@ -99,90 +85,43 @@ func NewProxier(cfg ProxierConfig) (*Proxier, error) {
 	if err := cfg.Rules.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Tracker == nil || cfg.Kernel == nil {
+	if cfg.Sync.Tracker == nil || cfg.Kernel == nil {
 		return nil, fmt.Errorf("nftables: proxier needs a tracker and a kernel")
 	}
 	cfg.Rules = cfg.Rules.withDefaults()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.FullSyncPeriod <= 0 {
-		cfg.FullSyncPeriod = time.Hour
-	}
-	if cfg.CanaryPeriod <= 0 {
-		cfg.CanaryPeriod = 30 * time.Second
-	}
 	if cfg.StaleChainDelay <= 0 {
 		cfg.StaleChainDelay = time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Sync.Now == nil {
+		cfg.Sync.Now = time.Now
 	}
-	cfg.Logger = cfg.Logger.With("proxyMode", "nftables", "ipFamily", string(cfg.Rules.Family))
-	return &Proxier{cfg: cfg, fam: cfg.Rules.family(), needFull: true, stale: map[string]time.Time{}}, nil
+	cfg.Sync.Mode, cfg.Sync.Family = "nftables", cfg.Rules.Family
+	w := &writer{cfg: cfg, fam: cfg.Rules.family(), stale: map[string]time.Time{}}
+	s := proxy.NewSyncer(cfg.Sync, w)
+	w.log = s.Logger()
+	return &Proxier{Syncer: s}, nil
 }
 
-// RequestFullSync makes the next sync rewrite the whole table.
-func (p *Proxier) RequestFullSync() {
-	p.mu.Lock()
-	p.needFull = true
-	p.mu.Unlock()
+// Intact reports whether the table is still there.
+func (p *writer) Intact(context.Context) (bool, error) {
+	return p.cfg.Kernel.Reader.Exists()
 }
 
-// LastSuccess is when the kernel last matched a snapshot.
-func (p *Proxier) LastSuccess() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastSuccess
-}
-
-// Applied returns the snapshot the table was last built from.
-func (p *Proxier) Applied() *svcstate.Snapshot {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.applied
-}
-
-// Sync brings the kernel in line with the tracker's latest snapshot.
-func (p *Proxier) Sync(ctx context.Context) error {
-	res, err := p.sync()
-	if err == nil && p.cfg.AfterSync != nil && len(res.Changed) > 0 {
-		p.cfg.AfterSync(res)
+// Apply deletes the chains emptied long enough ago, then writes the
+// changed services' chains and elements in one transaction, or the whole
+// table when w is full.
+func (p *writer) Apply(_ context.Context, w proxy.Write) (proxy.Written, error) {
+	p.deleteStaleChains(p.cfg.Sync.Now())
+	full := w.Full || p.forceFull
+	if !full && len(w.Changed) == 0 {
+		return proxy.Written{Again: len(p.stale) > 0}, nil
 	}
-	return err
-}
-
-func (p *Proxier) sync() (proxy.SyncResult, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	start := p.cfg.Now()
-	p.deleteStaleChains(start)
-	snap, changes := p.cfg.Tracker.Snapshot()
-	p.pending.Merge(changes)
-	full := p.needFull || p.state == nil || start.Sub(p.lastFull) >= p.cfg.FullSyncPeriod
-	if !full && start.Sub(p.lastCanary) >= p.cfg.CanaryPeriod {
-		ok, err := p.cfg.Kernel.Reader.Exists()
-		if err != nil {
-			return proxy.SyncResult{}, p.failed(err)
-		}
-		p.lastCanary = start
-		if !ok {
-			p.cfg.Logger.Warn("the nftables table was deleted by someone else; writing it all again")
-			full = true
-		}
-	}
-	if !full && len(p.pending.Ports) == 0 {
-		p.applied, p.lastSuccess = snap, start
-		p.pending = svcstate.Changes{}
-		return proxy.SyncResult{}, nil
-	}
-
-	in := Input{Snapshot: snap, Changed: p.pending.Ports, Previous: p.state, Full: full}
+	in := Input{Snapshot: w.Snapshot, Changed: w.Changed, Previous: p.state, Full: full}
 	tx := nft.NewTx(p.fam, TableName)
 	if full {
 		exists, err := p.cfg.Kernel.Reader.Exists()
 		if err != nil {
-			return proxy.SyncResult{}, p.failed(err)
+			return proxy.Written{}, err
 		}
 		if exists && p.recreate {
 			// The last full sync failed on what is there (a table of the
@@ -193,11 +132,11 @@ func (p *Proxier) sync() (proxy.SyncResult, error) {
 		in.Fresh = !exists
 		if exists {
 			if in.ExistingChains, err = p.cfg.Kernel.Reader.ChainNames(); err != nil {
-				return proxy.SyncResult{}, p.failed(err)
+				return proxy.Written{}, err
 			}
 			sets, err := p.cfg.Kernel.Reader.Sets()
 			if err != nil {
-				return proxy.SyncResult{}, p.failed(err)
+				return proxy.Written{}, err
 			}
 			for _, s := range sets {
 				in.ExistingSets = append(in.ExistingSets, s.Name)
@@ -213,14 +152,13 @@ func (p *Proxier) sync() (proxy.SyncResult, error) {
 		if full {
 			p.recreate = true
 		}
-		return proxy.SyncResult{}, p.failed(fmt.Errorf("%d messages, %d bytes: %w", tx.Len(), tx.Bytes(), err))
+		return proxy.Written{}, proxy.TransactionFailed(fmt.Errorf("%d messages, %d bytes: %w", tx.Len(), tx.Bytes(), err))
 	}
 
-	done := p.cfg.Now()
-	res := proxy.SyncResult{Previous: p.applied, Current: snap, Changed: p.pending.Ports}
-	p.state, p.applied, p.lastSuccess, p.needFull = plan.State, snap, done, false
+	done := p.cfg.Sync.Now()
+	p.state, p.forceFull = plan.State, false
 	if full {
-		p.lastFull, p.lastCanary, p.recreate = done, done, false
+		p.recreate = false
 		for _, c := range plan.Table.Chains {
 			delete(p.stale, c.Name)
 		}
@@ -238,16 +176,30 @@ func (p *Proxier) sync() (proxy.SyncResult, error) {
 			p.stale[c] = done
 		}
 	}
-	p.logSync(plan, done.Sub(start), tx)
-	p.observe(plan, start, done)
-	p.pending = svcstate.Changes{}
-	return res, nil
+	if m := p.cfg.Sync.Metrics; m != nil {
+		m.NFTablesElements.Set(float64(plan.Stats.Elements))
+	}
+	st := plan.Stats
+	return proxy.Written{
+		Full:  plan.Full,
+		Again: len(p.stale) > 0,
+		Stats: proxy.SyncStats{
+			ServicePorts: st.ServicePorts, Endpoints: st.Endpoints,
+			NoLocal: map[string]int{"internal": st.NoLocalInternal, "external": st.NoLocalExternal},
+		},
+		Reachable: func(n svcstate.ServicePortName) (int, bool) {
+			r, ok := plan.Reachable[n]
+			return r, ok
+		},
+		Log: []any{"chainsWritten", st.ChainsWritten, "elementsWritten", st.ElementsWritten,
+			"staleChains", st.StaleChains, "messages", tx.Len(), "bytes", tx.Bytes()},
+	}, nil
 }
 
 // deleteStaleChains deletes the chains emptied at least StaleChainDelay
 // ago, in a transaction of their own: one the kernel refuses (a chain
 // still referenced) must not hold up the sync.
-func (p *Proxier) deleteStaleChains(now time.Time) {
+func (p *writer) deleteStaleChains(now time.Time) {
 	var due []string
 	for c, since := range p.stale {
 		if now.Sub(since) >= p.cfg.StaleChainDelay {
@@ -272,75 +224,14 @@ func (p *Proxier) deleteStaleChains(now time.Time) {
 			return // gone already (the table was deleted): nothing to clean
 		}
 		// The next full sync finds them again and retries.
-		p.cfg.Logger.Warn("cannot delete stale nftables chains; the next full sync retries", "chains", len(due), "err", err)
-		if m := p.cfg.Metrics; m != nil {
+		p.log.Warn("cannot delete stale nftables chains; the next full sync retries", "chains", len(due), "err", err)
+		if m := p.cfg.Sync.Metrics; m != nil {
 			m.NFTablesCleanupFailures.Inc()
 		}
-		p.needFull = true
+		p.forceFull = true
 		return
 	}
-	p.cfg.Logger.Info("deleted stale nftables chains", "chains", len(due))
-}
-
-// failed records a failed sync. The kernel still holds the previous
-// table (transactions are atomic), and the next sync is full.
-func (p *Proxier) failed(err error) error {
-	p.needFull = true
-	if m := p.cfg.Metrics; m != nil {
-		m.NFTablesSyncFailures.Inc()
-	}
-	return err
-}
-
-// maxLoggedChanges keeps a sync's log line short when thousands of
-// services change at once.
-const maxLoggedChanges = 10
-
-func (p *Proxier) logSync(plan *Plan, took time.Duration, tx *nft.Tx) {
-	ports := slices.SortedFunc(maps.Keys(p.pending.Ports), svcstate.ServicePortName.Compare)
-	more := 0
-	if len(ports) > maxLoggedChanges {
-		more, ports = len(ports)-maxLoggedChanges, ports[:maxLoggedChanges]
-	}
-	names, reach := make([]string, len(ports)), make([]string, len(ports))
-	for i, n := range ports {
-		names[i] = n.String() + "/" + strings.ToLower(string(n.Protocol))
-		reach[i] = "removed"
-		if r, ok := plan.Reachable[n]; ok {
-			reach[i] = strconv.Itoa(r)
-		}
-	}
-	p.cfg.Logger.Info("synced nftables rules", "full", plan.Full, "took", took,
-		"changed", names, "endpoints", reach, "moreChanged", more, "servicePorts", plan.Stats.ServicePorts,
-		"chainsWritten", plan.Stats.ChainsWritten, "elementsWritten", plan.Stats.ElementsWritten,
-		"staleChains", plan.Stats.StaleChains, "messages", tx.Len(), "bytes", tx.Bytes())
-}
-
-func (p *Proxier) observe(plan *Plan, start, done time.Time) {
-	m := p.cfg.Metrics
-	if m == nil {
-		return
-	}
-	took := done.Sub(start).Seconds()
-	m.SyncDuration.Observe(took)
-	if plan.Full {
-		m.SyncFullDuration.Observe(took)
-	} else {
-		m.SyncPartialDuration.Observe(took)
-	}
-	for _, t := range p.pending.TriggerTimes {
-		if !t.IsZero() {
-			m.NetworkProgramming.Observe(done.Sub(t).Seconds())
-		}
-	}
-	m.LastSync.Set(float64(done.UnixNano()) / 1e9)
-	m.NoLocalEndpoints.WithLabelValues("internal").Set(float64(plan.Stats.NoLocalInternal))
-	m.NoLocalEndpoints.WithLabelValues("external").Set(float64(plan.Stats.NoLocalExternal))
-	m.ServiceChanges.Add(float64(len(p.pending.Ports)))
-	m.EndpointChanges.Add(float64(len(p.pending.Services)))
-	m.Services.Set(float64(plan.Stats.ServicePorts))
-	m.Endpoints.Set(float64(plan.Stats.Endpoints))
-	m.NFTablesElements.Set(float64(plan.Stats.Elements))
+	p.log.Info("deleted stale nftables chains", "chains", len(due))
 }
 
 // Cleanup deletes kube-proxy's nftables tables (both families) from the

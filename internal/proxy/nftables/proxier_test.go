@@ -62,8 +62,11 @@ func newWorld(t *testing.T) *world {
 	t.Cleanup(func() { w.kernel.Close() })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	w.tracker = svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet, Now: func() time.Time { return w.now }})
-	p, err := nftables.NewProxier(nftables.ProxierConfig{Rules: w.cfg, Tracker: w.tracker, Kernel: w.kernel,
-		Metrics: w.metrics, Logger: quiet, Now: func() time.Time { return w.now }})
+	p, err := nftables.NewProxier(nftables.ProxierConfig{
+		Sync:   proxy.SyncerConfig{Tracker: w.tracker, Metrics: w.metrics, Logger: quiet, Now: func() time.Time { return w.now }},
+		Rules:  w.cfg,
+		Kernel: w.kernel,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ var (
 	// pods are 10.244.1.x; other nodes' pods are 10.244.2.x and 10.244.3.x.
 	NodeIP = netip.MustParseAddr("192.168.0.10")
 	// Node is the default fixture config.
-	Node = NodeConfig{
+	Node = proxy.NodeConfig{
 		Node:        proxy.Node{Name: "node-a", Zone: "z1"},
 		NodeIPs:     []netip.Addr{NodeIP},
 		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
@@ -48,14 +48,6 @@ var (
 	Outsider     = netip.MustParseAddr("203.0.113.7")
 	Stranger     = netip.MustParseAddr("198.18.0.1")
 )
-
-// NodeConfig is what a fixture says about the node, in every mode's terms.
-type NodeConfig struct {
-	Family      v1.IPFamily
-	Node        proxy.Node
-	NodeIPs     []netip.Addr
-	ClusterCIDR netip.Prefix
-}
 
 // Outcome is what a packet should come to, with its probability.
 type Outcome struct {
@@ -111,13 +103,13 @@ func PortName(ns, name, port string, proto v1.Protocol) svcstate.ServicePortName
 // Fixture is one kube-proxy case.
 type Fixture struct {
 	Name    string
-	Config  *NodeConfig // nil: Node
+	Config  *proxy.NodeConfig // nil: Node
 	Objects []any
 	Checks  []Check
 }
 
-// NodeConfig returns the fixture's node, and the tracer's view of it.
-func (f Fixture) Node() (NodeConfig, trace.Env) {
+// Node returns the fixture's node, and the tracer's view of it.
+func (f Fixture) Node() (proxy.NodeConfig, trace.Env) {
 	if f.Config == nil {
 		return Node, Env
 	}
@@ -352,7 +344,7 @@ var Fixtures = []Fixture{
 	},
 	{
 		Name: "ipv6",
-		Config: &NodeConfig{
+		Config: &proxy.NodeConfig{
 			Family:      v1.IPv6Protocol,
 			Node:        proxy.Node{Name: "node-a"},
 			NodeIPs:     []netip.Addr{netip.MustParseAddr("fd00::10")},

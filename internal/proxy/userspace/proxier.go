@@ -31,36 +31,36 @@ import (
 
 // Config assembles a userspace proxier.
 type Config struct {
-	Tracker  *svcstate.Tracker
+	// Rules is the node: the family served, which endpoints are local,
+	// the node port addresses.
+	Rules proxy.NodeConfig
+	// Sync is the sync's: a full sync sets up every service port's
+	// sockets and rewrites the rules, and the canary is the rules'
+	// chains.
+	Sync     proxy.SyncerConfig
 	Executor iptables.Executor // the REDIRECT rules
 	Sockets  Sockets           // default Real{}
-	Node     proxy.Node
-	// Family is the IP family served. Default IPv4.
-	Family v1.IPFamily
-	// NodePortAddresses limits node ports to these addresses.
-	NodePortAddresses []netip.Addr
 	// UDPIdleTimeout closes a UDP session after this long without
 	// traffic. Default 250ms, kube-proxy's --udp-timeout.
 	UDPIdleTimeout time.Duration
-	Metrics        *proxy.Metrics // optional
-	Logger         *slog.Logger   // optional
-	// AfterSync, if set, is called after every sync that changed
-	// something, outside the proxier's lock.
-	AfterSync func(proxy.SyncResult)
-	Now       func() time.Time
 }
 
-// Proxier runs the proxy sockets and keeps the rules pointing at them.
-// Its Sync is the proxy.SyncFunc of a proxy.Runner.
+// Proxier runs the proxy sockets and keeps the rules pointing at them: a
+// proxy.Syncer whose mode opens, updates and closes sockets. Its Sync is
+// the proxy.SyncFunc of a proxy.Runner.
 type Proxier struct {
-	cfg Config
+	*proxy.Syncer
+	w *writer
+}
 
-	mu          sync.Mutex
-	ports       map[svcstate.ServicePortName]*servicePort
-	pending     svcstate.Changes
-	applied     *svcstate.Snapshot
-	lastSuccess time.Time
-	lastRules   []byte // last restore applied; nil forces the next
+// writer is the userspace mode of a Syncer.
+type writer struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex // ports, which ProxyPorts and Close read outside syncs
+	ports     map[svcstate.ServicePortName]*servicePort
+	lastRules []byte // last restore applied; nil forces the next
 }
 
 // servicePort is the sockets of one service port. External traffic
@@ -99,49 +99,34 @@ func (s *udpSocket) update(endpoints []string, affinity time.Duration) {
 
 // NewProxier checks cfg and returns a Proxier.
 func NewProxier(cfg Config) (*Proxier, error) {
-	if cfg.Tracker == nil || cfg.Executor == nil {
+	if cfg.Sync.Tracker == nil || cfg.Executor == nil {
 		return nil, errors.New("userspace: proxier needs a tracker and an executor")
 	}
-	if cfg.Family == "" {
-		cfg.Family = v1.IPv4Protocol
-	}
+	cfg.Rules = cfg.Rules.WithDefaults()
 	if cfg.Sockets == nil {
 		cfg.Sockets = Real{}
 	}
 	if cfg.UDPIdleTimeout <= 0 {
 		cfg.UDPIdleTimeout = 250 * time.Millisecond
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if cfg.Sync.Now == nil {
+		cfg.Sync.Now = time.Now
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	cfg.Logger = cfg.Logger.With("proxyMode", "userspace", "ipFamily", string(cfg.Family))
-	return &Proxier{cfg: cfg, ports: map[svcstate.ServicePortName]*servicePort{}}, nil
-}
-
-// LastSuccess is when the sockets and rules last matched a snapshot.
-func (p *Proxier) LastSuccess() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastSuccess
-}
-
-// Applied returns the snapshot the sockets were last set up from.
-func (p *Proxier) Applied() *svcstate.Snapshot {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.applied
+	cfg.Sync.Mode, cfg.Sync.Family = "userspace", cfg.Rules.Family
+	w := &writer{cfg: cfg, ports: map[svcstate.ServicePortName]*servicePort{}}
+	s := proxy.NewSyncer(cfg.Sync, w)
+	w.log = s.Logger()
+	return &Proxier{Syncer: s, w: w}, nil
 }
 
 // ProxyPorts returns the proxy socket ports, internal then external, by
 // service port: what the rules redirect to.
 func (p *Proxier) ProxyPorts() map[svcstate.ServicePortName][2]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	w := p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	out := map[svcstate.ServicePortName][2]int{}
-	for n, s := range p.ports {
+	for n, s := range w.ports {
 		v := [2]int{s.internal.port(), 0}
 		if s.external != nil {
 			v[1] = s.external.port()
@@ -154,11 +139,12 @@ func (p *Proxier) ProxyPorts() map[svcstate.ServicePortName][2]int {
 // Close closes every proxy socket. Connections already relayed go on
 // until they end.
 func (p *Proxier) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for n, s := range p.ports {
+	w := p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for n, s := range w.ports {
 		s.closeAll()
-		delete(p.ports, n)
+		delete(w.ports, n)
 	}
 }
 
@@ -169,68 +155,75 @@ func (s *servicePort) closeAll() {
 	}
 }
 
-// Sync sets up, updates and closes proxy sockets for the service ports
-// that changed, and rewrites the rules when the sockets or addresses
-// they redirect changed. A sync with nothing to do rewrites the rules
-// anyway: it is the periodic repair, and the rules are few.
-func (p *Proxier) Sync(ctx context.Context) error {
-	res, err := p.sync(ctx)
-	if err == nil && p.cfg.AfterSync != nil && len(res.Changed) > 0 {
-		p.cfg.AfterSync(res)
-	}
-	return err
-}
-
-func (p *Proxier) sync(ctx context.Context) (proxy.SyncResult, error) {
+// Apply sets up, updates and closes the proxy sockets of the service
+// ports that changed (of every one when w is full), and rewrites the
+// rules when the sockets or addresses they redirect changed, or when w is
+// full.
+func (p *writer) Apply(ctx context.Context, w proxy.Write) (proxy.Written, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	start := p.cfg.Now()
-	snap, changes := p.cfg.Tracker.Snapshot()
-	p.pending.Merge(changes)
-	periodic := len(p.pending.Ports) == 0
-
+	names := w.Changed
+	if w.Full {
+		names = maps.Clone(w.Changed)
+		for n := range p.ports {
+			names[n] = struct{}{}
+		}
+		for svc := range w.Snapshot.All {
+			for _, n := range svc.EndpointPorts() {
+				names[n] = struct{}{}
+			}
+		}
+	}
 	var failed []error
-	names := slices.SortedFunc(maps.Keys(p.pending.Ports), svcstate.ServicePortName.Compare)
-	for _, n := range names {
-		if err := p.syncPort(snap, n); err != nil {
+	for _, n := range slices.SortedFunc(maps.Keys(names), svcstate.ServicePortName.Compare) {
+		if err := p.syncPort(w.Snapshot, n); err != nil {
 			failed = append(failed, err)
 		}
 	}
 	if len(failed) > 0 {
-		p.countFailure()
-		return proxy.SyncResult{}, errors.Join(failed...)
+		return proxy.Written{}, errors.Join(failed...)
 	}
 
-	portals := p.portals()
-	data, rules := BuildRules(portals, p.cfg.NodePortAddresses)
-	if periodic || !slices.Equal(data, p.lastRules) {
+	data, rules := BuildRules(p.portals(), p.cfg.Rules.NodePortAddresses)
+	if w.Full || !slices.Equal(data, p.lastRules) {
 		if err := p.applyRules(ctx, data); err != nil {
 			p.lastRules = nil
-			p.countFailure()
-			return proxy.SyncResult{}, err
+			return proxy.Written{}, err
 		}
 		p.lastRules = data
 	}
-
-	done := p.cfg.Now()
-	res := proxy.SyncResult{Previous: p.applied, Current: snap, Changed: p.pending.Ports}
-	p.applied, p.lastSuccess = snap, done
-	if !periodic {
-		p.logSync(names, done.Sub(start))
+	endpoints := 0
+	for _, s := range p.ports {
+		endpoints += s.internal.balancer().count()
 	}
-	p.observe(start, done, rules)
-	p.pending = svcstate.Changes{}
-	return res, nil
+	return proxy.Written{
+		Full: w.Full,
+		Stats: proxy.SyncStats{
+			ServicePorts: len(p.ports), Endpoints: endpoints,
+			Rules: map[string]int{"nat": rules}, RulesWritten: map[string]int{"nat": rules},
+		},
+		Reachable: func(n svcstate.ServicePortName) (int, bool) {
+			if s := p.ports[n]; s != nil {
+				return s.internal.balancer().count(), true
+			}
+			return 0, false
+		},
+	}, nil
 }
 
-func (p *Proxier) countFailure() {
-	if m := p.cfg.Metrics; m != nil {
-		m.RestoreFailures.Inc()
+// Intact reports whether the rules' chains are still there.
+func (p *writer) Intact(ctx context.Context) (bool, error) {
+	for _, c := range Chains {
+		ok, err := p.cfg.Executor.ChainExists(ctx, "nat", c)
+		if err != nil || !ok {
+			return false, err
+		}
 	}
+	return true, nil
 }
 
 // applyRules ensures the jumps and chains, then rewrites the chains.
-func (p *Proxier) applyRules(ctx context.Context, data []byte) error {
+func (p *writer) applyRules(ctx context.Context, data []byte) error {
 	ex := p.cfg.Executor
 	for _, j := range JumpRules() {
 		if err := ex.EnsureChain(ctx, j.Table, j.Target); err != nil {
@@ -241,21 +234,21 @@ func (p *Proxier) applyRules(ctx context.Context, data []byte) error {
 		}
 	}
 	if err := ex.Restore(ctx, data); err != nil {
-		return fmt.Errorf("iptables-restore of %d bytes: %w", len(data), err)
+		return proxy.RestoreFailed(fmt.Errorf("iptables-restore of %d bytes: %w", len(data), err))
 	}
 	return nil
 }
 
 // syncPort brings one service port's sockets in line with the snapshot.
-func (p *Proxier) syncPort(snap *svcstate.Snapshot, n svcstate.ServicePortName) error {
+func (p *writer) syncPort(snap *svcstate.Snapshot, n svcstate.ServicePortName) error {
 	sp, eps := snap.Port(n)
 	cur := p.ports[n]
 	if sp != nil {
-		sp = sp.ForFamily(p.cfg.Family)
+		sp = sp.ForFamily(p.cfg.Rules.Family)
 	}
-	if sp == nil || !sp.ClusterIP(p.cfg.Family).IsValid() || (sp.Protocol != v1.ProtocolTCP && sp.Protocol != v1.ProtocolUDP) {
+	if sp == nil || !sp.ClusterIP(p.cfg.Rules.Family).IsValid() || (sp.Protocol != v1.ProtocolTCP && sp.Protocol != v1.ProtocolUDP) {
 		if sp != nil && sp.Protocol == v1.ProtocolSCTP {
-			p.cfg.Logger.Warn("SCTP is not proxied in userspace mode", "servicePort", n.String())
+			p.log.Warn("SCTP is not proxied in userspace mode", "servicePort", n.String())
 		}
 		if cur != nil {
 			cur.closeAll()
@@ -265,11 +258,11 @@ func (p *Proxier) syncPort(snap *svcstate.Snapshot, n svcstate.ServicePortName) 
 	}
 	var mine []svcstate.Endpoint
 	for _, e := range eps {
-		if svcstate.Family(e.IP) == p.cfg.Family {
+		if svcstate.Family(e.IP) == p.cfg.Rules.Family {
 			mine = append(mine, e)
 		}
 	}
-	sel := proxy.Select(sp, mine, p.cfg.Node)
+	sel := proxy.Select(sp, mine, p.cfg.Rules.Node)
 	internal := sel.Cluster
 	if sp.InternalPolicyLocal {
 		internal = sel.Local
@@ -326,11 +319,11 @@ func endpointStrings(eps []svcstate.Endpoint) []string {
 	return out
 }
 
-func (p *Proxier) open(sp *svcstate.ServicePort) (socket, error) {
-	bal := newBalancer(p.cfg.Now)
-	logger := p.cfg.Logger.With("servicePort", sp.Name.String())
+func (p *writer) open(sp *svcstate.ServicePort) (socket, error) {
+	bal := newBalancer(p.cfg.Sync.Now)
+	logger := p.log.With("servicePort", sp.Name.String())
 	var onFail func()
-	if m := p.cfg.Metrics; m != nil {
+	if m := p.cfg.Sync.Metrics; m != nil {
 		onFail = m.EndpointDialFailures.Inc
 	}
 	switch sp.Protocol {
@@ -354,7 +347,7 @@ func (p *Proxier) open(sp *svcstate.ServicePort) (socket, error) {
 }
 
 // portals lists what the rules must redirect, in a stable order.
-func (p *Proxier) portals() []Portal {
+func (p *writer) portals() []Portal {
 	names := slices.SortedFunc(maps.Keys(p.ports), svcstate.ServicePortName.Compare)
 	out := make([]Portal, 0, len(names))
 	for _, n := range names {
@@ -365,7 +358,7 @@ func (p *Proxier) portals() []Portal {
 		if s.external != nil {
 			ext = s.external
 		}
-		out = append(out, Portal{Name: n, Protocol: proto, Addrs: []netip.Addr{sp.ClusterIP(p.cfg.Family)}, Port: sp.Port,
+		out = append(out, Portal{Name: n, Protocol: proto, Addrs: []netip.Addr{sp.ClusterIP(p.cfg.Rules.Family)}, Port: sp.Port,
 			ProxyPort: s.internal.port()})
 		external := slices.Concat(sp.ExternalIPs, sp.LoadBalancerIPs)
 		if len(external) > 0 || sp.NodePort != 0 {
@@ -374,49 +367,4 @@ func (p *Proxier) portals() []Portal {
 		}
 	}
 	return out
-}
-
-const maxLoggedChanges = 10
-
-func (p *Proxier) logSync(names []svcstate.ServicePortName, took time.Duration) {
-	var changed []string
-	for _, n := range names {
-		desc := n.String() + "/" + strings.ToLower(string(n.Protocol))
-		if s := p.ports[n]; s != nil {
-			desc += fmt.Sprintf("=%d endpoints", s.internal.balancer().count())
-		} else {
-			desc += "=removed"
-		}
-		changed = append(changed, desc)
-	}
-	more := 0
-	if len(changed) > maxLoggedChanges {
-		more, changed = len(changed)-maxLoggedChanges, changed[:maxLoggedChanges]
-	}
-	p.cfg.Logger.Info("synced userspace proxy", "took", took, "changed", changed, "moreChanged", more, "servicePorts", len(p.ports))
-}
-
-func (p *Proxier) observe(start, done time.Time, rules int) {
-	m := p.cfg.Metrics
-	if m == nil {
-		return
-	}
-	took := done.Sub(start).Seconds()
-	m.SyncDuration.Observe(took)
-	for _, t := range p.pending.TriggerTimes {
-		if !t.IsZero() {
-			m.NetworkProgramming.Observe(done.Sub(t).Seconds())
-		}
-	}
-	m.LastSync.Set(float64(done.UnixNano()) / 1e9)
-	m.Rules.WithLabelValues("nat").Set(float64(rules))
-	m.RulesLastSync.WithLabelValues("nat").Set(float64(rules))
-	m.ServiceChanges.Add(float64(len(p.pending.Ports)))
-	m.EndpointChanges.Add(float64(len(p.pending.Services)))
-	endpoints := 0
-	for _, s := range p.ports {
-		endpoints += s.internal.balancer().count()
-	}
-	m.Services.Set(float64(len(p.ports)))
-	m.Endpoints.Set(float64(endpoints))
 }

@@ -117,8 +117,13 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	w := &world{t: t, fake: iptablestest.NewFake(), socks: &loopbackSockets{servers: map[string]string{}}, metrics: proxy.NewMetrics(nil)}
 	w.tracker = svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet})
-	p, err := userspace.NewProxier(userspace.Config{Tracker: w.tracker, Executor: w.fake, Sockets: w.socks,
-		Node: proxy.Node{Name: "node-a"}, Metrics: w.metrics, Logger: quiet, UDPIdleTimeout: 200 * time.Millisecond})
+	p, err := userspace.NewProxier(userspace.Config{
+		Rules:          proxy.NodeConfig{Node: proxy.Node{Name: "node-a"}},
+		Sync:           proxy.SyncerConfig{Tracker: w.tracker, Metrics: w.metrics, Logger: quiet},
+		Executor:       w.fake,
+		Sockets:        w.socks,
+		UDPIdleTimeout: 200 * time.Millisecond,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

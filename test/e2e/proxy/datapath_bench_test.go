@@ -140,8 +140,13 @@ func firstPacket(b *testing.B, mode string, n int) []time.Duration {
 	switch mode {
 	case "iptables":
 		ex := &utiliptables.Exec{Netns: node.Name, Binary: "iptables"}
-		p, err := iptables.NewProxier(iptables.ProxierConfig{Rules: iptables.Config{Node: cfg}, Tracker: tracker, Executor: ex,
-			Logger: quiet, EditTopLevelChains: true, MaxChainsPerRestore: 1000})
+		p, err := iptables.NewProxier(iptables.ProxierConfig{
+			Sync:                proxy.SyncerConfig{Tracker: tracker, Logger: quiet},
+			Rules:               iptables.Config{NodeConfig: proxy.NodeConfig{Node: cfg}},
+			Executor:            ex,
+			EditTopLevelChains:  true,
+			MaxChainsPerRestore: 1000,
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -155,7 +160,7 @@ func firstPacket(b *testing.B, mode string, n int) []time.Duration {
 				return err
 			}
 			defer k.Close()
-			p, err := nftables.NewProxier(nftables.ProxierConfig{Rules: nftables.Config{Node: cfg}, Tracker: tracker, Kernel: k, Logger: quiet})
+			p, err := nftables.NewProxier(nftables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: tracker, Logger: quiet}, Rules: nftables.Config{NodeConfig: proxy.NodeConfig{Node: cfg}}, Kernel: k})
 			if err != nil {
 				return err
 			}

@@ -112,9 +112,14 @@ func TestEditingSyncsOnTheKernel(t *testing.T) {
 				apply = inNetns{ns: ns, ex: &utiliptables.Exec{Binary: binary, EarlyCommit: true}}
 			}
 			tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-0", Logger: quiet})
-			cfg := iptables.Config{Node: proxy.Node{Name: "node-0"}, ClusterCIDR: netipPrefix("10.244.0.0/16")}
-			p, err := iptables.NewProxier(iptables.ProxierConfig{Rules: cfg, Tracker: tracker, Executor: apply, Logger: quiet,
-				EditTopLevelChains: true, MaxChainsPerRestore: 12})
+			cfg := iptables.Config{NodeConfig: proxy.NodeConfig{Node: proxy.Node{Name: "node-0"}, ClusterCIDR: netipPrefix("10.244.0.0/16")}}
+			p, err := iptables.NewProxier(iptables.ProxierConfig{
+				Sync:                proxy.SyncerConfig{Tracker: tracker, Logger: quiet},
+				Rules:               cfg,
+				Executor:            apply,
+				EditTopLevelChains:  true,
+				MaxChainsPerRestore: 12,
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +133,7 @@ func TestEditingSyncsOnTheKernel(t *testing.T) {
 				// fresh namespace.
 				ref := framework.NewNetns(t, "ref")
 				refEx := &utiliptables.Exec{Binary: binary, Netns: ref.Name}
-				rp, err := iptables.NewProxier(iptables.ProxierConfig{Rules: cfg, Tracker: tracker, Executor: refEx, Logger: quiet})
+				rp, err := iptables.NewProxier(iptables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: tracker, Logger: quiet}, Rules: cfg, Executor: refEx})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -199,7 +204,7 @@ func TestCleanupOnTheKernel(t *testing.T) {
 		tracker.OnServiceAdd(webService(i, LoadBalancer(fmt.Sprintf("198.51.100.%d", i)), SourceRanges("203.0.113.0/24")))
 		tracker.OnEndpointSliceAdd(webSlice(i, 3, true))
 	}
-	p, err := iptables.NewProxier(iptables.ProxierConfig{Tracker: tracker, Executor: ex, Logger: quiet})
+	p, err := iptables.NewProxier(iptables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: tracker, Logger: quiet}, Executor: ex})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +224,7 @@ func TestCleanupOnTheKernel(t *testing.T) {
 				return err
 			}
 			defer k.Close()
-			np, err := nftables.NewProxier(nftables.ProxierConfig{Rules: nftables.Config{Family: fam}, Tracker: tracker, Kernel: k, Logger: quiet})
+			np, err := nftables.NewProxier(nftables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: tracker, Logger: quiet}, Rules: nftables.Config{NodeConfig: proxy.NodeConfig{Family: fam}}, Kernel: k})
 			if err != nil {
 				return err
 			}

@@ -139,8 +139,13 @@ func newModeSyncer(b *testing.B, mode string, ns *framework.Netns, tr *svcstate.
 		if err := ns.Do(func() (err error) { maxChains, err = app.TuneIPTables(context.Background(), ex); return err }); err != nil {
 			b.Fatal(err)
 		}
-		p, err := iptables.NewProxier(iptables.ProxierConfig{Rules: iptables.Config{Node: benchNode, NodeIPs: nodeIPs, ClusterCIDR: cidr},
-			Tracker: tr, Executor: ex, Logger: quiet, MaxChainsPerRestore: maxChains, EditTopLevelChains: true})
+		p, err := iptables.NewProxier(iptables.ProxierConfig{
+			Sync:                proxy.SyncerConfig{Tracker: tr, Logger: quiet},
+			Rules:               iptables.Config{NodeConfig: proxy.NodeConfig{Node: benchNode, NodeIPs: nodeIPs, ClusterCIDR: cidr}},
+			Executor:            ex,
+			MaxChainsPerRestore: maxChains,
+			EditTopLevelChains:  true,
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -151,8 +156,11 @@ func newModeSyncer(b *testing.B, mode string, ns *framework.Netns, tr *svcstate.
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = k.Close() })
-		p, err := nftables.NewProxier(nftables.ProxierConfig{Rules: nftables.Config{Family: v1.IPv4Protocol, Node: benchNode, NodeIPs: nodeIPs, ClusterCIDR: cidr},
-			Tracker: tr, Kernel: k, Logger: quiet})
+		p, err := nftables.NewProxier(nftables.ProxierConfig{
+			Sync:   proxy.SyncerConfig{Tracker: tr, Logger: quiet},
+			Rules:  nftables.Config{NodeConfig: proxy.NodeConfig{Family: v1.IPv4Protocol, Node: benchNode, NodeIPs: nodeIPs, ClusterCIDR: cidr}},
+			Kernel: k,
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -164,11 +172,14 @@ func newModeSyncer(b *testing.B, mode string, ns *framework.Netns, tr *svcstate.
 		}
 		b.Cleanup(h.Close)
 		p, err := ipvsproxy.NewProxier(ipvsproxy.ProxierConfig{
-			Rules:   ipvsproxy.Config{Family: v1.IPv4Protocol, Node: benchNode, NodeIPs: nodeIPs, ClusterCIDR: cidr, NodePortAddresses: nodeIPs},
-			Tracker: tr, IPVS: h, Links: ipvsproxy.Netlink{}, Sets: &ipset.Runner{}, IPTables: ex, Logger: quiet,
 			// The benchmark's changes come faster than the canary's
 			// period: as in a running proxy, most syncs are partial.
-			FullSyncPeriod: time.Hour,
+			Sync:     proxy.SyncerConfig{Tracker: tr, Logger: quiet, FullSyncPeriod: time.Hour},
+			Rules:    ipvsproxy.Config{NodeConfig: proxy.NodeConfig{Family: v1.IPv4Protocol, Node: benchNode, NodeIPs: nodeIPs, ClusterCIDR: cidr, NodePortAddresses: nodeIPs}},
+			IPVS:     h,
+			Links:    ipvsproxy.Netlink{},
+			Sets:     &ipset.Runner{},
+			IPTables: ex,
 		})
 		if err != nil {
 			b.Fatal(err)
