@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,8 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/svcnet/svcnet/internal/cliflags"
+	dnscluster "github.com/svcnet/svcnet/internal/dns/cluster"
 	ingresscontroller "github.com/svcnet/svcnet/internal/ingress/controller"
 	"github.com/svcnet/svcnet/internal/ingress/route"
+	proxyapp "github.com/svcnet/svcnet/internal/proxy/app"
 )
 
 func values() Values {
@@ -73,6 +77,11 @@ func TestComponents(t *testing.T) {
 					t.Errorf("command %q lacks %q", ctr.Command, a)
 				}
 			}
+			// Every flag of the manifest is one of the component's own,
+			// with a value it takes.
+			if err := parseFlags(ctr.Command[1], ctr.Command[2:]); err != nil {
+				t.Errorf("command %q: %v", ctr.Command, err)
+			}
 			if spec.ServiceAccountName == "" {
 				t.Error("no ServiceAccount of its own")
 			}
@@ -81,6 +90,22 @@ func TestComponents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseFlags parses a component's flags as `svcnet <component>` does.
+func parseFlags(component string, args []string) error {
+	switch component {
+	case "proxy":
+		o := proxyapp.Defaults()
+		return cliflags.Parse(&o, (*proxyapp.Options).AddFlags, args)
+	case "dns":
+		o := dnscluster.Defaults()
+		return cliflags.Parse(&o, (*dnscluster.Options).AddFlags, args)
+	case "ingress":
+		o := ingresscontroller.Defaults()
+		return cliflags.Parse(&o, (*ingresscontroller.Options).AddFlags, args)
+	}
+	return fmt.Errorf("no flags known for svcnet %s", component)
 }
 
 // TestRender: a missing value is named; a value that would break the

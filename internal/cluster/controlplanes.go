@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/apiserver"
+	"github.com/svcnet/svcnet/internal/etcd"
 	"github.com/svcnet/svcnet/internal/pki"
 )
 
@@ -72,14 +73,16 @@ func (s *supervisor) startControlPlanes(ctx context.Context, ca *pki.CA, encrypt
 			return err
 		}
 		client, peer := "https://"+netip.AddrPortFrom(cp.IP, etcdClientPort).String(), "https://"+netip.AddrPortFrom(cp.IP, etcdPeerPort).String()
+		member := etcd.Defaults()
+		member.Name, member.DataDir = cp.Name, filepath.Join(dir, "etcd")
+		member.ListenClientURLs, member.AdvertiseClientURLs = []string{client}, []string{client}
+		member.ListenPeerURLs, member.AdvertisePeerURLs = []string{peer}, []string{peer}
+		member.InitialCluster, member.InitialClusterState = strings.Join(initial, ","), "new"
+		member.InitialClusterToken = "svcnet-" + s.opts.Name
+		member.Client = etcd.TLSFiles{CertFile: files.ServerCert, KeyFile: files.ServerKey, TrustedCAFile: files.CA, ClientCertAuth: true}
+		member.Peer = etcd.TLSFiles{CertFile: files.PeerCert, KeyFile: files.PeerKey, TrustedCAFile: files.CA, ClientCertAuth: true}
 		hosts = append(hosts, host{cp: cp, cmConfig: cmConfig,
-			etcdArgs: []string{"etcd", "--name", cp.Name, "--data-dir", filepath.Join(dir, "etcd"),
-				"--listen-client-urls", client, "--advertise-client-urls", client,
-				"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-				"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-				"--initial-cluster-token", "svcnet-" + s.opts.Name,
-				"--cert-file", files.ServerCert, "--key-file", files.ServerKey, "--trusted-ca-file", files.CA, "--client-cert-auth",
-				"--peer-cert-file", files.PeerCert, "--peer-key-file", files.PeerKey, "--peer-trusted-ca-file", files.CA, "--peer-client-cert-auth"},
+			etcdArgs: append([]string{"etcd"}, member.Args()...),
 			apiArgs: append([]string{"apiserver", "--data-dir", apiDir, "--bind-address", cp.IP.String(),
 				"--secure-port", strconv.Itoa(APIPortInCluster), "--advertise-address", cp.IP.String(), "--tls-san", s.plan.Edge.String(),
 				"--etcd-servers", strings.Join(clientURLs, ","),
@@ -112,8 +115,7 @@ func (s *supervisor) startControlPlanes(ctx context.Context, ca *pki.CA, encrypt
 	s.state.step("control plane: %d hosts (%s at %s…): etcd members, API servers on them, behind the edge's balancer at https://%s; on this host https://127.0.0.1:%d (%.1fs)",
 		len(hosts), strings.Join(names, ", "), s.plan.ControlPlanes[0].IP, s.plan.APIAddress(), port, time.Since(t0).Seconds())
 	for _, h := range hosts {
-		s.run(h.cp.Name+"-controller-manager", s.inNetns(h.cp.Netns, append([]string{"controller-manager", "--kubeconfig", h.cmConfig,
-			"--bind-address", "0", "--leader-elect=true", "--load-balancer-pool", s.plan.LBPool}, s.opts.ControllerManagerArgs...)...))
+		s.run(h.cp.Name+"-controller-manager", s.inNetns(h.cp.Netns, s.controllerManager(h.cmConfig, true)...))
 	}
 	return nil
 }

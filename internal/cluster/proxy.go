@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/deploy"
+	"github.com/svcnet/svcnet/internal/proxy/app"
 )
 
 // ProxyModeNone is `svcnet up --proxy-mode none`: no service proxy, as
@@ -47,7 +48,9 @@ func proxyObjects(mode, apiServer, clusterCIDR, serviceCIDR, iptables string) ([
 	for _, o := range objs {
 		if ds, ok := o.(*appsv1.DaemonSet); ok && ds.Name == ProxyName {
 			ctr := &ds.Spec.Template.Spec.Containers[0]
-			ctr.Command = append(ctr.Command, "--service-cidr="+serviceCIDR, "--iptables-binary="+iptables)
+			o := app.Defaults()
+			o.ServiceCIDRs, o.IPTablesBinary = serviceCIDR, iptables
+			ctr.Command = append(ctr.Command, o.Args()...)
 			return objs, nil
 		}
 	}

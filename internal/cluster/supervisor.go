@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/apiserver"
+	"github.com/svcnet/svcnet/internal/controllermanager"
 	"github.com/svcnet/svcnet/internal/dns/nodecache"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/restart"
@@ -121,8 +123,9 @@ func (s *supervisor) start(ctx context.Context) error {
 		if s.opts.NodeLocalDNS {
 			// The cache reads one Service and its slices: the proxy's
 			// identity is enough.
-			cache = []string{"--node-cache-command", fmt.Sprintf("%s node-cache --kubeconfig %s --cluster-dns %s --iptables-binary %s",
-				s.self, s.state.InCluster("proxy"), clusterDNS, s.iptables())}
+			nc := nodecache.Defaults()
+			nc.Kubeconfig, nc.ClusterDNS, nc.IPTablesBinary = s.state.InCluster("proxy"), clusterDNS, s.iptables()
+			cache = []string{"--node-cache-command", strings.Join(append([]string{s.self, "node-cache"}, nc.Args()...), " ")}
 			clusterDNS = nodecache.DefaultAddress
 		}
 		s.run(n.Name, append(s.inNetns(n.Netns, "node", "--kubeconfig", s.state.InCluster(n.Name), "--hostname-override", n.Name,
@@ -378,11 +381,18 @@ func (s *supervisor) startAPIServer(ctx context.Context, ca *pki.CA, encryption 
 	s.state.step("control plane: API server with embedded etcd at https://127.0.0.1:%d (in the cluster: https://%s) (%.1fs)",
 		port, inCluster, time.Since(t0).Seconds())
 
-	s.run("controller-manager", append([]string{"controller-manager",
-		"--kubeconfig", filepath.Join(s.state.APIServerDir(), apiserver.KubeconfigDir, "controller-manager.kubeconfig"),
-		"--bind-address", "0", "--leader-elect=false", "--load-balancer-pool", s.plan.LBPool}, s.opts.ControllerManagerArgs...))
+	s.run("controller-manager", s.controllerManager(filepath.Join(s.state.APIServerDir(), apiserver.KubeconfigDir, "controller-manager.kubeconfig"), false))
 
 	return nil
+}
+
+// controllerManager is the command line of a controller manager: the
+// cluster's load-balancer pool, no health or metrics server, and --leader-elect
+// when there are several; then `up`'s --controller-manager-args.
+func (s *supervisor) controllerManager(kubeconfig string, leaderElect bool) []string {
+	o := controllermanager.Defaults()
+	o.Kubeconfig, o.BindAddress, o.LeaderElect, o.LoadBalancerPool = kubeconfig, "0", leaderElect, s.plan.LBPool
+	return slices.Concat([]string{"controller-manager"}, o.Args(), s.opts.ControllerManagerArgs)
 }
 
 // runEdge runs the edge load balancer; with backends, it also balances

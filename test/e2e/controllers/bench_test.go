@@ -33,8 +33,7 @@ const (
 //	go test ./test/e2e/controllers -run - -bench EndpointSliceLatency -benchtime 200x
 func BenchmarkEndpointSliceLatency(b *testing.B) {
 	api := framework.StartAPIServer(b)
-	framework.StartProcess(b, "controller-manager", "--kubeconfig", api.KubeconfigOf("controller-manager"),
-		"--bind-address", "0", "--leader-elect=false")
+	framework.StartControllerManager(b, api, nil)
 	client := api.Client()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/controllermanager"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -308,7 +309,7 @@ func TestScheduler(t *testing.T) {
 // TestLoadBalancer: addresses from the pool, a requested one, a refused
 // one, and release on type change and delete.
 func TestLoadBalancer(t *testing.T) {
-	c := startCluster(t, "--load-balancer-pool", "172.18.255.200-172.18.255.201")
+	c := startCluster(t, func(o *controllermanager.Options) { o.LoadBalancerPool = "172.18.255.200-172.18.255.201" })
 	ctx := framework.Context(t, time.Minute)
 	svcs := c.client.CoreV1().Services("default")
 	lb := func(name, ip string) *corev1.Service {
@@ -391,7 +392,9 @@ func TestLoadBalancer(t *testing.T) {
 // go and its pods are ready endpoints again.
 func TestNodeLifecycle(t *testing.T) {
 	// The hollow kubelet renews Leases every second.
-	c := startCluster(t, "--node-monitor-grace-period=5s", "--node-monitor-period=200ms")
+	c := startCluster(t, func(o *controllermanager.Options) {
+		o.NodeMonitorGracePeriod, o.NodeMonitorPeriod = 5*time.Second, 200*time.Millisecond
+	})
 	ctx := framework.Context(t, 2*time.Minute)
 	if _, err := c.client.CoreV1().Services("default").Create(ctx, service("life"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -509,7 +512,9 @@ func nodeReady(n *corev1.Node) corev1.ConditionStatus {
 // TestPodGC deletes a Node: its pods are deleted after the quarantine
 // and their ReplicaSet replaces them on the node that is left.
 func TestPodGC(t *testing.T) {
-	c := startCluster(t, "--orphan-pod-quarantine=1s", "--pod-gc-period=200ms")
+	c := startCluster(t, func(o *controllermanager.Options) {
+		o.OrphanPodQuarantine, o.PodGCPeriod = time.Second, 200*time.Millisecond
+	})
 	ctx := framework.Context(t, time.Minute)
 	if _, err := c.client.AppsV1().Deployments("default").Create(ctx, deployment("orphans", 4), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/controllermanager"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -28,13 +29,15 @@ type cluster struct {
 	kubelet *framework.HollowKubelet
 }
 
-func startCluster(t *testing.T, cmArgs ...string) *cluster {
+func startCluster(t *testing.T, edit ...func(*controllermanager.Options)) *cluster {
 	t.Helper()
 	api := framework.StartAPIServer(t)
 	c := &cluster{api: api, client: api.Client()}
-	args := append([]string{"controller-manager", "--kubeconfig", api.KubeconfigOf("controller-manager"),
-		"--bind-address", "0", "--leader-elect=false"}, cmArgs...)
-	c.cm = framework.StartProcess(t, args...)
+	c.cm = framework.StartControllerManager(t, api, func(o *controllermanager.Options) {
+		for _, e := range edit {
+			e(o)
+		}
+	})
 	c.kubelet = framework.StartHollowKubelet(t, c.client, "node-1", "node-2")
 	return c
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/svcnet/svcnet/internal/controllermanager"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -19,9 +20,10 @@ func TestLeaderElection(t *testing.T) {
 	client := api.Client()
 	framework.StartHollowKubelet(t, client, "node-1", "node-2")
 	start := func(id string) *framework.Process {
-		return framework.StartProcess(t, "controller-manager", "--kubeconfig", api.KubeconfigOf("controller-manager"),
-			"--bind-address", "0", "--leader-elect-identity", id,
-			"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms")
+		return framework.StartControllerManager(t, api, func(o *controllermanager.Options) {
+			o.LeaderElect, o.Identity = true, id
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 3*time.Second, 2*time.Second, 250*time.Millisecond
+		})
 	}
 	replicas := map[string]*framework.Process{"cm-a": start("cm-a"), "cm-b": start("cm-b")}
 	ctx := framework.Context(t, 2*time.Minute)

@@ -174,8 +174,7 @@ func startEnv(t *testing.T, dnsArgs ...string) *env {
 	t.Helper()
 	api := framework.StartAPIServer(t)
 	e := &env{api: api, client: api.Client()}
-	framework.StartProcess(t, "controller-manager", "--kubeconfig", api.KubeconfigOf("controller-manager"),
-		"--bind-address", "0", "--leader-elect=false")
+	framework.StartControllerManager(t, api, nil)
 	e.kubelet = framework.StartHollowKubelet(t, e.client, "node-1", "node-2")
 	ctx := framework.Context(t, time.Minute)
 	kubeDNS := &corev1.Service{
