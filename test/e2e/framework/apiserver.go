@@ -37,9 +37,11 @@ var (
 // report their data races in their logs.
 const RaceEnv = "SVCNET_E2E_RACE"
 
-// BinaryEnv names a svcnet binary to use instead of building one: the
-// tests that run inside the test VM get the one their host process built
-// (a build there would take minutes).
+// BinaryEnv names a svcnet binary to use instead of building one: `make
+// test` gives every end-to-end package the one it has just built (each
+// package is a process of its own, and would link its own), and the tests
+// that run inside the test VM get the one their host process used (a
+// build there would take minutes).
 const BinaryEnv = "SVCNET_E2E_BINARY"
 
 // Binary builds cmd/svcnet once per test process and returns its path.
