@@ -7,7 +7,6 @@ package apiserver
 import (
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
@@ -28,6 +26,7 @@ import (
 	discoveryendpoint "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/registry/generic"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
@@ -130,172 +129,134 @@ type Server struct {
 	PKIDir string
 }
 
-// New validates opts, starts storage and builds the server; Run serves it.
-func New(ctx context.Context, opts Options) (*Server, error) {
-	if opts.DataDir == "" {
-		return nil, errors.New("--data-dir is required")
-	}
-	alloc, err := service.NewAllocators(opts.ServiceCIDR, opts.NodePortRange)
+// build makes the server on c: the generic server's config (serving,
+// authentication, authorization, OpenAPI, audit, storage), admission,
+// svcnet's resources behind the CRD server, and the post-start hooks,
+// each group added by a function of its own.
+func (c *Config) build() (*Server, error) {
+	opts := c.opts
+	s := &Server{opts: opts, etcd: c.etcd, URL: c.url, PKIDir: c.pkiDir}
+	config, auth, err := c.genericConfig()
 	if err != nil {
 		return nil, err
 	}
-	if a := opts.AdvertiseAddress; a != "" {
-		ip := net.ParseIP(a)
-		if ip == nil {
-			return nil, fmt.Errorf("--advertise-address %q is not an IP address", a)
-		}
-		if ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() || ip.IsMulticast() {
-			// An endpoint may not be one (Endpoints validation): the
-			// kubernetes Service could never point at it.
-			return nil, fmt.Errorf("--advertise-address %s: must be an address other hosts reach, not loopback, link-local, multicast or unspecified", a)
-		}
-	}
-	if opts.AllocationRepairInterval <= 0 {
-		return nil, fmt.Errorf("--allocation-repair-interval %s: must be positive", opts.AllocationRepairInterval)
-	}
-	switch opts.EndpointReconcilerType {
-	case "lease", "none":
-	case "":
-		opts.EndpointReconcilerType = "lease"
-	default:
-		return nil, fmt.Errorf("--endpoint-reconciler-type %q: svcnet knows lease and none (kube-apiserver's master-count is gone since 1.33)", opts.EndpointReconcilerType)
-	}
-	if err := privateDir(opts.DataDir); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
-	}
-	s := &Server{opts: opts, PKIDir: filepath.Join(opts.DataDir, "pki")}
-
-	// Listen first, so that an occupied port fails fast and clearly.
-	bind := net.ParseIP(opts.BindAddress)
-	if bind == nil {
-		return nil, fmt.Errorf("--bind-address %q is not an IP address", opts.BindAddress)
-	}
-	listener, port, err := opts.Listener, 0, error(nil)
-	if listener != nil {
-		a, ok := listener.Addr().(*net.TCPAddr)
-		if !ok {
-			return nil, fmt.Errorf("the inherited listener is not TCP: %v", listener.Addr())
-		}
-		port = a.Port
-	} else if listener, port, err = genericoptions.CreateListener("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.SecurePort)), net.ListenConfig{}); err != nil {
-		return nil, fmt.Errorf("cannot serve on %s:%d: %w", opts.BindAddress, opts.SecurePort, err)
-	}
-	if len(opts.AlsoListen) > 0 {
-		extra, err := listenExtra(opts.AlsoListen)
-		if err != nil {
-			listener.Close()
-			return nil, err
-		}
-		listener = newMultiListener(append([]net.Listener{listener}, extra...)...)
-	}
-	host := opts.BindAddress
-	if bind.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	s.URL = "https://" + net.JoinHostPort(host, strconv.Itoa(port))
-
-	ca, err := pki.EnsureCA(s.PKIDir)
+	storageConfig, etcdOpts, err := c.storageTo(config)
 	if err != nil {
-		listener.Close()
-		return nil, fmt.Errorf("certificate authority: %w", err)
-	}
-	hosts := append([]string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-		"kubernetes.default.svc.cluster.local", alloc.IPs.Nth(0).String()}, opts.TLSSANs...)
-	if !bind.IsUnspecified() {
-		hosts = append(hosts, opts.BindAddress)
-	}
-	if opts.AdvertiseAddress != "" {
-		hosts = append(hosts, opts.AdvertiseAddress)
-	}
-	for _, e := range opts.AlsoListen {
-		if h, _, err := net.SplitHostPort(e.Addr); err == nil {
-			hosts = append(hosts, h)
-		}
-	}
-	certFile, keyFile, err := ca.EnsureServingCert(s.PKIDir, hosts)
-	if err != nil {
-		listener.Close()
 		return nil, err
 	}
-	tokenFile := opts.TokenAuthFile
-	if tokenFile == "" {
-		tokenFile = filepath.Join(s.PKIDir, "tokens.csv")
-		if _, err := ensureTokenFile(tokenFile); err != nil {
-			listener.Close()
-			return nil, err
-		}
-	}
 
-	endpoints := opts.EtcdServers
-	etcdCA, etcdCert, etcdKey := opts.EtcdCAFile, opts.EtcdCertFile, opts.EtcdKeyFile
-	if len(endpoints) == 0 {
-		if etcdCA != "" || etcdCert != "" || etcdKey != "" {
-			listener.Close()
-			return nil, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile are for --etcd-servers; the embedded etcd has certificates of its own")
-		}
-		f, err := pki.EnsureEtcd(s.PKIDir)
-		if err != nil {
-			listener.Close()
-			return nil, err
-		}
-		s.etcd, err = etcd.Start(ctx, filepath.Join(opts.DataDir, "etcd"),
-			etcd.TLS{CA: f.CA, ServerCert: f.ServerCert, ServerKey: f.ServerKey, PeerCert: f.PeerCert, PeerKey: f.PeerKey})
-		if err != nil {
-			listener.Close()
-			return nil, err
-		}
-		endpoints = s.etcd.Endpoints
-		etcdCA, etcdCert, etcdKey = f.CA, f.ClientCert, f.ClientKey
-	} else if (etcdCert == "") != (etcdKey == "") {
-		listener.Close()
-		return nil, errors.New("--etcd-certfile and --etcd-keyfile go together")
+	config.LoopbackClientConfig.WarningHandler = rest.NoWarnings{}
+	client, err := kubernetes.NewForConfig(config.LoopbackClientConfig)
+	if err != nil {
+		return nil, err
 	}
+	informerFactory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	nsLifecycle, err := lifecycle.NewLifecycle(sets.New("default", "kube-system", "kube-public"))
+	if err != nil {
+		return nil, err
+	}
+	nsLifecycle.SetExternalKubeInformerFactory(informerFactory)
+	nsLifecycle.SetExternalKubeClientSet(client)
+	if err := nsLifecycle.ValidateInitialization(); err != nil {
+		return nil, err
+	}
+	rbacLister := newInformerLister(informerFactory)
+	auth.authz.rbacSynced = rbacLister.waitSynced
+	config.AdmissionControl = admission.NewChainHandler(nsLifecycle, newServiceAccountAdmission(informerFactory),
+		newDefaultIngressClass(informerFactory), newEscalation(auth.authz))
 
+	res, err := buildResources(config.RESTOptionsGetter, c.alloc, opts.Nodes, c.ca,
+		reviewers{authz: auth.authz, tokens: auth.tokens, audiences: config.Authentication.APIAudiences}, auth.signer)
+	if err != nil {
+		return nil, err
+	}
+	auth.authz.PodNode = res.podNode
+	policy := &policyHook{roles: defaultClusterRoles(res.served()), bindings: defaultClusterRoleBindings()}
+	auth.authz.RBAC = &rbac.Authorizer{Lister: newDefaultsLister(rbacLister, policy.roles, policy.bindings)}
+	auth.sa.serviceAccounts, auth.sa.pods = res.getter("", "serviceaccounts"), res.getter("", "pods")
+	auth.sa.secrets, auth.sa.nodes = res.getter("", "secrets"), res.getter("", "nodes")
+
+	// Unknown paths get a NotFound Status, as from kube-apiserver.
+	notFound := notfoundhandler.New(config.Serializer, genericapifilters.NoMuxAndDiscoveryIncompleteKey)
+	// Both servers list their groups in one aggregated discovery document.
+	config.AggregatedDiscoveryGroupManager = discoveryendpoint.NewResourceManager("apis")
+	crdServer, err := newCRDServer(config, informerFactory, storageConfig, etcdOpts, genericapiserver.NewEmptyDelegateWithCustomHandler(notFound))
+	if err != nil {
+		return nil, err
+	}
+	s.generic, err = config.Complete(informerFactory).New("svcnet-apiserver", crdServer.GenericAPIServer)
+	if err != nil {
+		return nil, err
+	}
+	if err := res.install(s.generic); err != nil {
+		return nil, err
+	}
+	s.generic.AddPostStartHookOrDie("svcnet-crd-discovery", crdDiscovery(s.generic, crdServer.Informers))
+	s.generic.AddPostStartHookOrDie("svcnet-crd-openapi", crdOpenAPI(s.generic, crdServer.Informers))
+	b := &bootstrap{serviceIP: c.alloc.IPs.Nth(0), serviceCIDR: canonicalCIDR(opts.ServiceCIDR), advertise: opts.AdvertiseAddress, port: advertisedPort(opts, c.port)}
+	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
+	if err := s.addEndpointReconciler(config.RESTOptionsGetter, b); err != nil {
+		return nil, err
+	}
+	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
+	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", lifecycleControllers(c.ca.CertPEM))
+	s.addAllocatorRepair(c.alloc, res)
+
+	if err := s.writeKubeconfigs(c.ca, c.tokenFile); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// authParts are the pieces of authentication and authorization that the
+// resources complete once they exist.
+type authParts struct {
+	authz  *Authorizer
+	tokens authenticator.Token
+	sa     *saTokens
+	signer *satoken.Signer
+}
+
+// genericConfig is the generic server's config: serving on c's listener,
+// client certificates, tokens and ServiceAccount tokens, svcnet's
+// authorizer, OpenAPI, the handler chain, in-flight limits and audit.
+func (c *Config) genericConfig() (*genericapiserver.Config, *authParts, error) {
+	opts := c.opts
 	config := genericapiserver.NewConfig(apis.Codecs)
-	version := basecompatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
-	config.EffectiveVersion = version
+	config.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
 
 	serving := genericoptions.NewSecureServingOptions().WithLoopback()
-	serving.Listener = listener
-	serving.BindAddress = bind
-	serving.BindPort = port
-	serving.ServerCert.CertKey.CertFile = certFile
-	serving.ServerCert.CertKey.KeyFile = keyFile
+	serving.Listener = c.listener
+	serving.BindAddress = net.ParseIP(opts.BindAddress)
+	serving.BindPort = c.port
+	serving.ServerCert.CertKey.CertFile = c.certFile
+	serving.ServerCert.CertKey.KeyFile = c.keyFile
 	if err := serving.ApplyTo(&config.SecureServing, &config.LoopbackClientConfig); err != nil {
-		s.close()
-		return nil, fmt.Errorf("serving: %w", err)
+		return nil, nil, fmt.Errorf("serving: %w", err)
 	}
-	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", ca.CertPEM)
+	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", c.ca.CertPEM)
 	if err != nil {
-		s.close()
-		return nil, err
+		return nil, nil, err
 	}
 	if err := config.Authentication.ApplyClientCert(clientCA, config.SecureServing); err != nil {
-		s.close()
-		return nil, err
+		return nil, nil, err
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
-	saKey, err := pki.EnsureServiceAccountKey(s.PKIDir)
+	pool.AddCert(c.ca.Cert)
+	saKey, err := pki.EnsureServiceAccountKey(c.pkiDir)
 	if err != nil {
-		s.close()
-		return nil, fmt.Errorf("service account key: %w", err)
+		return nil, nil, fmt.Errorf("service account key: %w", err)
 	}
-	signer, err := satoken.NewSigner(saKey, APIAudience)
-	if err != nil {
-		s.close()
-		return nil, err
+	auth := &authParts{authz: &Authorizer{}}
+	if auth.signer, err = satoken.NewSigner(saKey, APIAudience); err != nil {
+		return nil, nil, err
 	}
-	saAuth := &saTokens{signer: signer}
-	var tokens authenticator.Token
-	config.Authentication.Authenticator, tokens, err = newAuthenticator(pool, tokenFile, saAuth)
-	if err != nil {
-		s.close()
-		return nil, err
+	auth.sa = &saTokens{signer: auth.signer}
+	if config.Authentication.Authenticator, auth.tokens, err = newAuthenticator(pool, c.tokenFile, auth.sa); err != nil {
+		return nil, nil, err
 	}
 	config.Authentication.APIAudiences = authenticator.Audiences{APIAudience}
-	authz := &Authorizer{}
-	config.Authorization.Authorizer = authz
+	config.Authorization.Authorizer = auth.authz
 	genericapiserver.AuthorizeClientBearerToken(config.LoopbackClientConfig, &config.Authentication, &config.Authorization)
 
 	namer := openapinamer.NewDefinitionNamer(apis.Scheme)
@@ -317,143 +278,89 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	config.MaxRequestsInFlight, config.MaxMutatingRequestsInFlight = opts.MaxRequestsInFlight, opts.MaxMutatingRequestsInFlight
 	if opts.Audit != nil {
-		if errs := opts.Audit.Validate(); len(errs) > 0 {
-			s.close()
-			return nil, fmt.Errorf("audit: %w", utilerrors.NewAggregate(errs))
-		}
 		if err := opts.Audit.ApplyTo(config); err != nil {
-			s.close()
-			return nil, fmt.Errorf("audit: %w", err)
+			return nil, nil, fmt.Errorf("audit: %w", err)
 		}
 	}
+	return config, auth, nil
+}
 
+// storageTo gives config its storage: etcd, protobuf, encryption at rest.
+func (c *Config) storageTo(config *genericapiserver.Config) (*storagebackend.Config, *genericoptions.EtcdOptions, error) {
 	storageConfig := storagebackend.NewDefaultConfig("/registry", nil)
-	storageConfig.Transport.ServerList = endpoints
-	storageConfig.Transport.TrustedCAFile = etcdCA
-	storageConfig.Transport.CertFile, storageConfig.Transport.KeyFile = etcdCert, etcdKey
-	if opts.EtcdCompactionInterval > 0 {
-		storageConfig.CompactionInterval = opts.EtcdCompactionInterval
+	storageConfig.Transport.ServerList = c.storage.endpoints
+	storageConfig.Transport.TrustedCAFile = c.storage.caFile
+	storageConfig.Transport.CertFile, storageConfig.Transport.KeyFile = c.storage.cert, c.storage.key
+	if c.opts.EtcdCompactionInterval > 0 {
+		storageConfig.CompactionInterval = c.opts.EtcdCompactionInterval
 	}
 	etcdOpts := genericoptions.NewEtcdOptions(storageConfig)
 	etcdOpts.DefaultStorageMediaType = "application/vnd.kubernetes.protobuf"
-	etcdOpts.EncryptionProviderConfigFilepath = opts.EncryptionProviderConfig
+	etcdOpts.EncryptionProviderConfigFilepath = c.opts.EncryptionProviderConfig
 	resourceConfig := serverstorage.NewResourceConfig()
 	resourceConfig.EnableVersions(apis.Scheme.PrioritizedVersionsAllGroups()...)
 	factory := serverstorage.NewDefaultStorageFactory(*storageConfig, etcdOpts.DefaultStorageMediaType, apis.Codecs,
-		serverstorage.NewDefaultResourceEncodingConfigForEffectiveVersion(apis.Scheme, version), resourceConfig, nil)
+		serverstorage.NewDefaultResourceEncodingConfigForEffectiveVersion(apis.Scheme, config.EffectiveVersion), resourceConfig, nil)
 	if err := etcdOpts.ApplyWithStorageFactoryTo(factory, config); err != nil {
-		s.close()
-		return nil, fmt.Errorf("storage: %w", err)
+		return nil, nil, fmt.Errorf("storage: %w", err)
 	}
+	return storageConfig, etcdOpts, nil
+}
 
-	config.LoopbackClientConfig.WarningHandler = rest.NoWarnings{}
-	client, err := kubernetes.NewForConfig(config.LoopbackClientConfig)
+// addEndpointReconciler keeps default/kubernetes listing every API server
+// with a live lease (--endpoint-reconciler-type lease, with an advertised
+// address): the server is ready only once it is listed, and leaves the
+// list before it shuts down.
+func (s *Server) addEndpointReconciler(optsGetter generic.RESTOptionsGetter, b *bootstrap) error {
+	opts := s.opts
+	if opts.AdvertiseAddress == "" || opts.EndpointReconcilerType != "lease" {
+		return nil
+	}
+	leases, err := newMasterLeases(optsGetter, masterLeaseTTL)
 	if err != nil {
-		s.close()
-		return nil, err
+		return err
 	}
-	informerFactory := informers.NewSharedInformerFactory(client, 10*time.Minute)
-	nsLifecycle, err := lifecycle.NewLifecycle(sets.New("default", "kube-system", "kube-public"))
+	rec := &endpointReconciler{leases: leases, ip: opts.AdvertiseAddress, b: b, interval: masterLeaseInterval}
+	client, err := kubernetes.NewForConfig(s.generic.LoopbackClientConfig)
 	if err != nil {
-		s.close()
-		return nil, err
+		return err
 	}
-	nsLifecycle.SetExternalKubeInformerFactory(informerFactory)
-	nsLifecycle.SetExternalKubeClientSet(client)
-	if err := nsLifecycle.ValidateInitialization(); err != nil {
-		s.close()
-		return nil, err
-	}
-	rbacLister := newInformerLister(informerFactory)
-	authz.rbacSynced = rbacLister.waitSynced
-	config.AdmissionControl = admission.NewChainHandler(nsLifecycle, newServiceAccountAdmission(informerFactory),
-		newDefaultIngressClass(informerFactory), newEscalation(authz))
-
-	res, err := buildResources(config.RESTOptionsGetter, alloc, opts.Nodes, ca,
-		reviewers{authz: authz, tokens: tokens, audiences: config.Authentication.APIAudiences}, signer)
-	if err != nil {
-		s.close()
-		return nil, err
-	}
-	authz.PodNode = res.podNode
-	policy := &policyHook{roles: defaultClusterRoles(res.served()), bindings: defaultClusterRoleBindings()}
-	authz.RBAC = &rbac.Authorizer{Lister: newDefaultsLister(rbacLister, policy.roles, policy.bindings)}
-	saAuth.serviceAccounts, saAuth.pods = res.getter("", "serviceaccounts"), res.getter("", "pods")
-	saAuth.secrets, saAuth.nodes = res.getter("", "secrets"), res.getter("", "nodes")
-
-	// Unknown paths get a NotFound Status, as from kube-apiserver.
-	notFound := notfoundhandler.New(config.Serializer, genericapifilters.NoMuxAndDiscoveryIncompleteKey)
-	// Both servers list their groups in one aggregated discovery document.
-	config.AggregatedDiscoveryGroupManager = discoveryendpoint.NewResourceManager("apis")
-	crdServer, err := newCRDServer(config, informerFactory, storageConfig, etcdOpts, genericapiserver.NewEmptyDelegateWithCustomHandler(notFound))
-	if err != nil {
-		s.close()
-		return nil, err
-	}
-	s.generic, err = config.Complete(informerFactory).New("svcnet-apiserver", crdServer.GenericAPIServer)
-	if err != nil {
-		s.close()
-		return nil, err
-	}
-	if err := res.install(s.generic); err != nil {
-		s.close()
-		return nil, err
-	}
-	s.generic.AddPostStartHookOrDie("svcnet-crd-discovery", crdDiscovery(s.generic, crdServer.Informers))
-	s.generic.AddPostStartHookOrDie("svcnet-crd-openapi", crdOpenAPI(s.generic, crdServer.Informers))
-	b := &bootstrap{serviceIP: alloc.IPs.Nth(0), serviceCIDR: canonicalCIDR(opts.ServiceCIDR), advertise: opts.AdvertiseAddress, port: advertisedPort(opts, port)}
-	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
-	if opts.AdvertiseAddress != "" && opts.EndpointReconcilerType == "lease" {
-		leases, err := newMasterLeases(config.RESTOptionsGetter, masterLeaseTTL)
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		rec := &endpointReconciler{leases: leases, ip: opts.AdvertiseAddress, b: b, interval: masterLeaseInterval}
-		client, err := kubernetes.NewForConfig(s.generic.LoopbackClientConfig)
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		s.generic.AddPostStartHookOrDie("svcnet-endpoint-reconciler", func(ctx genericapiserver.PostStartHookContext) error {
-			// Ready only once this server is in the endpoints.
-			var last error
-			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-				last = rec.reconcile(ctx, client, false)
-				if last != nil {
-					slog.Debug("default/kubernetes endpoints not written yet", "err", last)
-				}
-				return last == nil, nil
-			})
-			if err != nil {
-				return fmt.Errorf("default/kubernetes endpoints: %w (last: %v)", err, last)
+	s.generic.AddPostStartHookOrDie("svcnet-endpoint-reconciler", func(ctx genericapiserver.PostStartHookContext) error {
+		// Ready only once this server is in the endpoints.
+		var last error
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			last = rec.reconcile(ctx, client, false)
+			if last != nil {
+				slog.Debug("default/kubernetes endpoints not written yet", "err", last)
 			}
-			go func() {
-				rec.run(ctx, client)
-				leases.destroy()
-			}()
-			return nil
+			return last == nil, nil
 		})
-		s.generic.AddPreShutdownHookOrDie("svcnet-endpoint-reconciler", func() error { return rec.leave(client) })
-	}
-	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
-	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", lifecycleControllers(ca.CertPEM))
+		if err != nil {
+			return fmt.Errorf("default/kubernetes endpoints: %w (last: %v)", err, last)
+		}
+		go func() {
+			rec.run(ctx, client)
+			leases.destroy()
+		}()
+		return nil
+	})
+	s.generic.AddPreShutdownHookOrDie("svcnet-endpoint-reconciler", func() error { return rec.leave(client) })
+	return nil
+}
+
+// addAllocatorRepair checks the recorded cluster IPs and node ports
+// against the Services at start, then every --allocation-repair-interval.
+func (s *Server) addAllocatorRepair(alloc *service.Allocators, res *resources) {
 	s.generic.AddPostStartHookOrDie("svcnet-allocator-repair", func(ctx genericapiserver.PostStartHookContext) error {
 		if err := alloc.Repair(ctx); err != nil {
 			return err
 		}
 		go func() {
-			alloc.RunRepair(ctx, opts.AllocationRepairInterval)
+			alloc.RunRepair(ctx, s.opts.AllocationRepairInterval)
 			res.closeRecord()
 		}()
 		return nil
 	})
-
-	if err := s.writeKubeconfigs(ca, tokenFile); err != nil {
-		s.close()
-		return nil, err
-	}
-	return s, nil
 }
 
 // advertisedPort is the port of default/kubernetes' endpoints: the one the
