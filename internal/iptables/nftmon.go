@@ -16,9 +16,9 @@ import (
 //
 // Why not just wait for iptables-restore to exit: with the nft backend,
 // closing its netlink socket waits for the kernel to free the rules the
-// transaction replaced, an RCU grace period after the commit — about
-// 10 ms on our machines, a third of a one-endpoint change at 1,000
-// services, during which the new rules are already in effect.
+// transaction replaced, an RCU grace period after the commit, during
+// which the new rules are already in effect: a large share of a small
+// change's time (docs/benchmarks.md).
 type genMonitor struct {
 	mu  sync.Mutex
 	fd  int

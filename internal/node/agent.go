@@ -83,11 +83,11 @@ type Config struct {
 	EndpointDrainDelay time.Duration
 }
 
-// DefaultEndpointDrainDelay covers every node's proxy applying the
-// EndpointSlice change once the slices stop offering the pod (watch
+// DefaultEndpointDrainDelay is a margin for every node's proxy to apply
+// the EndpointSlice change once the slices stop offering the pod (watch
 // delivery plus a sync, 100 ms least interval): well under a second on an
-// idle machine, but over two seconds once while the whole test suite ran
-// on 2 cores (a rollout lost 3–6 requests per path with 2 s), hence 3 s.
+// idle machine, seconds on a loaded one (docs/reliability.md). A margin,
+// not a guarantee: nothing tells the agent that the proxies are done.
 const DefaultEndpointDrainDelay = 3 * time.Second
 
 // Agent is a running node agent.

@@ -13,10 +13,8 @@ import (
 // therefore copies a few shards of a few dozen entries and a few groups
 // of shard pointers, not the zone, and every published Index stays as it
 // was. One level of shards could not be both small (cheap to copy when
-// written) and few (cheap to hand out at each freeze): at 100,000
-// Services 1,024 shards of about 500 names made a new Service allocate
-// 159 KB in all (BenchmarkUpdaterNewService), 128 groups of 128 shards
-// 35 KB.
+// written) and few (cheap to hand out at each freeze); two levels are
+// both (BenchmarkUpdaterNewService; figures in docs/benchmarks.md).
 type cowMap[K comparable, V any] struct {
 	hash   func(K) uint32
 	groups [][]map[K]V

@@ -52,15 +52,14 @@ type memo struct {
 // lookup that races with either finds the old entry, or none and takes
 // the long way, never a wrong one (the key is compared in the entry).
 //
-// Why no lock: at 100,000 names few slots and entries are in the CPU's
+// Why no lock: in a large zone few slots and entries are in the CPU's
 // caches, and the UDP loop reads the slots of every query of a recvmmsg
 // batch, then their entries, before it answers any, so that their misses
 // overlap — which a read lock per lookup prevents, its atomic writes
-// ordering every load after them. BenchmarkHandleSpread: 240 ns a query
-// at 100,000 Services in batches of 32 against 355 one by one (212 and
-// 225 at 10,000). (A Go map keyed by the key as a string, with the
-// answer apart, made every hit touch four places of memory: 430 ns at
-// 100,000; keyed by hash under a read lock, 310.)
+// ordering every load after them. Why an entry holds key and answer
+// together: a hit then touches two places of memory, the slot and the
+// entry. (BenchmarkHandleSpread; the figures, and those of the maps this
+// replaced, are in docs/benchmarks.md.)
 type memoShard struct {
 	mu sync.Mutex // writers
 	t  atomic.Pointer[memoTable]

@@ -160,10 +160,8 @@ func (s *Server) Ready() bool { return s.idx.Load().Synced() }
 // UDP gets one socket per read loop (GOMAXPROCS of them), bound to the
 // same port with SO_REUSEPORT, and the kernel spreads clients over them
 // by address. Loops sharing one socket would not read in parallel: Go
-// serialises reads on a socket, and on two cores the hand-offs between
-// loops waiting for it cost more than a second loop gains (dnsperf: 109k
-// q/s and a 1.8 ms p99 at 80 % with two loops on one socket, 137k and
-// 0.9 ms with one).
+// serialises reads on a socket, and the hand-offs between loops waiting
+// for it cost more than a second loop gains (dnsperf, docs/benchmarks.md).
 func (s *Server) Listen(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

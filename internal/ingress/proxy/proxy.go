@@ -62,8 +62,7 @@ type Options struct {
 // half the CPUs Go may use, at least one. A loop serves tens of
 // thousands of requests a second on one core; fewer loops handle more
 // ready sockets per epoll_wait and leave the other cores to the
-// backends and clients of the same machine (on 2 cores: one loop used
-// 24 ms of CPU per 1,000 requests where two used 27–35, with a lower p99).
+// backends and clients of the same machine (docs/benchmarks.md).
 func DefaultEventLoops() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 func (o *Options) defaults() {
