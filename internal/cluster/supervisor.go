@@ -8,20 +8,18 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/apiserver"
 	"github.com/svcnet/svcnet/internal/controllermanager"
 	"github.com/svcnet/svcnet/internal/dns/nodecache"
 	"github.com/svcnet/svcnet/internal/pki"
-	"github.com/svcnet/svcnet/internal/restart"
+	"github.com/svcnet/svcnet/internal/supervise"
 )
 
 // APIPortInCluster is the API server's port on the underlay.
@@ -39,19 +37,9 @@ type supervisor struct {
 	// the port between a pick and a bind, or during a restart.
 	apiListener *os.File
 
-	mu    sync.Mutex
-	procs []*proc
-}
-
-// proc is one supervised process.
-type proc struct {
-	name string
-	argv []string
-	// files are inherited as descriptors 3, 4, …
-	files []*os.File
-	// cmd and done are the current run's, guarded by the supervisor's mu
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu       sync.Mutex
+	procs    []*supervise.Process // in the order they started
+	stopping bool                 // shutdown has begun: nothing starts
 }
 
 // Supervise builds the cluster and keeps it running until ctx ends; then
@@ -267,89 +255,33 @@ func (s *supervisor) listenAPI() (int, error) {
 	return 0, fmt.Errorf("no port for the API server: %w", err)
 }
 
-// run starts a supervised process and restarts it when it dies.
+// run keeps `svcnet args…` running as the component name, its output in
+// the component's log, its pids recorded for svcnet down.
 func (s *supervisor) run(name string, args []string, files ...*os.File) {
-	p := &proc{name: name, argv: append([]string{s.self}, args...), files: files}
 	s.mu.Lock()
-	s.procs = append(s.procs, p)
-	s.mu.Unlock()
-	go func() {
-		backoff := restart.Components.New()
-		for {
-			// Launching under the lock: shutdown either sees this start
-			// or the loop sees shutdown, never neither (a leaked child).
-			s.mu.Lock()
-			if s.procs == nil {
-				s.mu.Unlock()
-				return
-			}
-			started := time.Now()
-			done, err := s.launch(p)
-			s.mu.Unlock()
-			if err != nil {
-				slog.Error("start", "component", name, "err", err)
-			} else {
-				<-done
-			}
-			s.mu.Lock()
-			stopping := s.procs == nil
-			s.mu.Unlock()
-			if stopping {
-				return
-			}
-			wait := backoff.Exited(time.Since(started))
-			slog.Warn("component exited; restarting", "component", name, "in", wait)
-			time.Sleep(wait)
-		}
-	}()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
+	s.procs = append(s.procs, supervise.Start(supervise.Spec{
+		Name:    name,
+		Argv:    append([]string{s.self}, args...),
+		Log:     s.state.Log(name),
+		Files:   files,
+		OnStart: s.state.recordPid,
+	}))
 }
 
-// launch starts p once; the caller holds s.mu.
-func (s *supervisor) launch(p *proc) (<-chan struct{}, error) {
-	logf, err := os.OpenFile(s.state.Log(p.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(p.argv[0], p.argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = p.files
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	s.state.recordPid(cmd.Process.Pid)
-	done := make(chan struct{})
-	p.cmd, p.done = cmd, done
-	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
-	return done, nil
-}
-
-// shutdown stops the processes (node agents first, so that pods end
-// before the API server) and removes the cluster's network.
+// shutdown stops the processes in the reverse order of their start (node
+// agents first, so that pods end before the API server) and removes the
+// cluster's network.
 func (s *supervisor) shutdown() {
 	s.mu.Lock()
-	type running struct {
-		cmd  *exec.Cmd
-		done <-chan struct{}
-	}
-	var stop []running
-	for _, p := range s.procs {
-		if p.cmd != nil && p.cmd.Process != nil {
-			stop = append(stop, running{p.cmd, p.done})
-		}
-	}
-	s.procs = nil // no restart after this
+	s.stopping = true
+	procs := s.procs
 	s.mu.Unlock()
-	for i := len(stop) - 1; i >= 0; i-- {
-		r := stop[i]
-		_ = r.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-r.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-			<-r.done
-		}
+	for _, p := range slices.Backward(procs) {
+		p.Stop()
 	}
 	// Containers outlive their agents (shims of their own session): end
 	// everything still running in the cluster's namespaces first.
