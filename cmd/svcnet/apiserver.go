@@ -2,9 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
-	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,8 +10,6 @@ import (
 
 func newAPIServerCommand() *cobra.Command {
 	o := apiserver.Defaults()
-	var alsoListen []string
-	var listenFD int
 	cmd := &cobra.Command{
 		Use:   "apiserver",
 		Short: "Serve the Kubernetes API, stored in etcd",
@@ -25,22 +20,6 @@ etcd (or --etcd-servers). kubectl and client-go work against it as against
 kube-apiserver.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, a := range alsoListen {
-				l, err := apiserver.ParseNetnsListen(a)
-				if err != nil {
-					return fmt.Errorf("--also-listen %w", err)
-				}
-				o.AlsoListen = append(o.AlsoListen, l)
-			}
-			if listenFD > 0 {
-				f := os.NewFile(uintptr(listenFD), "secure-port")
-				l, err := net.FileListener(f)
-				f.Close()
-				if err != nil {
-					return fmt.Errorf("--listen-fd %d: %w", listenFD, err)
-				}
-				o.Listener = l
-			}
 			s, err := apiserver.New(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -49,31 +28,6 @@ kube-apiserver.`,
 			return s.Run(cmd.Context())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory of the embedded etcd, certificates and kubeconfigs")
-	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address to serve on (0.0.0.0 for all)")
-	f.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port (0 picks a free one)")
-	f.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "address published in the default/kubernetes endpoints")
-	f.StringVar(&o.EndpointReconcilerType, "endpoint-reconciler-type", o.EndpointReconcilerType, "lease: default/kubernetes lists every API server with a live lease in etcd (renewed every 10s, 15s to live, removed at shutdown); none: this server writes no endpoints")
-	f.StringVar(&o.WriteKubeconfig, "write-kubeconfig", o.WriteKubeconfig, "also write the admin kubeconfig to this file")
-	f.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "external etcd client URLs (default: embedded etcd in --data-dir)")
-	f.StringVar(&o.EtcdCAFile, "etcd-cafile", "", "CA bundle that verifies the external etcd's serving certificates")
-	f.StringVar(&o.EtcdCertFile, "etcd-certfile", "", "client certificate for the external etcd")
-	f.StringVar(&o.EtcdKeyFile, "etcd-keyfile", "", "key of --etcd-certfile")
-	f.StringVar(&o.EncryptionProviderConfig, "encryption-provider-config", "", "EncryptionConfiguration file: how resources (Secrets …) are encrypted in etcd (aescbc, aesgcm, secretbox, identity)")
-	f.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", o.MaxRequestsInFlight, "most non-mutating requests served at once; more get 429 (0: no limit)")
-	f.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "most mutating requests served at once; more get 429 (0: no limit)")
-	o.Audit.AddFlags(f)
-	f.StringVar(&o.ServiceCIDR, "service-cluster-ip-range", o.ServiceCIDR, "CIDR of service cluster IPs")
-	f.StringVar(&o.NodePortRange, "service-node-port-range", o.NodePortRange, "port range of NodePort services, MIN-MAX")
-	f.DurationVar(&o.AllocationRepairInterval, "allocation-repair-interval", o.AllocationRepairInterval, "how often the recorded cluster IPs (IPAddresses) and node ports are checked against the Services: missing ones recorded, ones no Service holds at two checks in a row freed")
-	f.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "bearer tokens, CSV: token,user,uid,\"group1,group2\" (default: generated in --data-dir)")
-	f.DurationVar(&o.EtcdCompactionInterval, "etcd-compaction-interval", 5*time.Minute, "how often to compact old etcd revisions (older resourceVersions then get 410 Gone)")
-	f.StringSliceVar(&alsoListen, "also-listen", nil, "also serve inside a named network namespace: NETNS/HOST:PORT (svcnet up uses it)")
-	f.IntVar(&o.Nodes.Port, "kubelet-port", 10250, "port of the node agents' logs and exec server")
-	f.BoolVar(&o.Nodes.Enabled, "kubelet-connection", false, "serve pods/log and pods/exec through node agents (mutual TLS from the cluster CA)")
-	f.StringVar(&o.Nodes.Netns, "kubelet-netns", "", "named network namespace in which node addresses are reachable")
-	f.IntVar(&listenFD, "listen-fd", 0, "serve the secure port on this inherited, already listening socket (svcnet up keeps the port across restarts)")
-	f.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs of the serving certificate")
+	o.AddFlags(cmd.Flags())
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -24,7 +25,9 @@ import (
 // New completes and validates opts, prepares what the server runs on and
 // builds the server; Run serves it.
 func New(ctx context.Context, opts Options) (*Server, error) {
-	opts.complete()
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -40,11 +43,30 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// complete fills in what an empty option means.
-func (o *Options) complete() {
+// complete fills in what an empty option means, and turns the flags
+// that name things (--also-listen, --listen-fd) into them.
+func (o *Options) complete() error {
 	if o.EndpointReconcilerType == "" {
 		o.EndpointReconcilerType = "lease"
 	}
+	for _, a := range o.AlsoListenAt {
+		l, err := ParseNetnsListen(a)
+		if err != nil {
+			return fmt.Errorf("--also-listen %w", err)
+		}
+		o.AlsoListen = append(o.AlsoListen, l)
+	}
+	o.AlsoListenAt = nil
+	if o.ListenFD > 0 && o.Listener == nil {
+		f := os.NewFile(uintptr(o.ListenFD), "secure-port")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--listen-fd %d: %w", o.ListenFD, err)
+		}
+		o.Listener = l
+	}
+	return nil
 }
 
 // Validate reports options that cannot work, before anything is made.

@@ -41,7 +41,9 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := valid()
 			tc.edit(&o)
-			o.complete()
+			if err := o.complete(); err != nil {
+				t.Fatal(err)
+			}
 			err := o.Validate()
 			switch {
 			case tc.want == "" && err != nil:
@@ -71,7 +73,9 @@ func TestConfigReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.Listener = l
-	o.complete()
+	if err := o.complete(); err != nil {
+		t.Fatal(err)
+	}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -74,8 +74,10 @@ type Options struct {
 	AllocationRepairInterval time.Duration
 	TokenAuthFile            string   // --token-auth-file; default: generated in DataDir
 	TLSSANs                  []string // extra names and addresses of the serving certificate
-	// AlsoListen are extra addresses inside network namespaces.
-	AlsoListen []NetnsListen
+	// AlsoListen are extra addresses inside network namespaces; New adds
+	// those of AlsoListenAt (--also-listen NETNS/HOST:PORT).
+	AlsoListen   []NetnsListen
+	AlsoListenAt []string
 	// Nodes say how to reach node agents for pods/log and pods/exec.
 	Nodes NodeOptions
 	// EtcdCompactionInterval is how often old revisions are compacted
@@ -94,8 +96,10 @@ type Options struct {
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 	// Listener, when set, is the secure port already bound (by svcnet
 	// up's supervisor, which keeps it across restarts); SecurePort and
-	// BindAddress then only describe it.
+	// BindAddress then only describe it. New makes it from ListenFD
+	// (--listen-fd), an inherited descriptor, when that is set.
 	Listener net.Listener
+	ListenFD int
 }
 
 // Defaults returns Options with kube-apiserver's defaults.
@@ -108,6 +112,8 @@ func Defaults() Options {
 		ServiceCIDR:              "10.96.0.0/12",
 		NodePortRange:            "30000-32767",
 		AllocationRepairInterval: 3 * time.Minute,
+		EtcdCompactionInterval:   5 * time.Minute,
+		Nodes:                    NodeOptions{Port: 10250},
 		EndpointReconcilerType:   "lease",
 		Audit:                    genericoptions.NewAuditOptions(),
 

@@ -17,13 +17,16 @@ import (
 
 // Args returns the flags that make bind's options o what they are: bind
 // adds a component's flags for the options it is given to a flag set.
-// The flags whose values in o differ from those in defaults are returned
-// as --name=value, in the order bind defines them. Flags bound to the same
-// variable (kube-proxy's per-mode spellings of one setting) are given
-// once, by their first name.
-func Args[T any](o, defaults T, bind func(*T, *pflag.FlagSet)) []string {
+// The flags whose values in o differ from those in defaults() are
+// returned as --name=value, in the order bind defines them. Flags bound
+// to the same variable (kube-proxy's per-mode spellings of one setting)
+// are given once, by their first name. defaults is a function, so that
+// options holding pointers (the API server's audit options) get their
+// own each time.
+func Args[T any](o T, defaults func() T, bind func(*T, *pflag.FlagSet)) []string {
 	have, want := newSet(), newSet()
-	bind(&defaults, have)
+	d := defaults()
+	bind(&d, have)
 	bind(&o, want)
 	seen := map[uintptr]bool{}
 	var out []string
@@ -86,14 +89,14 @@ func valuePointer(v pflag.Value) uintptr {
 // default, then all of them at once, gives options that Args turns into a
 // command line that Parse turns back into the same options. Components'
 // tests call it, so that a flag added without its way back fails.
-func RoundTrip[T any](defaults T, bind func(*T, *pflag.FlagSet)) error {
+func RoundTrip[T any](defaults func() T, bind func(*T, *pflag.FlagSet)) error {
 	names := []string{}
 	probe := newSet()
-	d := defaults
+	d := defaults()
 	bind(&d, probe)
 	probe.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	check := func(set []string) error {
-		o := defaults
+		o := defaults()
 		fs := newSet()
 		bind(&o, fs)
 		for _, n := range set {
@@ -115,7 +118,7 @@ func RoundTrip[T any](defaults T, bind func(*T, *pflag.FlagSet)) error {
 		if len(set) > 0 && len(args) == 0 {
 			return fmt.Errorf("flags %v changed, Args gives nothing", set)
 		}
-		back := defaults
+		back := defaults()
 		if err := Parse(&back, bind, args); err != nil {
 			return fmt.Errorf("parse %q: %w", args, err)
 		}
@@ -144,6 +147,9 @@ func other(v pflag.Value) string {
 	case "int", "int32", "int64", "uint", "uint16", "uint32", "uint64":
 		n, _ := strconv.ParseInt(cur, 10, 64)
 		return strconv.FormatInt(n+3, 10)
+	case "float32", "float64":
+		f, _ := strconv.ParseFloat(cur, 64)
+		return strconv.FormatFloat(f+1.5, 'g', -1, 64)
 	case "duration":
 		d, _ := time.ParseDuration(cur)
 		return (d + 1500*time.Millisecond).String()

@@ -46,25 +46,25 @@ func TestArgs(t *testing.T) {
 	o := defaults()
 	o.Name, o.On, o.List, o.Aliased = "b c", true, []string{"x", "y"}, time.Minute
 	o.Array = []string{"z=1,2", "y=3"}
-	got := Args(o, defaults(), bind)
+	got := Args(o, defaults, bind)
 	want := []string{"--name=b c", "--on=true", "--list=x,y", "--forward=z=1,2", "--forward=y=3", "--sync-period=1m0s"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Args = %q, want %q", got, want)
 	}
-	if got := Args(defaults(), defaults(), bind); len(got) != 0 {
+	if got := Args(defaults(), defaults, bind); len(got) != 0 {
 		t.Errorf("the defaults' Args = %q, want none", got)
 	}
 }
 
 func TestRoundTrip(t *testing.T) {
-	if err := RoundTrip(defaults(), bind); err != nil {
+	if err := RoundTrip(defaults, bind); err != nil {
 		t.Error(err)
 	}
 	withLossy := func(o *options, f *pflag.FlagSet) {
 		bind(o, f)
 		f.Var(&o.Lossy, "lossy", "")
 	}
-	if err := RoundTrip(defaults(), withLossy); err == nil || !strings.Contains(err.Error(), "lossy") {
+	if err := RoundTrip(defaults, withLossy); err == nil || !strings.Contains(err.Error(), "lossy") {
 		t.Errorf("a flag that does not parse back: %v, want an error naming it", err)
 	}
 }

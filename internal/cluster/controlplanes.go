@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,12 +83,7 @@ func (s *supervisor) startControlPlanes(ctx context.Context, ca *pki.CA, encrypt
 		member.Peer = etcd.TLSFiles{CertFile: files.PeerCert, KeyFile: files.PeerKey, TrustedCAFile: files.CA, ClientCertAuth: true}
 		hosts = append(hosts, host{cp: cp, cmConfig: cmConfig,
 			etcdArgs: append([]string{"etcd"}, member.Args()...),
-			apiArgs: append([]string{"apiserver", "--data-dir", apiDir, "--bind-address", cp.IP.String(),
-				"--secure-port", strconv.Itoa(APIPortInCluster), "--advertise-address", cp.IP.String(), "--tls-san", s.plan.Edge.String(),
-				"--etcd-servers", strings.Join(clientURLs, ","),
-				"--etcd-cafile", files.CA, "--etcd-certfile", files.ClientCert, "--etcd-keyfile", files.ClientKey,
-				"--service-cluster-ip-range", s.opts.ServiceCIDR, "--service-node-port-range", s.opts.NodePortRange,
-				"--kubelet-connection", "--encryption-provider-config", encryption}, s.opts.APIServerArgs...),
+			apiArgs:  s.haAPIServer(cp, apiDir, encryption, clientURLs, files),
 		})
 	}
 	// The admin's kubeconfig: the host's loopback port, which leads to
@@ -140,4 +135,16 @@ func copyFiles(src, dst string, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// haAPIServer is the command line of a control-plane host's API server:
+// on the host's address, on the etcd cluster, its certificate also
+// naming the edge that balances it.
+func (s *supervisor) haAPIServer(cp ControlPlanePlan, dataDir, encryption string, etcdURLs []string, files pki.EtcdFiles) []string {
+	o := s.apiServer(dataDir, encryption)
+	o.BindAddress, o.SecurePort, o.AdvertiseAddress = cp.IP.String(), APIPortInCluster, cp.IP.String()
+	o.TLSSANs = []string{s.plan.Edge.String()}
+	o.EtcdServers = etcdURLs
+	o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = files.CA, files.ClientCert, files.ClientKey
+	return slices.Concat([]string{"apiserver"}, o.Args(), s.opts.APIServerArgs)
 }

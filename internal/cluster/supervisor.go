@@ -18,6 +18,7 @@ import (
 	"github.com/svcnet/svcnet/internal/apiserver"
 	"github.com/svcnet/svcnet/internal/controllermanager"
 	"github.com/svcnet/svcnet/internal/dns/nodecache"
+	"github.com/svcnet/svcnet/internal/node"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/supervise"
 )
@@ -106,23 +107,23 @@ func (s *supervisor) start(ctx context.Context) error {
 
 	for _, n := range s.plan.Nodes {
 		dir := s.state.NodeDir(n.Name)
-		clusterDNS := s.dnsIP().String()
-		var cache []string
+		o := node.Defaults()
+		o.Kubeconfig, o.HostnameOverride = s.state.InCluster(n.Name), n.Name
+		o.NodeIP, o.PodCIDR, o.PodBridge = n.IP.String(), n.PodCIDR.String(), PodBridge
+		o.ClusterCIDR, o.NetnsPrefix, o.RootDir = s.plan.ClusterCIDR.String(), n.Netns+"-", dir
+		o.ClusterDNS, o.IPTablesBinary = s.dnsIP().String(), s.iptables()
+		o.Address = netip.AddrPortFrom(n.IP, 10250).String()
+		o.TLSCertFile, o.TLSPrivateKeyFile = filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key")
+		o.ClientCAFile = filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)
 		if s.opts.NodeLocalDNS {
 			// The cache reads one Service and its slices: the proxy's
 			// identity is enough.
 			nc := nodecache.Defaults()
-			nc.Kubeconfig, nc.ClusterDNS, nc.IPTablesBinary = s.state.InCluster("proxy"), clusterDNS, s.iptables()
-			cache = []string{"--node-cache-command", strings.Join(append([]string{s.self, "node-cache"}, nc.Args()...), " ")}
-			clusterDNS = nodecache.DefaultAddress
+			nc.Kubeconfig, nc.ClusterDNS, nc.IPTablesBinary = s.state.InCluster("proxy"), o.ClusterDNS, s.iptables()
+			o.NodeCacheCommand = strings.Join(append([]string{s.self, "node-cache"}, nc.Args()...), " ")
+			o.ClusterDNS = nodecache.DefaultAddress
 		}
-		s.run(n.Name, append(s.inNetns(n.Netns, "node", "--kubeconfig", s.state.InCluster(n.Name), "--hostname-override", n.Name,
-			"--node-ip", n.IP.String(), "--pod-cidr", n.PodCIDR.String(), "--pod-bridge", PodBridge,
-			"--cluster-cidr", s.plan.ClusterCIDR.String(),
-			"--netns-prefix", n.Netns+"-", "--root-dir", dir, "--cluster-dns", clusterDNS,
-			"--iptables-binary", s.iptables(), "--address", netip.AddrPortFrom(n.IP, 10250).String(),
-			"--tls-cert-file", filepath.Join(dir, "node.crt"), "--tls-private-key-file", filepath.Join(dir, "node.key"),
-			"--client-ca-file", filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)), cache...))
+		s.run(n.Name, s.inNetns(n.Netns, append([]string{"node"}, o.Args()...)...))
 	}
 	if !s.plan.HA() {
 		s.runEdge(nil)
@@ -299,14 +300,12 @@ func (s *supervisor) shutdown() {
 // loopback port, also listening on the underlay, and the controller
 // manager.
 func (s *supervisor) startAPIServer(ctx context.Context, ca *pki.CA, encryption string, port int, inCluster netip.AddrPort, t0 time.Time) error {
-	args := []string{"apiserver", "--data-dir", s.state.APIServerDir(), "--bind-address", "127.0.0.1",
-		"--secure-port", strconv.Itoa(port), "--listen-fd", "3", "--write-kubeconfig", s.state.Kubeconfig(),
-		"--also-listen", s.plan.UnderlayNetns() + "/" + inCluster.String(),
-		"--advertise-address", s.plan.Gateway.String(),
-		"--service-cluster-ip-range", s.opts.ServiceCIDR, "--service-node-port-range", s.opts.NodePortRange,
-		"--kubelet-connection", "--kubelet-netns", s.plan.UnderlayNetns(),
-		"--encryption-provider-config", encryption}
-	s.run("apiserver", append(args, s.opts.APIServerArgs...), s.apiListener)
+	o := s.apiServer(s.state.APIServerDir(), encryption)
+	o.BindAddress, o.SecurePort, o.ListenFD, o.WriteKubeconfig = "127.0.0.1", port, 3, s.state.Kubeconfig()
+	o.AlsoListenAt = []string{s.plan.UnderlayNetns() + "/" + inCluster.String()}
+	o.AdvertiseAddress = s.plan.Gateway.String()
+	o.Nodes.Netns = s.plan.UnderlayNetns()
+	s.run("apiserver", slices.Concat([]string{"apiserver"}, o.Args(), s.opts.APIServerArgs), s.apiListener)
 	if err := s.waitAPI(ctx, ca, port); err != nil {
 		return err
 	}
@@ -316,6 +315,17 @@ func (s *supervisor) startAPIServer(ctx context.Context, ca *pki.CA, encryption 
 	s.run("controller-manager", s.controllerManager(filepath.Join(s.state.APIServerDir(), apiserver.KubeconfigDir, "controller-manager.kubeconfig"), false))
 
 	return nil
+}
+
+// apiServer is what every API server of the cluster is given: its data
+// directory, the cluster's service ranges, the node agents' connection,
+// encryption at rest.
+func (s *supervisor) apiServer(dataDir, encryption string) apiserver.Options {
+	o := apiserver.Defaults()
+	o.DataDir, o.EncryptionProviderConfig = dataDir, encryption
+	o.ServiceCIDR, o.NodePortRange = s.opts.ServiceCIDR, s.opts.NodePortRange
+	o.Nodes.Enabled = true
+	return o
 }
 
 // controllerManager is the command line of a controller manager: the

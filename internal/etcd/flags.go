@@ -61,4 +61,4 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 
 // Args is the command line of `svcnet etcd` with o: the flags whose
 // values differ from the defaults.
-func (o Options) Args() []string { return cliflags.Args(o, Defaults(), (*Options).AddFlags) }
+func (o Options) Args() []string { return cliflags.Args(o, Defaults, (*Options).AddFlags) }

@@ -28,4 +28,4 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 
 // Args is the command line of `svcnet ingress` with o: the flags whose values
 // differ from the defaults.
-func (o Options) Args() []string { return cliflags.Args(o, Defaults(), (*Options).AddFlags) }
+func (o Options) Args() []string { return cliflags.Args(o, Defaults, (*Options).AddFlags) }

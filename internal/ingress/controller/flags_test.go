@@ -7,7 +7,7 @@ import (
 )
 
 func TestArgs(t *testing.T) {
-	if err := cliflags.RoundTrip(Defaults(), (*Options).AddFlags); err != nil {
+	if err := cliflags.RoundTrip(Defaults, (*Options).AddFlags); err != nil {
 		t.Error(err)
 	}
 	if args := Defaults().Args(); len(args) != 0 {

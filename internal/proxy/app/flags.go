@@ -45,4 +45,4 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 
 // Args is the command line of `svcnet proxy` with o: the flags whose
 // values differ from the defaults.
-func (o Options) Args() []string { return cliflags.Args(o, Defaults(), (*Options).AddFlags) }
+func (o Options) Args() []string { return cliflags.Args(o, Defaults, (*Options).AddFlags) }

@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/cliflags"
+	nodeagent "github.com/svcnet/svcnet/internal/node"
 )
 
 // TestFrozenNodeAgent stops node-2's agent (SIGSTOP: alive but silent, as
@@ -107,8 +110,12 @@ func agentPid(t *testing.T, c *localCluster, node string) int {
 			continue
 		}
 		argv := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
-		if len(argv) > 1 && argv[1] == "node" && slices.Contains(argv, "--hostname-override") &&
-			argv[slices.Index(argv, "--hostname-override")+1] == node {
+		if len(argv) < 2 || argv[1] != "node" {
+			continue
+		}
+		// The agent's flags as the agent parses them.
+		o := nodeagent.Defaults()
+		if cliflags.Parse(&o, (*nodeagent.Options).AddFlags, argv[2:]) == nil && o.HostnameOverride == node {
 			return pid
 		}
 	}

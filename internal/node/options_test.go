@@ -1,0 +1,65 @@
+package node
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/cliflags"
+)
+
+func TestArgs(t *testing.T) {
+	if err := cliflags.RoundTrip(Defaults, (*Options).AddFlags); err != nil {
+		t.Error(err)
+	}
+	if args := Defaults().Args(); len(args) != 0 {
+		t.Errorf("the defaults' command line is %q, want none", args)
+	}
+}
+
+func TestOptionsConfig(t *testing.T) {
+	valid := func() Options {
+		o := Defaults()
+		o.HostnameOverride, o.NodeIP, o.PodCIDR = "node-1", "172.18.0.11", "10.244.1.0/24"
+		return o
+	}
+	o := valid()
+	o.ClusterCIDR, o.NodeLabels = "10.244.0.0/16", []string{"zone=a", "empty="}
+	o.ProxyCommand, o.NodeCacheCommand = "/bin/svcnet proxy --kubeconfig /k", ""
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeName != "node-1" || cfg.NodeIP != netip.MustParseAddr("172.18.0.11") ||
+		cfg.PodCIDR != netip.MustParsePrefix("10.244.1.0/24") || cfg.ClusterCIDR != netip.MustParsePrefix("10.244.0.0/16") {
+		t.Errorf("config %+v", cfg)
+	}
+	if cfg.Labels["zone"] != "a" || len(cfg.Labels) != 2 {
+		t.Errorf("labels %v", cfg.Labels)
+	}
+	if !slices.Equal(cfg.Proxy, []string{"/bin/svcnet", "proxy", "--kubeconfig", "/k"}) || cfg.NodeCache != nil {
+		t.Errorf("proxy %q, node cache %q", cfg.Proxy, cfg.NodeCache)
+	}
+	if cfg.EndpointDrainDelay != DefaultEndpointDrainDelay || cfg.Bridge != "cbr0" {
+		t.Errorf("defaults not carried: %+v", cfg)
+	}
+
+	bad := []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"node IP", func(o *Options) { o.NodeIP = "node-1" }, "--node-ip"},
+		{"no node IP", func(o *Options) { o.NodeIP = "" }, "--node-ip"},
+		{"pod CIDR", func(o *Options) { o.PodCIDR = "10.244.1.0" }, "--pod-cidr"},
+		{"cluster CIDR", func(o *Options) { o.ClusterCIDR = "10.244.0.0/33" }, "--cluster-cidr"},
+	}
+	for _, tc := range bad {
+		o := valid()
+		tc.edit(&o)
+		if _, err := o.Config(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+}
