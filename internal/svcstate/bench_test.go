@@ -40,7 +40,7 @@ func trackerWith(n int) *svcstate.Tracker {
 // update in which one endpoint flips readiness, and taking the snapshot.
 // Its cost must not grow with the number of services.
 func BenchmarkSnapshotOneEndpointChange(b *testing.B) {
-	for _, n := range []int{100, 10000} {
+	for _, n := range []int{100, 10000, 100000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			tr := trackerWith(n)
 			const rotate = 100

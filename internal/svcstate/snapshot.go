@@ -6,21 +6,30 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcnet/svcnet/internal/cow"
 )
 
-// shardCount splits the service map so that a new snapshot copies one
-// shard (about N/256 entries) plus 256 shard pointers, instead of all N
-// services. At 10,000 services that is ~40 entries per change.
-const shardCount = 256
+// The services are a copy-on-write map of 64 groups of 64 shards: a new
+// snapshot copies the shards its changes touch and their groups' shard
+// lists, a few dozen entries and pointers at 100,000 Services, never the
+// whole map.
+const (
+	serviceGroups = 64
+	serviceShards = 64
+)
 
-type shard map[types.NamespacedName]*Service
+func newServiceMap() cow.Map[types.NamespacedName, *Service] {
+	return cow.New[types.NamespacedName, *Service](serviceGroups, serviceShards, hashName)
+}
+
+func hashName(n types.NamespacedName) uint32 { return cow.Path(n.Namespace, n.Name) }
 
 // Snapshot is an immutable view of all services and their endpoints.
 // Snapshots share unchanged services and shards with their predecessors;
 // nothing reachable from a Snapshot may be modified.
 type Snapshot struct {
-	shards     [shardCount]shard
-	n          int
+	services   cow.Map[types.NamespacedName, *Service]
 	generation uint64
 }
 
@@ -29,11 +38,12 @@ type Snapshot struct {
 func (s *Snapshot) Generation() uint64 { return s.generation }
 
 // Len is the number of services.
-func (s *Snapshot) Len() int { return s.n }
+func (s *Snapshot) Len() int { return s.services.Len() }
 
 // Service returns the service named n, or nil.
 func (s *Snapshot) Service(n types.NamespacedName) *Service {
-	return s.shards[shardOf(n)][n]
+	svc, _ := s.services.Get(n)
+	return svc
 }
 
 // Port returns service port n and its endpoints; nil when the service or
@@ -53,18 +63,16 @@ func (s *Snapshot) Port(n ServicePortName) (*ServicePort, []Endpoint) {
 // All calls yield for every service, in no particular order, until yield
 // returns false. It is usable as a range-over-func iterator.
 func (s *Snapshot) All(yield func(*Service) bool) {
-	for _, sh := range s.shards {
-		for _, svc := range sh {
-			if !yield(svc) {
-				return
-			}
+	for _, svc := range s.services.All {
+		if !yield(svc) {
+			return
 		}
 	}
 }
 
 // Sorted returns all services ordered by namespace and name.
 func (s *Snapshot) Sorted() []*Service {
-	out := make([]*Service, 0, s.n)
+	out := make([]*Service, 0, s.Len())
 	for svc := range s.All {
 		out = append(out, svc)
 	}
@@ -72,56 +80,6 @@ func (s *Snapshot) Sorted() []*Service {
 		return cmp.Or(cmp.Compare(a.Name.Namespace, b.Name.Namespace), cmp.Compare(a.Name.Name, b.Name.Name))
 	})
 	return out
-}
-
-// snapshotBuilder makes the next snapshot from a previous one, copying a
-// shard the first time it is written.
-type snapshotBuilder struct {
-	next   *Snapshot
-	copied [shardCount]bool
-}
-
-func newBuilder(prev *Snapshot) *snapshotBuilder {
-	next := *prev // copies the shard array, not the shards
-	next.generation++
-	return &snapshotBuilder{next: &next}
-}
-
-func (b *snapshotBuilder) set(n types.NamespacedName, svc *Service) {
-	i := shardOf(n)
-	if !b.copied[i] {
-		old := b.next.shards[i]
-		sh := make(shard, len(old)+1)
-		for k, v := range old {
-			sh[k] = v
-		}
-		b.next.shards[i] = sh
-		b.copied[i] = true
-	}
-	_, existed := b.next.shards[i][n]
-	switch {
-	case svc == nil && existed:
-		delete(b.next.shards[i], n)
-		b.next.n--
-	case svc != nil:
-		b.next.shards[i][n] = svc
-		if !existed {
-			b.next.n++
-		}
-	}
-}
-
-// shardOf is FNV-1a over "namespace/name", inlined to avoid allocating.
-func shardOf(n types.NamespacedName) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(n.Namespace); i++ {
-		h = (h ^ uint32(n.Namespace[i])) * 16777619
-	}
-	h = (h ^ '/') * 16777619
-	for i := 0; i < len(n.Name); i++ {
-		h = (h ^ uint32(n.Name[i])) * 16777619
-	}
-	return int(h % shardCount)
 }
 
 // Changes says what differs between a snapshot and the one its consumer

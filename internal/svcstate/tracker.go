@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcnet/svcnet/internal/cow"
 )
 
 // Config configures a Tracker.
@@ -46,11 +48,14 @@ type Tracker struct {
 	cfg Config
 
 	mu       sync.Mutex
-	services map[types.NamespacedName]*Service              // parsed, without endpoints
-	slices   map[types.NamespacedName]map[string]*sliceInfo // by service, then slice name
-	dirty    map[types.NamespacedName]time.Time             // earliest trigger time per service
-	snap     *Snapshot
-	bad      map[Reason]uint64
+	services map[types.NamespacedName]*Service // parsed, without endpoints
+	// live is the next snapshot's services: the last one's, with the
+	// changes applied since, sharing all it has not changed.
+	live   cow.Map[types.NamespacedName, *Service]
+	slices map[types.NamespacedName]map[string]*sliceInfo // by service, then slice name
+	dirty  map[types.NamespacedName]time.Time             // earliest trigger time per service
+	snap   *Snapshot
+	bad    map[Reason]uint64
 }
 
 // NewTracker returns a Tracker with an empty snapshot.
@@ -66,6 +71,7 @@ func NewTracker(cfg Config) *Tracker {
 		services: map[types.NamespacedName]*Service{},
 		slices:   map[types.NamespacedName]map[string]*sliceInfo{},
 		dirty:    map[types.NamespacedName]time.Time{},
+		live:     newServiceMap(),
 		snap:     &Snapshot{},
 		bad:      map[Reason]uint64{},
 	}
@@ -233,7 +239,6 @@ func (t *Tracker) Snapshot() (*Snapshot, Changes) {
 	if len(t.dirty) == 0 {
 		return t.snap, Changes{}
 	}
-	b := newBuilder(t.snap)
 	ch := Changes{
 		Ports:        map[ServicePortName]struct{}{},
 		Services:     map[types.NamespacedName]struct{}{},
@@ -248,7 +253,11 @@ func (t *Tracker) Snapshot() (*Snapshot, Changes) {
 		if len(ports) == 0 && !metaChanged {
 			continue // e.g. a slice rewritten with the same content
 		}
-		b.set(nn, cur)
+		if cur == nil {
+			t.live.Delete(nn)
+		} else {
+			t.live.Set(nn, cur)
+		}
 		maps.Copy(ch.Ports, ports)
 		ch.Services[nn] = struct{}{}
 		ch.TriggerTimes[nn] = trigger
@@ -257,7 +266,7 @@ func (t *Tracker) Snapshot() (*Snapshot, Changes) {
 	if len(ch.Services) == 0 {
 		return t.snap, Changes{}
 	}
-	t.snap = b.next
+	t.snap = &Snapshot{services: t.live.Freeze(), generation: t.snap.generation + 1}
 	return t.snap, ch
 }
 

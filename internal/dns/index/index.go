@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcnet/svcnet/internal/cow"
 )
 
 // SchemaVersion is what dns-version.<zone> answers.
@@ -75,10 +77,10 @@ type Index struct {
 	soa      *dns.SOA
 	soaV4    *dns.SOA
 	soaV6    *dns.SOA
-	nodes    cowMap[string, *Node]
-	podIPs   cowMap[nsAddr, struct{}]   // pod IPs by namespace (verified mode)
-	podNS    cowMap[string, struct{}]   // namespaces with pods (verified mode)
-	clientNS cowMap[netip.Addr, string] // pod IP -> namespace, for autopath
+	nodes    cow.Map[string, *Node]
+	podIPs   cow.Map[nsAddr, struct{}]   // pod IPs by namespace (verified mode)
+	podNS    cow.Map[string, struct{}]   // namespaces with pods (verified mode)
+	clientNS cow.Map[netip.Addr, string] // pod IP -> namespace, for autopath
 	services int
 	// origin is the Updater the snapshot came from (its settings), gen
 	// the snapshot itself; both unique in the process.
@@ -121,7 +123,7 @@ func (d *Deps) Holds(cur *Index) bool {
 		return false
 	}
 	for i, name := range d.names {
-		if n, _ := cur.nodes.get(name); n != d.nodes[i] {
+		if n, _ := cur.nodes.Get(name); n != d.nodes[i] {
 			return false
 		}
 	}
@@ -129,7 +131,7 @@ func (d *Deps) Holds(cur *Index) bool {
 }
 
 func (ix *Index) node(name string) (*Node, bool) {
-	n, ok := ix.nodes.get(name)
+	n, ok := ix.nodes.Get(name)
 	if ix.deps != nil {
 		ix.deps.names = append(ix.deps.names, name)
 		ix.deps.nodes = append(ix.deps.nodes, n)
@@ -218,7 +220,7 @@ func (ix *Index) lookupPod(name string) (*Node, bool) {
 		if ix.pods == PodsInsecure {
 			return &Node{}, true
 		}
-		if _, ok := ix.podNS.get(label); !ok {
+		if _, ok := ix.podNS.Get(label); !ok {
 			return nil, false
 		}
 		return &Node{}, true
@@ -231,7 +233,7 @@ func (ix *Index) lookupPod(name string) (*Node, bool) {
 		return nil, false
 	}
 	if ix.pods == PodsVerified {
-		if _, ok := ix.podIPs.get(nsAddr{ns, ip}); !ok {
+		if _, ok := ix.podIPs.Get(nsAddr{ns, ip}); !ok {
 			return nil, false
 		}
 	}
@@ -248,7 +250,7 @@ func (ix *Index) PodNamespace(ip netip.Addr) (string, bool) {
 	if ix.deps != nil {
 		ix.deps.once = true
 	}
-	ns, ok := ix.clientNS.get(ip.Unmap())
+	ns, ok := ix.clientNS.Get(ip.Unmap())
 	return ns, ok
 }
 

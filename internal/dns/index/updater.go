@@ -10,6 +10,8 @@ import (
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/svcnet/svcnet/internal/cow"
 )
 
 // Shard counts of the zone's maps, groups × shards per group: enough
@@ -53,7 +55,7 @@ type Updater struct {
 	origin      uint64
 	contribs    map[source]*contribution
 	names       map[string]*nameState
-	nodes       cowMap[string, *Node]
+	nodes       cow.Map[string, *Node]
 	services    int
 	nameservers []netip.Addr
 	serial      uint32 // of the apex's SOA now in nodes; 0 before the first snapshot
@@ -65,9 +67,9 @@ type Updater struct {
 	podCount   map[nsAddr]int
 	nsCount    map[string]int
 	clientRefs map[netip.Addr]map[string]int
-	podIPs     cowMap[nsAddr, struct{}]
-	podNS      cowMap[string, struct{}]
-	clientNS   cowMap[netip.Addr, string]
+	podIPs     cow.Map[nsAddr, struct{}]
+	podNS      cow.Map[string, struct{}]
+	clientNS   cow.Map[netip.Addr, string]
 }
 
 // podAddr is one address a pod gives its namespace, and whether the pod
@@ -91,15 +93,15 @@ func NewUpdater(opts Options) *Updater {
 		reverse:    slices.Clone(opts.ReverseCIDRs),
 		contribs:   map[source]*contribution{},
 		names:      map[string]*nameState{},
-		nodes:      newCOWMap[string, *Node](nodeGroups, nodeShards, hashString),
+		nodes:      cow.New[string, *Node](nodeGroups, nodeShards, cow.String),
 		apexDirty:  true,
 		podAddrs:   map[string][]podAddr{},
 		podCount:   map[nsAddr]int{},
 		nsCount:    map[string]int{},
 		clientRefs: map[netip.Addr]map[string]int{},
-		podIPs:     newCOWMap[nsAddr, struct{}](podGroups, podShards, hashNSAddr),
-		podNS:      newCOWMap[string, struct{}](podGroups, podShards, hashString),
-		clientNS:   newCOWMap[netip.Addr, string](podGroups, podShards, hashAddr),
+		podIPs:     cow.New[nsAddr, struct{}](podGroups, podShards, hashNSAddr),
+		podNS:      cow.New[string, struct{}](podGroups, podShards, cow.String),
+		clientNS:   cow.New[netip.Addr, string](podGroups, podShards, cow.Addr),
 	}
 }
 
@@ -173,7 +175,7 @@ func (z *Updater) rebuild(name string) {
 	st := z.names[name]
 	if st == nil || st.refs <= 0 {
 		delete(z.names, name)
-		z.nodes.del(name)
+		z.nodes.Delete(name)
 		return
 	}
 	n := &Node{}
@@ -194,7 +196,7 @@ func (z *Updater) rebuild(name string) {
 			n.add(t, r.rr)
 		}
 	}
-	z.nodes.set(name, n)
+	z.nodes.Set(name, n)
 }
 
 func (n *Node) add(t uint16, rr dns.RR) {
@@ -256,17 +258,17 @@ func (z *Updater) podAddr(a podAddr, d int) {
 		switch z.podCount[k] {
 		case 0:
 			delete(z.podCount, k)
-			z.podIPs.del(k)
+			z.podIPs.Delete(k)
 		case d:
-			z.podIPs.set(k, struct{}{})
+			z.podIPs.Set(k, struct{}{})
 		}
 		z.nsCount[a.ns] += d
 		switch z.nsCount[a.ns] {
 		case 0:
 			delete(z.nsCount, a.ns)
-			z.podNS.del(a.ns)
+			z.podNS.Delete(a.ns)
 		case d:
-			z.podNS.set(a.ns, struct{}{})
+			z.podNS.Set(a.ns, struct{}{})
 		}
 	}
 	if !a.search {
@@ -285,15 +287,15 @@ func (z *Updater) podAddr(a podAddr, d int) {
 	switch len(refs) {
 	case 0:
 		delete(z.clientRefs, a.ip)
-		z.clientNS.del(a.ip)
+		z.clientNS.Delete(a.ip)
 	case 1:
 		for ns := range refs {
-			if cur, ok := z.clientNS.get(a.ip); !ok || cur != ns {
-				z.clientNS.set(a.ip, ns)
+			if cur, ok := z.clientNS.Get(a.ip); !ok || cur != ns {
+				z.clientNS.Set(a.ip, ns)
 			}
 		}
 	default:
-		z.clientNS.del(a.ip)
+		z.clientNS.Delete(a.ip)
 	}
 }
 
@@ -318,10 +320,10 @@ func (z *Updater) Snapshot(serial uint32) *Index {
 		soa:      soa,
 		soaV4:    newSOA("in-addr.arpa.", z.zone, z.ttl, serial),
 		soaV6:    newSOA("ip6.arpa.", z.zone, z.ttl, serial),
-		nodes:    z.nodes.freeze(),
-		podIPs:   z.podIPs.freeze(),
-		podNS:    z.podNS.freeze(),
-		clientNS: z.clientNS.freeze(),
+		nodes:    z.nodes.Freeze(),
+		podIPs:   z.podIPs.Freeze(),
+		podNS:    z.podNS.Freeze(),
+		clientNS: z.clientNS.Freeze(),
 		services: z.services,
 		origin:   z.origin,
 		gen:      ids.Add(1),

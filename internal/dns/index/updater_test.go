@@ -17,7 +17,7 @@ import (
 // dump writes everything an index answers from, in a stable order.
 func dump(ix *Index) string {
 	var lines []string
-	for name, n := range ix.nodes.all {
+	for name, n := range ix.nodes.All {
 		lines = append(lines, name+" (exists)")
 		for _, set := range n.rrsets {
 			for i, rr := range set.rrs {
@@ -25,13 +25,13 @@ func dump(ix *Index) string {
 			}
 		}
 	}
-	for k := range ix.podIPs.all {
+	for k := range ix.podIPs.All {
 		lines = append(lines, "pod "+k.ns+" "+k.ip.String())
 	}
-	for k := range ix.podNS.all {
+	for k := range ix.podNS.All {
 		lines = append(lines, "podns "+k)
 	}
-	for ip, ns := range ix.clientNS.all {
+	for ip, ns := range ix.clientNS.All {
 		lines = append(lines, "client "+ip.String()+" "+ns)
 	}
 	slices.Sort(lines)

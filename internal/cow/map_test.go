@@ -1,4 +1,4 @@
-package index
+package cow
 
 import (
 	"fmt"
@@ -6,15 +6,15 @@ import (
 	"testing"
 )
 
-// TestCOWMapFreeze writes a map through several freezes, some changing
+// TestFreeze writes a map through several freezes, some changing
 // a few keys and some most of its 512 shards, and checks that each
 // frozen map keeps exactly what it held and the live map what was
 // written last.
-func TestCOWMapFreeze(t *testing.T) {
-	m := newCOWMap[string, int](16, 32, hashString)
+func TestFreeze(t *testing.T) {
+	m := New[string, int](16, 32, String)
 	want := map[string]int{}
 	type frozen struct {
-		m    cowMap[string, int]
+		m    Map[string, int]
 		want map[string]int
 	}
 	var kept []frozen
@@ -22,26 +22,26 @@ func TestCOWMapFreeze(t *testing.T) {
 		for i := range keys {
 			k := fmt.Sprint("k", (i*7+round)%600)
 			if i%5 == 4 {
-				m.del(k)
+				m.Delete(k)
 				delete(want, k)
 				continue
 			}
-			m.set(k, round*1000+i)
+			m.Set(k, round*1000+i)
 			want[k] = round*1000 + i
 		}
-		kept = append(kept, frozen{m.freeze(), maps.Clone(want)})
+		kept = append(kept, frozen{m.Freeze(), maps.Clone(want)})
 	}
 	kept = append(kept, frozen{m, want})
 	for i, f := range kept {
 		got := map[string]int{}
-		for k, v := range f.m.all {
+		for k, v := range f.m.All {
 			got[k] = v
 		}
-		if !maps.Equal(got, f.want) {
+		if !maps.Equal(got, f.want) || f.m.Len() != len(f.want) {
 			t.Errorf("freeze %d holds %d entries, want %d (or different values)", i, len(got), len(f.want))
 		}
 		for k, v := range f.want {
-			if g, ok := f.m.get(k); !ok || g != v {
+			if g, ok := f.m.Get(k); !ok || g != v {
 				t.Errorf("freeze %d: get(%s) = %d, %v; want %d", i, k, g, ok, v)
 			}
 		}
