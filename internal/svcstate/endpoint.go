@@ -51,12 +51,12 @@ func endpointsEqual(a, b []Endpoint) bool {
 	return slices.EqualFunc(a, b, Endpoint.equal)
 }
 
-// slicePort is a port of an EndpointSlice: which service port it serves,
-// and the target port its endpoints listen on.
-type slicePort struct {
-	name  string
-	proto v1.Protocol
-	port  int
+// SlicePort is a port of an EndpointSlice: which service port it serves
+// (by name and protocol), and the target port its endpoints listen on.
+type SlicePort struct {
+	Name     string
+	Protocol v1.Protocol
+	Port     int
 }
 
 // sliceInfo is the usable content of one EndpointSlice, its endpoints
@@ -65,7 +65,7 @@ type sliceInfo struct {
 	name            string
 	service         types.NamespacedName
 	resourceVersion string
-	ports           []slicePort
+	ports           []SlicePort
 	portless        bool // the slice has no ports at all (headless, portless service)
 	endpoints       []Endpoint
 }
@@ -88,6 +88,26 @@ func triggerTime(s *discovery.EndpointSlice) time.Time {
 		return time.Time{}
 	}
 	return t
+}
+
+// ReadSlice reads an EndpointSlice by the rules every consumer shares —
+// the proxy modes and the ingress through the Tracker's snapshots, the
+// DNS directly: its usable ports, and its endpoints (without a port; one
+// address each, the first, as kube-proxy reads it; addresses that are
+// malformed, special, of the other family or repeated are dropped;
+// ready unless the API says otherwise, serving as ready unless said).
+// ok is false for a slice that carries nothing usable (no service label,
+// FQDN or unknown addresses). report, if not nil, gets each piece
+// dropped.
+func ReadSlice(s *discovery.EndpointSlice, report func(BadInput)) (ports []SlicePort, endpoints []Endpoint, ok bool) {
+	if report == nil {
+		report = func(BadInput) {}
+	}
+	info := parseSlice(s, "", report)
+	if info == nil {
+		return nil, nil, false
+	}
+	return info.ports, info.endpoints, true
 }
 
 // parseSlice keeps what a proxy can use of an EndpointSlice. It returns
@@ -138,11 +158,11 @@ func parseSlice(s *discovery.EndpointSlice, nodeName string, report func(BadInpu
 		if p.Name != nil {
 			name = *p.Name
 		}
-		if slices.ContainsFunc(info.ports, func(q slicePort) bool { return q.name == name && q.proto == proto }) {
+		if slices.ContainsFunc(info.ports, func(q SlicePort) bool { return q.Name == name && q.Protocol == proto }) {
 			bad(field, name+"/"+string(proto), ReasonDuplicate)
 			continue
 		}
-		info.ports = append(info.ports, slicePort{name: name, proto: proto, port: int(*p.Port)})
+		info.ports = append(info.ports, SlicePort{Name: name, Protocol: proto, Port: int(*p.Port)})
 	}
 
 	seen := make(map[netip.Addr]bool, len(s.Endpoints))
@@ -233,9 +253,9 @@ func mergeEndpoints(svc types.NamespacedName, slicesByName []*sliceInfo) map[Ser
 			continue
 		}
 		for _, p := range s.ports {
-			spn := ServicePortName{NamespacedName: svc, Port: p.name, Protocol: p.proto}
+			spn := ServicePortName{NamespacedName: svc, Port: p.Name, Protocol: p.Protocol}
 			for _, e := range s.endpoints {
-				e.Port = p.port
+				e.Port = p.Port
 				add(spn, e)
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/svcnet/svcnet/internal/svcstate"
 )
 
 // Build makes the index for one snapshot of the cluster. It reads the
@@ -268,53 +270,43 @@ type endpoint struct {
 
 // endpoints are the Service's endpoints that DNS publishes (ready ones,
 // or all with publishNotReadyAddresses), by address, in address order,
-// each with its hostname and ports. FQDN slices carry no address and are
-// left out.
+// each with its hostname and ports. The slices are read by svcstate's
+// rules, as every proxy mode reads them: the same endpoints, addresses
+// and readiness (FQDN slices carry no address and are left out). What
+// is DNS's own: a port's name and an endpoint's hostname are used only
+// when they are DNS labels.
 func endpoints(svc *corev1.Service, svcSlices []*discoveryv1.EndpointSlice) []*endpoint {
 	byIP := map[netip.Addr]*endpoint{}
 	for _, sl := range svcSlices {
-		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
+		slicePorts, eps, ok := svcstate.ReadSlice(sl, nil)
+		if !ok {
 			continue
 		}
-		var ports []port
-		for _, p := range sl.Ports {
-			if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
-				continue
-			}
-			pt := port{proto: corev1.ProtocolTCP, port: uint16(*p.Port)}
-			if p.Name != nil && isLabel(*p.Name) {
-				pt.name = *p.Name
-			}
-			if p.Protocol != nil {
-				pt.proto = *p.Protocol
+		ports := make([]port, 0, len(slicePorts))
+		for _, p := range slicePorts {
+			pt := port{proto: p.Protocol, port: uint16(p.Port)}
+			if isLabel(p.Name) {
+				pt.name = p.Name
 			}
 			ports = append(ports, pt)
 		}
-		for _, ep := range sl.Endpoints {
-			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			if !ready && !svc.Spec.PublishNotReadyAddresses {
+		for _, ep := range eps {
+			if !ep.Ready && !svc.Spec.PublishNotReadyAddresses {
 				continue
 			}
 			host := ""
-			if ep.Hostname != nil && isLabel(*ep.Hostname) {
-				host = strings.ToLower(*ep.Hostname)
+			if isLabel(ep.Hostname) {
+				host = strings.ToLower(ep.Hostname)
 			}
-			for _, a := range ep.Addresses {
-				ip, err := netip.ParseAddr(a)
-				if err != nil || ip.Zone() != "" {
-					continue
-				}
-				ip = ip.Unmap()
-				e := byIP[ip]
-				if e == nil {
-					e = &endpoint{ip: ip}
-					byIP[ip] = e
-				}
-				if e.host == "" {
-					e.host = host
-				}
-				e.ports = append(e.ports, ports...)
+			e := byIP[ep.IP]
+			if e == nil {
+				e = &endpoint{ip: ep.IP}
+				byIP[ep.IP] = e
 			}
+			if e.host == "" {
+				e.host = host
+			}
+			e.ports = append(e.ports, ports...)
 		}
 	}
 	eps := make([]*endpoint, 0, len(byIP))

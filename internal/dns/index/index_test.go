@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
 	"github.com/svcnet/svcnet/internal/dns/index"
+	"github.com/svcnet/svcnet/internal/svcstate"
 )
 
 func TestDashedIP(t *testing.T) {
@@ -282,5 +283,47 @@ func BenchmarkUpdaterNewService(b *testing.B) {
 			}
 			b.ReportMetric(perService, "zone-bytes/service")
 		})
+	}
+}
+
+// TestEndpointsAsTheProxy: the DNS publishes the endpoints the proxy
+// modes reach, read by the same rules (svcstate.ReadSlice): an address
+// of the other family, a special or malformed one, a repeated one and
+// an unready one (without publishNotReadyAddresses) are left out of both.
+func TestEndpointsAsTheProxy(t *testing.T) {
+	svc := dnstest.Headless("default", "hl", false)
+	sl := dnstest.Slice("default", "hl", "hl-a", discoveryv1.AddressTypeIPv4, nil,
+		dnstest.Endpoint{IP: "10.244.1.1"},
+		dnstest.Endpoint{IP: "2001:db8::1"}, // the other family
+		dnstest.Endpoint{IP: "127.0.0.1"},   // loopback
+		dnstest.Endpoint{IP: "10.244.1.x"},  // malformed
+		dnstest.Endpoint{IP: "10.244.1.1"},  // repeated
+		dnstest.Endpoint{IP: "10.244.1.2", NotReady: true},
+		dnstest.Endpoint{IP: "10.244.1.3"})
+	ix := index.Build(index.Options{}, []*corev1.Service{svc}, []*discoveryv1.EndpointSlice{sl}, nil)
+	n, ok := ix.Lookup("hl.default.svc.cluster.local.")
+	if !ok {
+		t.Fatal("the headless Service has no name")
+	}
+	var dnsAddrs []string
+	for _, rr := range n.RRs(dns.TypeA) {
+		dnsAddrs = append(dnsAddrs, rr.(*dns.A).A.String())
+	}
+	slices.Sort(dnsAddrs)
+
+	_, eps, ok := svcstate.ReadSlice(sl, nil)
+	if !ok {
+		t.Fatal("svcstate reads nothing of the slice")
+	}
+	var proxyAddrs []string
+	for _, e := range eps {
+		if e.Ready {
+			proxyAddrs = append(proxyAddrs, e.IP.String())
+		}
+	}
+	slices.Sort(proxyAddrs)
+	want := []string{"10.244.1.1", "10.244.1.3"}
+	if !slices.Equal(dnsAddrs, want) || !slices.Equal(proxyAddrs, want) {
+		t.Errorf("DNS publishes %v, the proxy reads %v; want both %v", dnsAddrs, proxyAddrs, want)
 	}
 }
