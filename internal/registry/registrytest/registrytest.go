@@ -1,0 +1,120 @@
+// Package registrytest runs a kind's strategy as the API server does,
+// without one, for the registry's table tests: defaults, then
+// PrepareForCreate/Update and Validate/ValidateUpdate in the request's
+// namespace, and compares the field errors and table rows they give.
+package registrytest
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/svcnet/svcnet/internal/apis"
+	"github.com/svcnet/svcnet/internal/registry"
+)
+
+// Error descriptions as CheckErrors compares them: "path: type".
+func Inv(path string) string    { return path + ": " + field.ErrorTypeInvalid.String() }
+func Req(path string) string    { return path + ": " + field.ErrorTypeRequired.String() }
+func Unsup(path string) string  { return path + ": " + field.ErrorTypeNotSupported.String() }
+func Forbid(path string) string { return path + ": " + field.ErrorTypeForbidden.String() }
+
+// CheckErrors asserts that errs are exactly want, in any order: all
+// "path: type", or all bare paths when any error type will do; and that
+// no error is reported twice.
+func CheckErrors(t *testing.T, errs field.ErrorList, want ...string) {
+	t.Helper()
+	pathsOnly := len(want) > 0 && !strings.Contains(want[0], ": ")
+	var got []string
+	seen := map[string]bool{}
+	for _, e := range errs {
+		if seen[e.Error()] {
+			t.Errorf("error reported twice: %v", e)
+		}
+		seen[e.Error()] = true
+		if pathsOnly {
+			got = append(got, e.Field)
+		} else {
+			got = append(got, e.Field+": "+e.Type.String())
+		}
+	}
+	want = slices.Clone(want)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("errors %q, want %q (%v)", got, want, errs.ToAggregate())
+	}
+}
+
+// Ctx is a request's context for kind k: in namespace default when the
+// kind is namespaced.
+func Ctx(k *registry.Kind) context.Context {
+	if k.Namespaced {
+		return genericapirequest.WithNamespace(context.Background(), "default")
+	}
+	return genericapirequest.WithNamespace(context.Background(), metav1.NamespaceNone)
+}
+
+// ValidateCreate defaults obj and runs k's create strategy on it.
+func ValidateCreate(k *registry.Kind, obj runtime.Object) field.ErrorList {
+	apis.Scheme.Default(obj)
+	s := registry.NewStrategy(k)
+	s.PrepareForCreate(Ctx(k), obj)
+	return s.Validate(Ctx(k), obj)
+}
+
+// ValidateUpdate defaults obj and runs k's update strategy on it.
+func ValidateUpdate(k *registry.Kind, obj, old runtime.Object) field.ErrorList {
+	apis.Scheme.Default(obj)
+	s := registry.NewStrategy(k)
+	s.PrepareForUpdate(Ctx(k), obj, old)
+	return s.ValidateUpdate(Ctx(k), obj, old)
+}
+
+// TableOf converts obj and returns its column names (wide ones marked
+// with a trailing "*") and its single row.
+func TableOf(t *testing.T, k *registry.Kind, obj runtime.Object) ([]string, []any) {
+	t.Helper()
+	tbl, err := k.Table.ConvertToTable(context.Background(), obj, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, c := range tbl.ColumnDefinitions {
+		name := c.Name
+		if c.Priority > 0 {
+			name += "*"
+		}
+		cols = append(cols, name)
+	}
+	if len(tbl.Rows) != 1 {
+		t.Fatalf("%d rows", len(tbl.Rows))
+	}
+	return cols, tbl.Rows[0].Cells
+}
+
+// CheckRow compares a table's columns and row with what is wanted.
+func CheckRow(t *testing.T, cols []string, row []any, wantCols []string, want []any) {
+	t.Helper()
+	if !slices.Equal(cols, wantCols) {
+		t.Errorf("columns %q, want %q", cols, wantCols)
+	}
+	if len(row) != len(want) {
+		t.Fatalf("row %v, want %v", row, want)
+	}
+	for i := range want {
+		if row[i] != want[i] {
+			t.Errorf("%s = %#v, want %#v", cols[i], row[i], want[i])
+		}
+	}
+}
+
+// TwoDaysAgo is a creation time that tables show as "2d".
+func TwoDaysAgo() metav1.Time { return metav1.NewTime(time.Now().Add(-48*time.Hour - time.Second)) }
