@@ -1,7 +1,6 @@
 package apps
 
 import (
-	"context"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -21,10 +19,6 @@ import (
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func nsContext() context.Context {
-	return genericapirequest.WithNamespace(context.Background(), "default")
-}
 
 func podTemplate() corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
@@ -276,7 +270,7 @@ func created(t *testing.T, wc workloadCase) runtime.Object {
 	rest.FillObjectMetaSystemFields(m)
 	m.Generation = 7 // clients cannot choose it
 	wc.setStatus(obj, 3)
-	if err := rest.BeforeCreate(registry.NewStrategy(wc.kind), nsContext(), obj); err != nil {
+	if err := rest.BeforeCreate(registry.NewStrategy(wc.kind), InNamespace("default"), obj); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	m.ResourceVersion = "1" // as stored
@@ -317,7 +311,7 @@ func TestWorkloadPrepareForUpdate(t *testing.T) {
 				wc.setStatus(old, 2) // as the controller left it
 				obj := old.DeepCopyObject()
 				tc.change(wc, obj, metaOfObj(t, obj))
-				if err := rest.BeforeUpdate(registry.NewStrategy(wc.kind), nsContext(), obj, old); err != nil {
+				if err := rest.BeforeUpdate(registry.NewStrategy(wc.kind), InNamespace("default"), obj, old); err != nil {
 					t.Fatalf("update: %v", err)
 				}
 				if g := metaOfObj(t, obj).Generation; g != tc.wantGen {
@@ -344,7 +338,7 @@ func TestWorkloadStatusUpdate(t *testing.T) {
 			m := metaOfObj(t, obj)
 			m.Finalizers, m.OwnerReferences = nil, nil
 			status := &registry.StatusStrategy{Strategy: registry.NewStrategy(wc.kind)}
-			if err := rest.BeforeUpdate(status, nsContext(), obj, old); err != nil {
+			if err := rest.BeforeUpdate(status, InNamespace("default"), obj, old); err != nil {
 				t.Fatalf("status update: %v", err)
 			}
 			if n := wc.status(obj); n != 4 {

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 
@@ -19,8 +18,6 @@ import (
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func ctx() context.Context { return genericapirequest.WithNamespace(context.Background(), "default") }
 
 func job(mutate func(*batchv1.Job)) *batchv1.Job {
 	j := &batchv1.Job{
@@ -41,7 +38,7 @@ func job(mutate func(*batchv1.Job)) *batchv1.Job {
 func create(j *batchv1.Job) error {
 	apis.Scheme.Default(j)
 	rest.FillObjectMetaSystemFields(j)
-	return rest.BeforeCreate(registry.NewStrategy(Job), ctx(), j)
+	return rest.BeforeCreate(registry.NewStrategy(Job), InNamespace("default"), j)
 }
 
 // prepared returns j as PrepareForCreate leaves it, and its errors.
@@ -49,8 +46,8 @@ func prepared(j *batchv1.Job) field.ErrorList {
 	apis.Scheme.Default(j)
 	rest.FillObjectMetaSystemFields(j)
 	s := registry.NewStrategy(Job)
-	s.PrepareForCreate(ctx(), j)
-	return s.Validate(ctx(), j)
+	s.PrepareForCreate(InNamespace("default"), j)
+	return s.Validate(InNamespace("default"), j)
 }
 
 func TestJobPrepareForCreate(t *testing.T) {
@@ -184,8 +181,8 @@ func TestJobValidateUpdate(t *testing.T) {
 			obj := old.DeepCopy()
 			tc.mutate(obj)
 			s := registry.NewStrategy(Job)
-			s.PrepareForUpdate(ctx(), obj, old)
-			CheckErrors(t, s.ValidateUpdate(ctx(), obj, old), tc.want...)
+			s.PrepareForUpdate(InNamespace("default"), obj, old)
+			CheckErrors(t, s.ValidateUpdate(InNamespace("default"), obj, old), tc.want...)
 		})
 	}
 }
@@ -217,7 +214,7 @@ func TestJobUpdateGenerationAndStatus(t *testing.T) {
 			if tc.status {
 				s = &registry.StatusStrategy{Strategy: registry.NewStrategy(Job)}
 			}
-			if err := rest.BeforeUpdate(s, ctx(), obj, old); err != nil {
+			if err := rest.BeforeUpdate(s, InNamespace("default"), obj, old); err != nil {
 				t.Fatal(err)
 			}
 			if obj.Generation != tc.wantGen || *obj.Spec.Parallelism != tc.wantPar || obj.Status.Active != tc.wantAct {

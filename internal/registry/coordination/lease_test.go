@@ -8,7 +8,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 
@@ -16,10 +15,6 @@ import (
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func ctx() context.Context {
-	return genericapirequest.WithNamespace(context.Background(), "kube-node-lease")
-}
 
 func lease(mutate func(*coordinationv1.Lease)) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{
@@ -59,12 +54,12 @@ func TestLeaseValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := registry.NewStrategy(Lease)
 			l := lease(tc.mutate)
-			s.PrepareForCreate(ctx(), l)
-			CheckErrors(t, s.Validate(ctx(), l), tc.want...)
+			s.PrepareForCreate(InNamespace("kube-node-lease"), l)
+			CheckErrors(t, s.Validate(InNamespace("kube-node-lease"), l), tc.want...)
 			// An update is held to the same rules.
 			old := lease(nil)
-			s.PrepareForUpdate(ctx(), l, old)
-			CheckErrors(t, s.ValidateUpdate(ctx(), l, old), tc.want...)
+			s.PrepareForUpdate(InNamespace("kube-node-lease"), l, old)
+			CheckErrors(t, s.ValidateUpdate(InNamespace("kube-node-lease"), l, old), tc.want...)
 		})
 	}
 }
@@ -75,13 +70,13 @@ func TestLeaseUpdate(t *testing.T) {
 	old := lease(nil)
 	rest.FillObjectMetaSystemFields(old)
 	old.ResourceVersion = "10"
-	if err := rest.BeforeCreate(registry.NewStrategy(Lease), ctx(), old.DeepCopy()); err != nil {
+	if err := rest.BeforeCreate(registry.NewStrategy(Lease), InNamespace("kube-node-lease"), old.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
 	obj := old.DeepCopy()
 	obj.Spec.HolderIdentity = ptr.To("node-2")
 	obj.Spec.LeaseTransitions = ptr.To[int32](1)
-	if err := rest.BeforeUpdate(registry.NewStrategy(Lease), ctx(), obj, old); err != nil {
+	if err := rest.BeforeUpdate(registry.NewStrategy(Lease), InNamespace("kube-node-lease"), obj, old); err != nil {
 		t.Fatal(err)
 	}
 	if *obj.Spec.HolderIdentity != "node-2" || *obj.Spec.LeaseTransitions != 1 || obj.Generation != 0 {

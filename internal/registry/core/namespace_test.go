@@ -178,7 +178,7 @@ func TestNamespaceUpdate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := ctxFor(Namespace)
+			ctx := Ctx(Namespace)
 			old := namespace(nil)
 			rest.FillObjectMetaSystemFields(old)
 			if err := rest.BeforeCreate(registry.NewStrategy(Namespace), ctx, old); err != nil {
@@ -245,7 +245,7 @@ func TestNamespaceDelete(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store, ms := memStore(Namespace, stored())
 			r := &NamespaceREST{REST: registry.NewREST(Namespace, store)}
-			out, immediate, err := r.Delete(ctxFor(Namespace), tc.target, tc.validate, tc.options)
+			out, immediate, err := r.Delete(Ctx(Namespace), tc.target, tc.validate, tc.options)
 			if tc.check != nil {
 				if !tc.check(err) {
 					t.Fatalf("error %v", err)
@@ -277,7 +277,7 @@ func TestNamespaceDeleteAgain(t *testing.T) {
 	ns.DeletionTimestamp, ns.Status.Phase = &when, corev1.NamespaceTerminating
 	store, ms := memStore(Namespace, ns)
 	r := &NamespaceREST{REST: registry.NewREST(Namespace, store)}
-	if _, _, err := r.Delete(ctxFor(Namespace), "team-a", nil, nil); err != nil {
+	if _, _, err := r.Delete(Ctx(Namespace), "team-a", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := ms.objs["/namespaces//team-a"].(*corev1.Namespace).DeletionTimestamp; got == nil || !got.Equal(&when) {
@@ -320,7 +320,7 @@ func TestNamespaceFinalize(t *testing.T) {
 			if tc.dryRun {
 				opts.DryRun = []string{metav1.DryRunAll}
 			}
-			out, created, err := (&FinalizeREST{Store: store}).Update(ctxFor(Namespace), "team-a", tc.req, nil, tc.validate, false, opts)
+			out, created, err := (&FinalizeREST{Store: store}).Update(Ctx(Namespace), "team-a", tc.req, nil, tc.validate, false, opts)
 			if tc.check != nil {
 				if !tc.check(err) {
 					t.Fatalf("error %v", err)

@@ -84,7 +84,7 @@ func TestNodeValidateUpdate(t *testing.T) {
 // A node registers itself with its status (KeepStatusOnCreate); later
 // status changes go through nodes/status only.
 func TestNodeStatus(t *testing.T) {
-	ctx := ctxFor(Node)
+	ctx := Ctx(Node)
 	n := node(nil)
 	rest.FillObjectMetaSystemFields(n)
 	if err := rest.BeforeCreate(registry.NewStrategy(Node), ctx, n); err != nil {

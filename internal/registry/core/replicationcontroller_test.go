@@ -114,7 +114,7 @@ func TestReplicationControllerUpdate(t *testing.T) {
 			apis.Scheme.Default(old)
 			rest.FillObjectMetaSystemFields(old)
 			old.Status.ReadyReplicas = 7
-			if err := rest.BeforeCreate(registry.NewStrategy(ReplicationController), ctxFor(ReplicationController), old); err != nil {
+			if err := rest.BeforeCreate(registry.NewStrategy(ReplicationController), Ctx(ReplicationController), old); err != nil {
 				t.Fatal(err)
 			}
 			if old.Generation != 1 || old.Status.ReadyReplicas != 0 {
@@ -127,7 +127,7 @@ func TestReplicationControllerUpdate(t *testing.T) {
 			if tc.status {
 				s = &registry.StatusStrategy{Strategy: registry.NewStrategy(ReplicationController)}
 			}
-			if err := rest.BeforeUpdate(s, ctxFor(ReplicationController), obj, old); err != nil {
+			if err := rest.BeforeUpdate(s, Ctx(ReplicationController), obj, old); err != nil {
 				t.Fatal(err)
 			}
 			if obj.Generation != tc.wantGen || *obj.Spec.Replicas != tc.wantReps || obj.Status.ReadyReplicas != tc.wantReady {

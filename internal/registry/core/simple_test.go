@@ -3,7 +3,6 @@
 package core
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/apis"
@@ -25,13 +23,6 @@ import (
 )
 
 // Helpers shared by this package's tests.
-
-func ctxFor(k *registry.Kind) context.Context {
-	if k.Namespaced {
-		return genericapirequest.WithNamespace(context.Background(), "default")
-	}
-	return genericapirequest.WithNamespace(context.Background(), metav1.NamespaceNone)
-}
 
 func checkRow(t *testing.T, k *registry.Kind, obj runtime.Object, wantCols []string, want []any) {
 	t.Helper()

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 
@@ -19,8 +18,6 @@ import (
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func ctx() context.Context { return genericapirequest.WithNamespace(context.Background(), "default") }
 
 func slice(mutate func(*discoveryv1.EndpointSlice)) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
@@ -124,8 +121,8 @@ func TestEndpointSliceValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := registry.NewStrategy(EndpointSlice)
 			obj := slice(tc.mutate)
-			s.PrepareForCreate(ctx(), obj)
-			CheckErrors(t, s.Validate(ctx(), obj), tc.want...)
+			s.PrepareForCreate(InNamespace("default"), obj)
+			CheckErrors(t, s.Validate(InNamespace("default"), obj), tc.want...)
 		})
 	}
 }
@@ -157,7 +154,7 @@ func TestEndpointSliceUpdate(t *testing.T) {
 			old := slice(nil)
 			old.Generation = 12 // clients cannot choose it
 			rest.FillObjectMetaSystemFields(old)
-			if err := rest.BeforeCreate(strategy, ctx(), old); err != nil {
+			if err := rest.BeforeCreate(strategy, InNamespace("default"), old); err != nil {
 				t.Fatal(err)
 			}
 			if old.Generation != 1 {
@@ -166,12 +163,12 @@ func TestEndpointSliceUpdate(t *testing.T) {
 			old.ResourceVersion = "3"
 			obj := old.DeepCopy()
 			tc.mutate(obj)
-			err := rest.BeforeUpdate(strategy, ctx(), obj, old)
+			err := rest.BeforeUpdate(strategy, InNamespace("default"), obj, old)
 			if tc.want != nil {
 				if err == nil {
 					t.Fatal("update accepted")
 				}
-				CheckErrors(t, strategy.ValidateUpdate(ctx(), obj, old), tc.want...)
+				CheckErrors(t, strategy.ValidateUpdate(InNamespace("default"), obj, old), tc.want...)
 				return
 			}
 			if err != nil {

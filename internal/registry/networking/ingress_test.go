@@ -1,7 +1,6 @@
 package networking
 
 import (
-	"context"
 	"slices"
 	"testing"
 
@@ -9,7 +8,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 
@@ -17,11 +15,6 @@ import (
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func nsCtx() context.Context { return genericapirequest.WithNamespace(context.Background(), "default") }
-func clusterCtx() context.Context {
-	return genericapirequest.WithNamespace(context.Background(), metav1.NamespaceNone)
-}
 
 func serviceBackend(name string, port int32) networkingv1.IngressBackend {
 	return networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name,
@@ -156,7 +149,7 @@ func TestIngressStatusAndGeneration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			old := ingress(func(ing *networkingv1.Ingress) { ing.Status.LoadBalancer = lb })
 			rest.FillObjectMetaSystemFields(old)
-			if err := rest.BeforeCreate(registry.NewStrategy(Ingress), nsCtx(), old); err != nil {
+			if err := rest.BeforeCreate(registry.NewStrategy(Ingress), InNamespace("default"), old); err != nil {
 				t.Fatal(err)
 			}
 			if old.Generation != 1 || len(old.Status.LoadBalancer.Ingress) != 0 {
@@ -169,7 +162,7 @@ func TestIngressStatusAndGeneration(t *testing.T) {
 			if tc.status {
 				s = &registry.StatusStrategy{Strategy: registry.NewStrategy(Ingress)}
 			}
-			if err := rest.BeforeUpdate(s, nsCtx(), obj, old); err != nil {
+			if err := rest.BeforeUpdate(s, InNamespace("default"), obj, old); err != nil {
 				t.Fatal(err)
 			}
 			if obj.Generation != tc.wantGen || obj.Spec.Rules[0].Host != tc.wantHost || (len(obj.Status.LoadBalancer.Ingress) > 0) != tc.wantStatus {

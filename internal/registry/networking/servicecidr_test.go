@@ -79,7 +79,7 @@ func TestServiceCIDRStatusAndGeneration(t *testing.T) {
 	old := serviceCIDR("10.96.0.0/12")
 	old.Status.Conditions = cond
 	rest.FillObjectMetaSystemFields(old)
-	if err := rest.BeforeCreate(registry.NewStrategy(ServiceCIDR), clusterCtx(), old); err != nil {
+	if err := rest.BeforeCreate(registry.NewStrategy(ServiceCIDR), InNamespace(metav1.NamespaceNone), old); err != nil {
 		t.Fatal(err)
 	}
 	if old.Generation != 1 || len(old.Status.Conditions) != 0 {
@@ -90,7 +90,7 @@ func TestServiceCIDRStatusAndGeneration(t *testing.T) {
 	obj := old.DeepCopy()
 	obj.Spec.CIDRs = append(obj.Spec.CIDRs, "fd00::/108")
 	obj.Status.Conditions = cond
-	if err := rest.BeforeUpdate(registry.NewStrategy(ServiceCIDR), clusterCtx(), obj, old); err != nil {
+	if err := rest.BeforeUpdate(registry.NewStrategy(ServiceCIDR), InNamespace(metav1.NamespaceNone), obj, old); err != nil {
 		t.Fatal(err)
 	}
 	if obj.Generation != 2 || len(obj.Status.Conditions) != 0 {
@@ -99,7 +99,7 @@ func TestServiceCIDRStatusAndGeneration(t *testing.T) {
 
 	obj = old.DeepCopy()
 	obj.Status.Conditions = cond
-	if err := rest.BeforeUpdate(&registry.StatusStrategy{Strategy: registry.NewStrategy(ServiceCIDR)}, clusterCtx(), obj, old); err != nil {
+	if err := rest.BeforeUpdate(&registry.StatusStrategy{Strategy: registry.NewStrategy(ServiceCIDR)}, InNamespace(metav1.NamespaceNone), obj, old); err != nil {
 		t.Fatal(err)
 	}
 	if obj.Generation != 1 || len(obj.Status.Conditions) != 1 {

@@ -57,9 +57,14 @@ func CheckErrors(t *testing.T, errs field.ErrorList, want ...string) {
 // kind is namespaced.
 func Ctx(k *registry.Kind) context.Context {
 	if k.Namespaced {
-		return genericapirequest.WithNamespace(context.Background(), "default")
+		return InNamespace("default")
 	}
-	return genericapirequest.WithNamespace(context.Background(), metav1.NamespaceNone)
+	return InNamespace(metav1.NamespaceNone)
+}
+
+// InNamespace is a request's context in namespace ns.
+func InNamespace(ns string) context.Context {
+	return genericapirequest.WithNamespace(context.Background(), ns)
 }
 
 // ValidateCreate defaults obj and runs k's create strategy on it.
