@@ -33,3 +33,36 @@ func TestLayering(t *testing.T) {
 		})
 	}
 }
+
+// TestIngressLayering: the ingress's parts depend on each other one way,
+// from the codec up to the controller; the engine asks its Handler and
+// never reaches into the proxy, nor net/http's server.
+func TestIngressLayering(t *testing.T) {
+	const ing = "github.com/svcnet/svcnet/internal/ingress/"
+	tests := []struct {
+		pkg       string
+		forbidden []string
+	}{
+		{"h1", []string{ing}},
+		{"route", []string{ing + "h1", ing + "upstream", ing + "engine", ing + "proxy", ing + "server", ing + "controller"}},
+		{"upstream", []string{ing + "h1", ing + "engine", ing + "proxy", ing + "server", ing + "controller"}},
+		{"engine", []string{ing + "proxy", ing + "server", ing + "controller"}},
+		{"proxy", []string{ing + "server", ing + "controller"}},
+		{"server", []string{ing + "controller"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./ingress/"+tt.pkg).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list: %v\n%s", err, out)
+			}
+			for _, d := range strings.Fields(string(out)) {
+				for _, f := range tt.forbidden {
+					if d != ing+tt.pkg && (d == f || strings.HasPrefix(d, f)) && strings.HasPrefix(d, ing) {
+						t.Errorf("%s depends on %s", tt.pkg, d)
+					}
+				}
+			}
+		})
+	}
+}

@@ -34,6 +34,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
 	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/ingress/upstream"
 	"github.com/svcnet/svcnet/internal/svcstate"
 )
 
@@ -61,7 +62,7 @@ type Controller struct {
 	cfg     Config
 	client  kubernetes.Interface
 	tracker *svcstate.Tracker
-	pool    *proxy.Pool
+	pool    *upstream.Pool
 
 	ingresses networkinglisters.IngressLister
 	classes   networkinglisters.IngressClassLister
@@ -97,7 +98,7 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 	c := &Controller{
 		cfg:           cfg,
 		client:        client,
-		pool:          proxy.NewPool(),
+		pool:          upstream.NewPool(),
 		routesKick:    make(chan struct{}, 1),
 		endpointsKick: make(chan struct{}, 1),
 		statusKick:    make(chan struct{}, 1),
@@ -236,7 +237,7 @@ func (c *Controller) syncRoutes() {
 	snap, ch := c.tracker.Snapshot()
 	c.pool.Update(snap, ch.Services)
 	certs, certProblems := c.certificates(table, c.defaultCertificate())
-	c.cfg.Proxy.Set(table, c.pool.For(table, snap))
+	c.cfg.Proxy.Set(table, c.pool.For(table.Backends, snap))
 	c.cfg.Proxy.SetCerts(certs)
 	c.table = table
 	c.report(append(problems, certProblems...))

@@ -2,18 +2,13 @@ package controller
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -23,6 +18,7 @@ import (
 
 	ctrl "github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
+	"github.com/svcnet/svcnet/internal/ingress/server"
 	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
@@ -81,17 +77,17 @@ func Run(ctx context.Context, o Options) error {
 		Registerer:         reg,
 	})
 
-	srv := servers{errs: make(chan error, 4)}
-	limit := &connLimit{max: int64(c.MaxConnections)}
-	ports.http.limit = limit
+	srv := server.New()
+	limit := server.NewLimit(c.MaxConnections)
+	ports.http.Limit = limit
 	// gRPC clients without TLS speak HTTP/2 from the first byte.
-	srv.serve(ports.http, limited(px.Handler(ports.http.port())), nil, true, px)
+	srv.Serve(ports.http, px.Handler(ports.http.Port()), nil, true, px)
 	if ports.https != nil {
-		ports.https.limit = limit
-		srv.serve(ports.https, limited(px.Handler(ports.httpsPort())), px.TLSConfig(), false, nil)
+		ports.https.Limit = limit
+		srv.Serve(ports.https, px.Handler(ports.httpsPort()), px.TLSConfig(), false, nil)
 	}
 	if ports.metrics != nil {
-		srv.serve(ports.metrics, metricsMux(reg, c.Profiling, px.Ready), nil, false, nil)
+		srv.Serve(ports.metrics, metricsMux(reg, c.Profiling, px.Ready), nil, false, nil)
 	}
 	slog.Info("ingress starting", "http", ports.http.String(), "https", ports.https.String(), "metrics", ports.metrics.String(),
 		"class", c.IngressClass, "controller", c.ControllerClass, "namespace", c.WatchNamespace, "publishService", c.PublishService)
@@ -106,26 +102,26 @@ func Run(ctx context.Context, o Options) error {
 	select {
 	case <-ctx.Done():
 		err = nil
-	case err = <-srv.errs:
+	case err = <-srv.Errs():
 	case err = <-synced:
 	}
 	cancel()
-	srv.shutdown()
+	srv.Shutdown()
 	return err
 }
 
 // ports are the listeners, bound before anything else starts.
-type ports struct{ http, https, metrics *listener }
+type ports struct{ http, https, metrics *server.Listener }
 
 func bind(c *config) (*ports, error) {
 	p := &ports{}
-	listen := func(flag, addr string) (*listener, error) {
+	listen := func(flag, addr string) (*server.Listener, error) {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
 		}
-		return &listener{Listener: l}, nil
+		return &server.Listener{Listener: l}, nil
 	}
 	var err error
 	if p.http, err = listen("--http-address", c.HTTPAddress); err != nil {
@@ -145,7 +141,7 @@ func bind(c *config) (*ports, error) {
 }
 
 func (p *ports) Close() {
-	for _, l := range []*listener{p.http, p.https, p.metrics} {
+	for _, l := range []*server.Listener{p.http, p.https, p.metrics} {
 		if l != nil {
 			l.Close()
 		}
@@ -157,7 +153,7 @@ func (p *ports) httpsPort() int {
 	if p.https == nil {
 		return 443
 	}
-	return p.https.port()
+	return p.https.Port()
 }
 
 // openAccessLog opens --access-log: "-" is stdout, "off" nothing.
@@ -204,92 +200,4 @@ func metricsMux(reg *prometheus.Registry, profiling bool, ready func() bool) htt
 		_, _ = w.Write([]byte("ok"))
 	})
 	return mux
-}
-
-// servers are the HTTP servers of the listeners; errs receives the first
-// failure of any.
-type servers struct {
-	list []*http.Server
-	fast []*fastServer
-	errs chan error
-}
-
-// headerTimeout bounds the wait for a request's headers (and for the
-// first bytes that tell HTTP/1 from HTTP/2 without TLS).
-const headerTimeout = 10 * time.Second
-
-// idleTimeout closes a kept-alive client connection without a request,
-// as nginx's keepalive_timeout.
-const idleTimeout = 75 * time.Second
-
-// serve serves h on l: over TLS when tlsConfig is set (with HTTP/2), else
-// plain HTTP/1.1, and HTTP/2 without TLS too when h2c (on connections
-// splitH2C sorts out, each side its own server). With fast, plain
-// HTTP/1.1 goes through its fast path first.
-func (s *servers) serve(l *listener, h http.Handler, tlsConfig *tls.Config, h2c bool, fast *proxy.Proxy) {
-	newServer := func(http1, http2, unencrypted bool) *http.Server {
-		srv := &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: headerTimeout,
-			IdleTimeout:       idleTimeout,
-			MaxHeaderBytes:    32 << 10, // more gets 431
-			ErrorLog:          log.New(io.Discard, "", 0),
-			ConnContext:       l.connContext,
-			TLSConfig:         tlsConfig,
-			Protocols:         new(http.Protocols),
-		}
-		srv.Protocols.SetHTTP1(http1)
-		srv.Protocols.SetHTTP2(http2)
-		srv.Protocols.SetUnencryptedHTTP2(unencrypted)
-		s.list = append(s.list, srv)
-		return srv
-	}
-	run := func(srv *http.Server, l net.Listener) {
-		go func() {
-			var err error
-			if tlsConfig != nil {
-				err = srv.ServeTLS(l, "", "")
-			} else {
-				err = srv.Serve(l)
-			}
-			// net.ErrClosed: the other side of a split shut the
-			// listener both share.
-			if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-				s.errs <- err
-			}
-		}()
-	}
-	h1 := net.Listener(l)
-	if h2c {
-		var h2 net.Listener
-		h1, h2 = splitH2C(l, headerTimeout)
-		run(newServer(false, false, true), h2)
-	}
-	if fast == nil || tlsConfig != nil {
-		run(newServer(true, tlsConfig != nil, false), h1)
-		return
-	}
-	fs := newFastServer(fast, h1, l.port(), proxy.ConnTimeouts{Header: headerTimeout, Idle: idleTimeout})
-	s.fast = append(s.fast, fs)
-	go func() {
-		if err := fs.serve(); err != nil && !errors.Is(err, net.ErrClosed) {
-			s.errs <- err
-		}
-	}()
-	run(newServer(true, false, false), fs.handed)
-}
-
-// shutdown lets requests in flight finish; long-lived ones get a few
-// seconds.
-func (s *servers) shutdown() {
-	ctx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	var wg sync.WaitGroup
-	for _, srv := range s.list {
-		wg.Go(func() { _ = srv.Shutdown(ctx) }) // each gets the whole grace
-	}
-	for _, fs := range s.fast {
-		wg.Go(func() { fs.shutdown(ctx) })
-	}
-	wg.Wait()
 }

@@ -1,12 +1,12 @@
 // Package h1 reads the heads of HTTP/1.1 requests and responses for the
-// ingress's fast path, without allocating: the fields are slices of the
+// ingress's engine, without allocating: the fields are slices of the
 // buffer they were read from.
 //
 // It accepts a strict subset of what RFC 9112 allows, the requests a
 // proxy can forward as they are. A head outside that subset is not an
 // error here but a head for net/http's full server, which then accepts
 // it or answers 400/431 as it always did: ParseRequest says so with ok
-// false. So the fast path never decides what is malformed; it only
+// false. So the engine never decides what is malformed; it only
 // declines.
 package h1
 
@@ -15,7 +15,7 @@ import "bytes"
 // Field is one header field as it came: the name in the client's case.
 type Field struct{ Name, Value []byte }
 
-// Request is a request head that the fast path can forward.
+// Request is a request head that the engine can forward.
 type Request struct {
 	Method []byte
 	// Target is the request target in origin form ("/path?query"), with
@@ -150,7 +150,7 @@ type Response struct {
 
 // ParseResponse reads the response head at the start of b into r,
 // reusing r.Fields' storage; n and ok as ParseRequest's. ok false is a
-// head the fast path cannot frame: a transfer coding other than chunked,
+// head the engine cannot frame: a transfer coding other than chunked,
 // conflicting lengths, a malformed line.
 func ParseResponse(b []byte, r *Response) (n int, ok bool) {
 	*r = Response{Fields: r.Fields[:0], ContentLength: -1}

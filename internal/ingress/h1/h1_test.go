@@ -126,8 +126,8 @@ func TestParseResponse(t *testing.T) {
 	}
 }
 
-// FuzzParseRequest checks that a head the fast path takes is one net/http
-// takes too, with the same method, target and host: the fast path never
+// FuzzParseRequest checks that a head the engine takes is one net/http
+// takes too, with the same method, target and host: the engine never
 // serves what net/http would refuse.
 func FuzzParseRequest(f *testing.F) {
 	for _, s := range []string{
@@ -149,16 +149,16 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b[:n])))
 		if err != nil {
-			t.Fatalf("taken by the fast path, refused by net/http: %v\n%q", err, b[:n])
+			t.Fatalf("taken by the engine, refused by net/http: %v\n%q", err, b[:n])
 		}
 		if req.Method != string(r.Method) || req.RequestURI != string(r.Target) || req.Host != string(r.Host) {
-			t.Fatalf("net/http reads %s %s host %q, the fast path %s %s host %q", req.Method, req.RequestURI, req.Host, r.Method, r.Target, r.Host)
+			t.Fatalf("net/http reads %s %s host %q, the engine %s %s host %q", req.Method, req.RequestURI, req.Host, r.Method, r.Target, r.Host)
 		}
 		if req.ContentLength > 0 || len(req.TransferEncoding) > 0 {
 			t.Fatalf("a request with a body taken: %q", b[:n])
 		}
 		if req.Close != r.Close {
-			t.Fatalf("close: net/http %v, the fast path %v", req.Close, r.Close)
+			t.Fatalf("close: net/http %v, the engine %v", req.Close, r.Close)
 		}
 	})
 }
@@ -182,23 +182,23 @@ func FuzzParseResponse(f *testing.F) {
 		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(b[:n])), &http.Request{Method: "GET"})
 		if err != nil {
 			// net/http is stricter in places (an empty field name, say):
-			// such a head the fast path passes on, as nginx would.
+			// such a head the engine passes on, as nginx would.
 			return
 		}
 		if resp.Close != r.Close {
-			t.Fatalf("close: net/http %v, the fast path %v", resp.Close, r.Close)
+			t.Fatalf("close: net/http %v, the engine %v", resp.Close, r.Close)
 		}
 		if resp.StatusCode != r.Status {
-			t.Fatalf("status: net/http %d, the fast path %d", resp.StatusCode, r.Status)
+			t.Fatalf("status: net/http %d, the engine %d", resp.StatusCode, r.Status)
 		}
 		if NoBody([]byte("GET"), r.Status) {
 			return // framing fields mean nothing then
 		}
 		if r.Chunked != (len(resp.TransferEncoding) > 0) {
-			t.Fatalf("chunked: net/http %v, the fast path %v", resp.TransferEncoding, r.Chunked)
+			t.Fatalf("chunked: net/http %v, the engine %v", resp.TransferEncoding, r.Chunked)
 		}
 		if !r.Chunked && resp.ContentLength != r.ContentLength {
-			t.Fatalf("length: net/http %d, the fast path %d", resp.ContentLength, r.ContentLength)
+			t.Fatalf("length: net/http %d, the engine %d", resp.ContentLength, r.ContentLength)
 		}
 	})
 }

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/ingress/upstream"
 )
 
 // accessLog writes one JSON line per request through a buffer flushed
@@ -49,10 +52,18 @@ func (l *accessLog) Close() {
 	l.mu.Unlock()
 }
 
-// logEntry is what the access log says of a request itself.
-type logEntry struct{ remote, method, host, path string }
+// logEntry is what the access log says of a request.
+type logEntry struct {
+	remote, method, host, path string
+	route                      *route.Route
+	up                         *upstream.Upstream
+	upstream, id               string
+	status                     int
+	bytes                      int64
+	d                          time.Duration
+}
 
-func (l *accessLog) write(r logEntry, req *request, status int, bytes int64, d time.Duration) {
+func (l *accessLog) write(r *logEntry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.line[:0]
@@ -67,26 +78,26 @@ func (l *accessLog) write(r logEntry, req *request, status int, bytes int64, d t
 	b = append(b, `,"path":`...)
 	b = appendString(b, r.path)
 	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(status), 10)
+	b = strconv.AppendInt(b, int64(r.status), 10)
 	b = append(b, `,"bytes":`...)
-	b = strconv.AppendInt(b, bytes, 10)
+	b = strconv.AppendInt(b, r.bytes, 10)
 	b = append(b, `,"duration":`...)
-	b = strconv.AppendFloat(b, d.Seconds(), 'f', 6, 64)
-	if req.route != nil {
+	b = strconv.AppendFloat(b, r.d.Seconds(), 'f', 6, 64)
+	if r.route != nil {
 		b = append(b, `,"ingress":`...)
-		b = appendString(b, req.route.Ingress.String())
+		b = appendString(b, r.route.Ingress.String())
 	}
-	if req.up != nil {
+	if r.up != nil {
 		b = append(b, `,"service":`...)
-		b = appendString(b, req.up.Ref.String())
+		b = appendString(b, r.up.Ref.String())
 	}
-	if req.upstream != "" {
+	if r.upstream != "" {
 		b = append(b, `,"upstream":`...)
-		b = appendString(b, req.upstream)
+		b = appendString(b, r.upstream)
 	}
-	if req.id != "" {
+	if r.id != "" {
 		b = append(b, `,"request_id":`...)
-		b = appendString(b, req.id)
+		b = appendString(b, r.id)
 	}
 	b = append(b, "}\n"...)
 	_, _ = l.w.Write(b)

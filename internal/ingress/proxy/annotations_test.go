@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/ingress/annotations"
 	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/ingress/upstream"
 )
 
 func TestAnnotations(t *testing.T) {
@@ -190,7 +191,7 @@ func TestCookieAffinity(t *testing.T) {
 	}
 	// The pod goes away: another answers and the cookie follows it.
 	u := p.cfg.Load().ups[0]
-	u.set(pods[1:])
+	u.Set(pods[1:])
 	got, c := get(seen["a"])
 	if got == "a" || c == nil || c.Value != seen[got] {
 		t.Fatalf("after pod a left: answered by %s, cookie %v", got, c)
@@ -264,10 +265,10 @@ func TestCanaryThroughTheProxy(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	var ups []*Upstream
+	var ups []*upstream.Upstream
 	for _, ref := range table.Backends {
-		u := newUpstream(ref)
-		u.set(map[string][]string{"v1": {a}, "v2": {b}}[ref.Name])
+		u := upstream.New(ref)
+		u.Set(map[string][]string{"v1": {a}, "v2": {b}}[ref.Name])
 		ups = append(ups, u)
 	}
 	p := New(Options{})

@@ -38,7 +38,7 @@ func TestLoopsPassLargeAnswers(t *testing.T) {
 	p := New(Options{})
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"big": {pod}}, nil))
-	f := serveLoops(t, p, 8080)
+	f := serveEngine(t, p, 8080)
 	c := dialFront(t, f.addr, 30*time.Second)
 	br := bufio.NewReaderSize(c, 1<<10)
 	for i := range 2 {
@@ -79,7 +79,7 @@ func TestLoopsTimeouts(t *testing.T) {
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil))
 	var released atomic.Int32
-	f, _ := serveLoopsWith(t, p, 8080, ConnTimeouts{Header: 300 * time.Millisecond, Idle: 600 * time.Millisecond}, func() { released.Add(1) })
+	f, _ := serveEngineWith(t, p, 8080, 300*time.Millisecond, 600*time.Millisecond, func() { released.Add(1) })
 	dial := func() net.Conn { return dialFront(t, f.addr, 0) }
 	closedWithin := func(c net.Conn, d time.Duration) bool {
 		_ = c.SetReadDeadline(time.Now().Add(d))
@@ -144,7 +144,7 @@ func TestLoopsShutdown(t *testing.T) {
 	p := New(Options{})
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"slow": {slow}}, nil))
-	f, loops := serveLoopsWith(t, p, 8080, ConnTimeouts{Header: 10 * time.Second, Idle: 75 * time.Second}, func() {})
+	f, loops := serveEngineWith(t, p, 8080, 10*time.Second, 75*time.Second, func() {})
 	idle := dialFront(t, f.addr, 10*time.Second)
 	busy := dialFront(t, f.addr, 10*time.Second)
 	fmt.Fprint(busy, "GET /slow HTTP/1.1\r\nHost: app.example\r\n\r\n")
@@ -179,7 +179,7 @@ func TestLoopsPipelinedFailures(t *testing.T) {
 	p := New(Options{})
 	t.Cleanup(p.Close)
 	p.Set(routes(t, map[string][]string{"bad": {"not-an-address"}}, nil))
-	f := serveLoops(t, p, 8080)
+	f := serveEngine(t, p, 8080)
 	c := dialFront(t, f.addr, 30*time.Second)
 	const n = 5000
 	go func() {
@@ -197,5 +197,29 @@ func TestLoopsPipelinedFailures(t *testing.T) {
 		if resp.StatusCode != http.StatusBadGateway {
 			t.Fatalf("answer %d: %d, want 502", i+1, resp.StatusCode)
 		}
+	}
+}
+
+// TestEngineBadChunks: an answer whose chunks break off after its head
+// went closes the client's connection (only closing tells it the body
+// is cut), and the pod's.
+func TestEngineBadChunks(t *testing.T) {
+	pod := cannedPod(t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n", false)
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(routes(t, map[string][]string{"bad": {pod}}, nil))
+	f := serveEngine(t, p, 8080)
+	c := dialFront(t, f.addr, 10*time.Second)
+	fmt.Fprint(c, "GET /bad HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || err == nil {
+		t.Fatalf("status %d, body %q read with %v; want the head, then the connection cut", resp.StatusCode, body, err)
+	}
+	if n := f.handoffs.Load(); n != 0 {
+		t.Fatalf("%d handoffs to net/http, want none", n)
 	}
 }

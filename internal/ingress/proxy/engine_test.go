@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/ingress/upstream"
 )
 
 // cannedPod answers every request with resp, written as it is, and closes
@@ -87,19 +88,25 @@ func roundTrip(t *testing.T, addr, raw, method string) answer {
 	return a
 }
 
-// TestFastPath sends each request to net/http's server alone and to the
-// fast path in front of it, as the ingress serves plain HTTP: the answers
-// and what the pods receive must be the same, and the fast path must
+// TestEngine sends each request to net/http's server alone and to the
+// engine in front of it, as the ingress serves plain HTTP: the answers
+// and what the pods receive must be the same, and the engine must
 // have served exactly the requests it is meant to.
-func TestFastPath(t *testing.T) {
-	for _, f := range fronts {
-		t.Run(f.name, func(t *testing.T) { testFastPath(t, f.serve) })
-	}
+func TestEngine(t *testing.T) {
+	testEngine(t, serveEngine)
 }
 
-func testFastPath(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
+func testEngine(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
 	// A pod that accepts and closes without answering, as one that stops.
 	mute := rawPod(t, func(c net.Conn) { _, _ = bufio.NewReader(c).ReadString('\n') })
+	// A chunked answer larger than the pod buffer, in chunks of odd
+	// sizes: chunk lines are split across reads.
+	var chunks strings.Builder
+	for i := range 300 {
+		n := 97 + i%13
+		fmt.Fprintf(&chunks, "%x\r\n%s\r\n", n, strings.Repeat(string(rune('a'+i%26)), n))
+	}
+	bigChunks := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks.String() + "0\r\n\r\n"
 	big := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: X-Secret\r\nX-Secret: s\r\nX-Big: " + strings.Repeat("b", 20<<10) + "\r\nContent-Length: 2\r\n\r\nok"
 	eps := map[string][]string{
 		"alpha":     {echo(t, "a")},
@@ -117,6 +124,8 @@ func testFastPath(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front)
 		"flaky":     {mute, mute, echo(t, "f")},
 		"mute":      {mute},
 		"headbody":  {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello", false)},
+		"bigchunks": {cannedPod(t, bigChunks, false)},
+		"extension": {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n3;name=value\r\nabc\r\n0;last\r\n\r\n", false)},
 	}
 	p := New(Options{})
 	t.Cleanup(p.Close)
@@ -134,7 +143,7 @@ func testFastPath(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front)
 		name   string
 		raw    string
 		method string
-		fast   bool // served by the fast path
+		fast   bool // served by the engine
 		status int
 	}{
 		{"plain", get("/alpha"), "GET", true, 200},
@@ -148,6 +157,9 @@ func testFastPath(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front)
 		{"repeated fields", get("/alpha", "Accept: a\r\n", "Accept: b\r\n", "X-Custom:  spaced  \r\n"), "GET", true, 200},
 		{"content-length 0", "POST /alpha HTTP/1.1\r\nHost: app.example\r\nContent-Length: 0\r\n\r\n", "POST", true, 200},
 		{"chunked answer", get("/chunked"), "GET", true, 200},
+		{"chunked answer over the pod buffer", get("/bigchunks"), "GET", true, 200},
+		{"chunk extensions", get("/extension"), "GET", true, 200},
+		{"chunked answer to HEAD", "HEAD /chunked HTTP/1.1\r\nHost: app.example\r\n\r\n", "HEAD", true, 200},
 		{"answer until the pod closes", get("/eof"), "GET", true, 200},
 		{"HTTP/1.0 answer", get("/http10"), "GET", true, 200},
 		{"informational answer first", get("/early"), "GET", true, 200},
@@ -186,7 +198,7 @@ func testFastPath(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front)
 			before := fast.handoffs.Load()
 			got := roundTrip(t, fast.addr, tt.raw, tt.method)
 			if handed := fast.handoffs.Load() != before; handed == tt.fast {
-				t.Errorf("served by the fast path: %v, want %v", !handed, tt.fast)
+				t.Errorf("served by the engine: %v, want %v", !handed, tt.fast)
 			}
 			if got.Status != tt.status {
 				t.Errorf("status %d, want %d", got.Status, tt.status)
@@ -195,7 +207,7 @@ func testFastPath(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front)
 				got.Body, want.Body = "", "" // which side saw the reset is luck
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Errorf("the fast path's answer differs from net/http's:\nfast:     %.2000s\nnet/http: %.2000s", fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want))
+				t.Errorf("the engine's answer differs from net/http's:\nfast:     %.2000s\nnet/http: %.2000s", fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want))
 			}
 		})
 	}
@@ -203,7 +215,7 @@ func testFastPath(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front)
 
 // routes is one Ingress with those annotations that routes
 // app.example/NAME to a backend NAME, with the endpoints given.
-func routes(t testing.TB, eps map[string][]string, annotations map[string]string) (*route.Table, []*Upstream) {
+func routes(t testing.TB, eps map[string][]string, annotations map[string]string) (*route.Table, []*upstream.Upstream) {
 	t.Helper()
 	prefix := ptr.To(networkingv1.PathTypePrefix)
 	var paths []networkingv1.HTTPIngressPath
@@ -218,28 +230,27 @@ func routes(t testing.TB, eps map[string][]string, annotations map[string]string
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	var ups []*Upstream
+	var ups []*upstream.Upstream
 	for _, ref := range table.Backends {
-		u := newUpstream(ref)
-		u.set(eps[ref.Name])
+		u := upstream.New(ref)
+		u.Set(eps[ref.Name])
 		ups = append(ups, u)
 	}
 	return table, ups
 }
 
-// TestFastPathConnection serves several requests on one connection:
-// pipelined ones on the fast path, then one for net/http, after which the
+// TestEngineConnection serves several requests on one connection:
+// pipelined ones on the engine, then one for net/http, after which the
 // connection stays with net/http and still answers.
-func TestFastPathConnection(t *testing.T) {
-	for _, f := range fronts {
-		t.Run(f.name, func(t *testing.T) { testFastPathConnection(t, f.serve) })
-	}
+func TestEngineConnection(t *testing.T) {
+	testEngineConnection(t, serveEngine)
 }
 
-func testFastPathConnection(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
+func testEngineConnection(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
 	p := New(Options{})
 	t.Cleanup(p.Close)
-	p.Set(routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil))
+	big := cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Big: "+strings.Repeat("b", 20<<10)+"\r\nContent-Length: 2\r\n\r\nok", false)
+	p.Set(routes(t, map[string][]string{"alpha": {echo(t, "a")}, "big": {big}}, nil))
 	f := serveFront(t, p, 8080)
 	c := dialFront(t, f.addr, 10*time.Second)
 	br := bufio.NewReader(c)
@@ -259,6 +270,14 @@ func testFastPathConnection(t *testing.T, serveFront func(testing.TB, *Proxy, in
 	fmt.Fprint(c, "GET /alpha/1 HTTP/1.1\r\nHost: app.example\r\n\r\nGET /alpha/2 HTTP/1.1\r\nHost: app.example\r\n\r\n")
 	read(`"uri":"/alpha/1"`)
 	read(`"uri":"/alpha/2"`)
+	// An answer whose head is over the pod buffer is read on a
+	// goroutine; the connection then comes back to the engine, with the
+	// request pipelined behind.
+	fmt.Fprint(c, "GET /big HTTP/1.1\r\nHost: app.example\r\n\r\nGET /alpha/after HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	read("ok")
+	read(`"uri":"/alpha/after"`)
+	fmt.Fprint(c, "GET /alpha/again HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	read(`"uri":"/alpha/again"`)
 	if n := f.handoffs.Load(); n != 0 {
 		t.Fatalf("%d connections handed to net/http, want none yet", n)
 	}
@@ -278,9 +297,7 @@ func testFastPathConnection(t *testing.T, serveFront func(testing.TB, *Proxy, in
 // idempotent request to the next endpoint, a POST gets its 502 (the pod
 // may have acted on it).
 func TestNoAnswerRetries(t *testing.T) {
-	for _, f := range fronts {
-		t.Run(f.name, func(t *testing.T) { testNoAnswerRetries(t, f.serve) })
-	}
+	testNoAnswerRetries(t, serveEngine)
 }
 
 func testNoAnswerRetries(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
@@ -308,15 +325,13 @@ func testNoAnswerRetries(t *testing.T, serveFront func(testing.TB, *Proxy, int) 
 	}
 }
 
-// TestFastPathStreams: an answer the pod sends in pieces reaches the
+// TestEngineStreams: an answer the pod sends in pieces reaches the
 // client piece by piece, not when the pod ends it.
-func TestFastPathStreams(t *testing.T) {
-	for _, f := range fronts {
-		t.Run(f.name, func(t *testing.T) { testFastPathStreams(t, f.serve) })
-	}
+func TestEngineStreams(t *testing.T) {
+	testEngineStreams(t, serveEngine)
 }
 
-func testFastPathStreams(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
+func testEngineStreams(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
 	more := make(chan struct{})
 	pod := rawPod(t, func(c net.Conn) {
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
@@ -350,6 +365,6 @@ func testFastPathStreams(t *testing.T, serveFront func(testing.TB, *Proxy, int) 
 		t.Fatalf("the rest: %q %v", rest, err)
 	}
 	if n := f.handoffs.Load(); n != 0 {
-		t.Fatalf("served by net/http (%d handoffs), not the fast path", n)
+		t.Fatalf("served by net/http (%d handoffs), not the engine", n)
 	}
 }

@@ -4,15 +4,18 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/ingress/engine"
 )
 
 // front serves p as the ingress's plain HTTP listener does: each
-// connection on the fast path first, and with net/http's server once the
-// fast path hands it over. handoffs counts the connections handed over.
+// connection on the engine first, and with net/http's server once the
+// engine hands it over. handoffs counts the connections handed over.
 type front struct {
 	addr     string
 	handoffs atomic.Int32
@@ -32,65 +35,21 @@ func listenFront(t testing.TB, p *Proxy, port int) (net.Listener, *front, *chanL
 	return l, &front{addr: l.Addr().String()}, handed, srv
 }
 
-func serveFront(t testing.TB, p *Proxy, port int) *front {
+// serveEngine serves p as the ingress's plain HTTP listener does, with
+// the engine: handoffs counts the connections given to net/http.
+func serveEngine(t testing.TB, p *Proxy, port int) *front {
 	t.Helper()
-	l, f, handed, srv := listenFront(t, p, port)
-	var closing atomic.Bool
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				if rest := p.ServeConn(c, port, ConnTimeouts{Header: 10 * time.Second, Idle: 75 * time.Second}, closing.Load); rest != nil {
-					f.handoffs.Add(1)
-					select {
-					case handed.conns <- rest:
-					case <-handed.done:
-						rest.Close()
-					}
-				}
-			})
-		}
-	}()
-	t.Cleanup(func() {
-		closing.Store(true)
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.SetReadDeadline(time.Unix(1, 0)) // wakes those waiting for a request
-		}
-		mu.Unlock()
-		handed.close()
-		srv.Close()
-		wg.Wait()
-	})
+	f, _ := serveEngineWith(t, p, port, 10*time.Second, 75*time.Second, func() {})
 	return f
 }
 
-// serveLoops serves p as the ingress's plain HTTP listener does with
-// event loops (Loops): handoffs counts the connections given to
-// net/http.
-func serveLoops(t testing.TB, p *Proxy, port int) *front {
-	t.Helper()
-	f, _ := serveLoopsWith(t, p, port, ConnTimeouts{Header: 10 * time.Second, Idle: 75 * time.Second}, func() {})
-	return f
-}
-
-// serveLoopsWith is serveLoops with those timeouts, calling release for
-// each connection closed; the loops are returned for Shutdown (also
-// called at the test's end).
-func serveLoopsWith(t testing.TB, p *Proxy, port int, timeouts ConnTimeouts, release func()) (*front, *Loops) {
+// serveEngineWith is serveEngine with those header and idle timeouts,
+// calling release for each connection closed; the engine is returned for
+// Shutdown (also called at the test's end).
+func serveEngineWith(t testing.TB, p *Proxy, port int, header, idle time.Duration, release func()) (*front, *engine.Engine) {
 	t.Helper()
 	l, f, handed, srv := listenFront(t, p, port)
-	loops, err := p.NewLoops(port, timeouts, func(c net.Conn) {
+	eng, err := p.NewEngine(port, header, idle, func(c net.Conn) {
 		f.handoffs.Add(1)
 		go func() {
 			select {
@@ -109,26 +68,35 @@ func serveLoopsWith(t testing.TB, p *Proxy, port int, timeouts ConnTimeouts, rel
 			if err != nil {
 				return
 			}
-			loops.Serve(c, nil, release)
+			eng.Serve(c, nil, release)
 		}
 	}()
 	t.Cleanup(func() {
 		l.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		loops.Shutdown(ctx)
+		eng.Shutdown(ctx)
 		handed.close()
 		srv.Close()
 	})
-	return f, loops
+	return f, eng
 }
 
-// fronts are the two ways of serving plain HTTP/1.1: a goroutine per
-// connection, and event loops.
+// serveNetHTTP serves p with net/http's server alone.
+func serveNetHTTP(t testing.TB, p *Proxy, port int) *front {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(p.Handler(port))
+	srv.Config.MaxHeaderBytes = 32 << 10 // as the ingress's
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &front{addr: srv.Listener.Addr().String()}
+}
+
+// fronts are the two ways of serving plain HTTP/1.1, for benchmarks.
 var fronts = []struct {
 	name  string
 	serve func(testing.TB, *Proxy, int) *front
-}{{"goroutines", serveFront}, {"loops", serveLoops}}
+}{{"net/http", serveNetHTTP}, {"engine", serveEngine}}
 
 type chanListener struct {
 	addr  net.Addr

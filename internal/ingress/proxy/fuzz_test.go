@@ -50,7 +50,7 @@ func fuzzProxy(t *testing.T) *Proxy {
 	p, _ := setup(t, Options{MaxBodyBytes: 100}, map[string][]string{"alpha": {refused(t)}, "beta": {refused(t)}, "empty": nil})
 	// Kept for the whole run: the first test's cleanup must not close it.
 	fuzzed = New(Options{MaxBodyBytes: 100})
-	fuzzed.Set(p.cfg.Load().table, p.cfg.Load().ups)
+	fuzzed.Set(p.cfg.Load().router, p.cfg.Load().ups)
 	return fuzzed
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/ingress/upstream"
 )
 
 type metrics struct {
@@ -47,13 +48,13 @@ func statusClass(code int) string {
 	return strconv.Itoa(code)
 }
 
-func (m *metrics) observe(req *request, status int, d time.Duration) {
+func (m *metrics) observe(rt *route.Route, up *upstream.Upstream, status int, d time.Duration) {
 	var ns, ing, svc string
-	if req.route != nil {
-		ns, ing = req.route.Ingress.Namespace, req.route.Ingress.Name
+	if rt != nil {
+		ns, ing = rt.Ingress.Namespace, rt.Ingress.Name
 	}
-	if req.up != nil {
-		svc = req.up.Ref.Name
+	if up != nil {
+		svc = up.Ref.Name
 	}
 	m.requests.WithLabelValues(ns, ing, svc, statusClass(status)).Inc()
 	m.duration.WithLabelValues(ns, ing, svc).Observe(d.Seconds())
@@ -61,17 +62,17 @@ func (m *metrics) observe(req *request, status int, d time.Duration) {
 
 // routeObs are the metrics of one route and backend, looked up once: a
 // lookup by label values hashes them each time, a few per cent of the
-// fast path's CPU.
+// engine's CPU.
 type routeObs struct {
 	m        *metrics
 	route    *route.Route
-	up       *Upstream
+	up       *upstream.Upstream
 	labels   [3]string
 	duration prometheus.Observer
 	byClass  [5]prometheus.Counter // made at a class's first request
 }
 
-func (m *metrics) forRoute(rt *route.Route, up *Upstream) *routeObs {
+func (m *metrics) forRoute(rt *route.Route, up *upstream.Upstream) *routeObs {
 	o := &routeObs{m: m, route: rt, up: up,
 		labels: [3]string{rt.Ingress.Namespace, rt.Ingress.Name, up.Ref.Name}}
 	o.duration = m.duration.WithLabelValues(o.labels[:]...)

@@ -1,9 +1,11 @@
 // Package proxy is the ingress's HTTP reverse proxy: it matches each
-// request against the current routing table, picks an endpoint of the
-// route's backend (round robin, the next one on a connect error) and
-// forwards the request straight to the pod, never through the ClusterIP.
-// The table and the endpoint sets are immutable snapshots swapped
-// atomically, so a change never restarts a listener or drops a connection.
+// request through the current routing (a route.Router), picks an endpoint
+// of the route's backend (the upstream package's rules) and forwards the
+// request straight to the pod, never through the ClusterIP. It serves the
+// requests the engine declines with net/http's server and reverse proxy,
+// and is the engine's Handler for the others. The routing and the
+// endpoint sets are immutable snapshots swapped atomically, so a change
+// never restarts a listener or drops a connection.
 package proxy
 
 import (
@@ -19,7 +21,6 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,7 +30,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/svcnet/svcnet/internal/ingress/annotations"
+	"github.com/svcnet/svcnet/internal/ingress/engine"
 	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/ingress/upstream"
 )
 
 // Options tunes the proxy; zero values take the defaults, which are
@@ -53,17 +56,10 @@ type Options struct {
 	// HTTPSPort is where HTTPS is served, for redirects (443 is left out
 	// of the URL).
 	HTTPSPort int
-	// EventLoops is the number of event loops of NewLoops; 0: half the
-	// CPUs Go may use, at least one (DefaultEventLoops).
+	// EventLoops is the number of event loops of NewEngine; 0:
+	// engine.DefaultLoops.
 	EventLoops int
 }
-
-// DefaultEventLoops is the number of event loops when none is given:
-// half the CPUs Go may use, at least one. A loop serves tens of
-// thousands of requests a second on one core; fewer loops handle more
-// ready sockets per epoll_wait and leave the other cores to the
-// backends and clients of the same machine (docs/benchmarks.md).
-func DefaultEventLoops() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 func (o *Options) defaults() {
 	if o.ConnectTimeout == 0 {
@@ -82,7 +78,7 @@ func (o *Options) defaults() {
 		o.MaxIdlePerEndpoint = 256
 	}
 	if o.EventLoops <= 0 {
-		o.EventLoops = DefaultEventLoops()
+		o.EventLoops = engine.DefaultLoops()
 	}
 }
 
@@ -91,7 +87,7 @@ type Proxy struct {
 	opts      Options
 	cfg       atomic.Pointer[config]
 	certs     atomic.Pointer[Certs]
-	pods      *pods
+	pods      *upstream.Client
 	tlsPods   *http.Transport // HTTPS backends: HTTP/1.1 over TLS
 	grpcsPods *http.Transport // GRPCS backends: HTTP/2 over TLS
 	h2cPods   *http.Transport // GRPC and H2C backends: HTTP/2 without TLS
@@ -100,10 +96,10 @@ type Proxy struct {
 	log       *accessLog
 }
 
-// config is one routing table with the upstreams of its backends.
+// config is one routing with the upstreams of its backends.
 type config struct {
-	table *route.Table
-	ups   []*Upstream
+	router route.Router
+	ups    []*upstream.Upstream
 }
 
 // New returns a proxy that answers 503 until the first Set.
@@ -114,7 +110,7 @@ func New(o Options) *Proxy {
 	if o.AccessLog != nil {
 		p.log = newAccessLog(o.AccessLog)
 	}
-	p.pods = newPods(o.ConnectTimeout, o.ReadTimeout, o.MaxIdlePerEndpoint)
+	p.pods = upstream.NewClient(o.ConnectTimeout, o.ReadTimeout, o.MaxIdlePerEndpoint)
 	dial := (&net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	// Pods' certificates are not verified, as ingress-nginx's
 	// proxy-ssl-verify defaults to off: they are rarely issued for the
@@ -141,10 +137,10 @@ func New(o Options) *Proxy {
 	return p
 }
 
-// Set swaps in a routing table and the upstreams of its backends (in the
-// table's Backends order).
-func (p *Proxy) Set(t *route.Table, ups []*Upstream) {
-	p.cfg.Store(&config{table: t, ups: ups})
+// Set swaps in a routing and the upstreams of its backends (in its
+// BackendRefs' order).
+func (p *Proxy) Set(r route.Router, ups []*upstream.Upstream) {
+	p.cfg.Store(&config{router: r, ups: ups})
 }
 
 // Ready reports whether a table was set.
@@ -175,7 +171,7 @@ type handler struct {
 // request is what one request carries through the reverse proxy.
 type request struct {
 	route    *route.Route
-	up       *Upstream
+	up       *upstream.Upstream
 	eps      []string
 	start    int
 	path     string // cleaned; differs from the request's when it had to be
@@ -204,7 +200,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(lw, "bad request path", http.StatusBadRequest)
 		return
 	}
-	rt := cfg.table.Match(r.Host, clean)
+	rt := cfg.router.Route(&route.Request{Host: r.Host, Path: clean, Method: r.Method, Header: r.Header.Get})
 	if rt == nil {
 		http.Error(lw, "404 page not found: no Ingress rule matches", http.StatusNotFound)
 		return
@@ -225,8 +221,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(lw, "403 forbidden: the client's address is not allowed", http.StatusForbidden)
 		return
 	}
-	set := req.up.eps.Load()
-	req.eps = set.addrs
+	set := req.up.Load()
+	req.eps = set.Addrs
 	if len(req.eps) == 0 {
 		http.Error(lw, "503 service unavailable: no ready endpoint for "+req.up.Ref.String(), http.StatusServiceUnavailable)
 		return
@@ -248,13 +244,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req.start = -1
 	if a := ann.Affinity; a != nil {
 		if c, err := r.Cookie(a.Cookie); err == nil {
-			if i, ok := set.ids[c.Value]; ok {
+			if i, ok := set.ByAffinity(c.Value); ok {
 				req.start, req.cookie = i, c.Value
 			}
 		}
 	}
 	if req.start < 0 {
-		req.start = req.up.pick(len(req.eps))
+		req.start = req.up.Pick(len(req.eps))
 	}
 	req.cfg = ann
 	switch {
@@ -379,14 +375,14 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 // it did not send that one.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	req := resp.Request.Context().Value(requestKey{}).(*request)
-	if t, ok := resp.Body.(*upgraded); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		req.up.track(t, req.upstream)
+	if t, ok := resp.Body.(*upstream.Upgraded); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		t.OnClose(req.up.Track(t, req.upstream))
 	}
 	a := req.cfg.Affinity
 	if a == nil || req.upstream == "" {
 		return nil
 	}
-	id := affinityID(req.upstream)
+	id := upstream.AffinityID(req.upstream)
 	if id == req.cookie {
 		return nil
 	}
@@ -414,7 +410,7 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 			lw.status = 499
 		}
 	default:
-		status, text := gatewayError(err)
+		status, text := upstream.GatewayError(err)
 		http.Error(w, text, status)
 	}
 }
@@ -426,9 +422,10 @@ func (p *Proxy) finish(w *logWriter, r *http.Request, req *request, start time.T
 	if status == 0 {
 		status = http.StatusOK
 	}
-	p.metrics.observe(req, status, d)
+	p.metrics.observe(req.route, req.up, status, d)
 	if p.log != nil {
-		p.log.write(logEntry{remote: r.RemoteAddr, method: r.Method, host: r.Host, path: r.URL.Path}, req, status, w.bytes, d)
+		p.log.write(&logEntry{remote: r.RemoteAddr, method: r.Method, host: r.Host, path: r.URL.Path,
+			route: req.route, up: req.up, upstream: req.upstream, id: req.id, status: status, bytes: w.bytes, d: d})
 	}
 }
 

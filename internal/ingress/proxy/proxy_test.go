@@ -13,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/svcnet/svcnet/internal/ingress/route"
 )
 
 // echo is a pod: it answers its name, and what it received as JSON.
@@ -104,9 +102,9 @@ func setupAnnotated(t *testing.T, o Options, eps map[string][]string, annotation
 	table, ups := routes(t, eps, annotations)
 	p := New(o)
 	p.Set(table, ups)
-	// Served as the ingress serves plain HTTP: what the fast path takes
+	// Served as the ingress serves plain HTTP: what the engine takes
 	// is tested through its loops, the rest through net/http.
-	f := serveLoops(t, p, 8080)
+	f := serveEngine(t, p, 8080)
 	t.Cleanup(p.Close)
 	return p, "http://" + f.addr
 }
@@ -275,26 +273,14 @@ func TestUpgradeAndStreaming(t *testing.T) {
 	// Another endpoint joins: the tunnel stays. Its pod leaves: the
 	// tunnel is closed.
 	u := p.cfg.Load().ups[0]
-	u.set([]string{ws, refused(t)})
+	u.Set([]string{ws, refused(t)})
 	if err := echoes(c, br); err != nil {
 		t.Fatalf("after an unrelated endpoint change: %v", err)
 	}
-	u.set([]string{refused(t)})
+	u.Set([]string{refused(t)})
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := br.ReadString('\n'); err != io.EOF {
 		t.Fatalf("the tunnel to a pod that left: read %v, want EOF", err)
-	}
-	// The backend leaves the table: its tunnels are closed.
-	u.set([]string{ws})
-	c2, br2 := open()
-	if err := echoes(c2, br2); err != nil {
-		t.Fatal(err)
-	}
-	pool := &Pool{byRef: map[route.BackendRef]*Upstream{u.Ref: u}}
-	pool.For(&route.Table{}, nil)
-	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := br2.ReadString('\n'); err != io.EOF {
-		t.Fatalf("the tunnel of a backend no route uses: read %v, want EOF", err)
 	}
 }
 

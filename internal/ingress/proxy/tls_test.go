@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/ingress/upstream"
 	"github.com/svcnet/svcnet/internal/pki"
 )
 
@@ -59,8 +60,8 @@ func TestTLS(t *testing.T) {
 			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "a", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}
 	}
 	table, _ := route.Build([]*networkingv1.Ingress{ing})
-	u := newUpstream(table.Backends[0])
-	u.set([]string{a})
+	u := upstream.New(table.Backends[0])
+	u.Set([]string{a})
 
 	tlsL, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -68,7 +69,7 @@ func TestTLS(t *testing.T) {
 	}
 	httpsPort := tlsL.Addr().(*net.TCPAddr).Port
 	p := New(Options{HTTPSPort: httpsPort})
-	p.Set(table, []*Upstream{u})
+	p.Set(table, []*upstream.Upstream{u})
 	def, err := SelfSigned()
 	if err != nil {
 		t.Fatal(err)

@@ -1,21 +1,17 @@
 package proxy
 
 import (
-	"errors"
 	"io"
-	"net"
 	"net/http"
 	"sync"
-	"syscall"
 
 	"github.com/svcnet/svcnet/internal/ingress/annotations"
+	"github.com/svcnet/svcnet/internal/ingress/upstream"
 )
 
-// retrying sends a request to the endpoint the handler picked and, when
-// connecting fails, to the next ones in turn: nothing reached the pod, so
-// any method may be retried. Once a connection is made, an error is final
-// (the transport itself retries idempotent requests on a stale
-// keep-alive connection).
+// retrying sends a request to the endpoint the handler picked and, as
+// the upstream package's next-upstream rules say, again or to the next
+// ones.
 type retrying struct{ p *Proxy }
 
 func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -25,8 +21,9 @@ func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
 		body = &onceBody{ReadCloser: r.Body}
 	}
 	n := len(req.eps)
+	fresh := false
 	var err error
-	for i := 0; i < n; i++ {
+	for i := 0; i < n; {
 		out := *r
 		u := *r.URL
 		u.Host = req.eps[(req.start+i)%n]
@@ -36,30 +33,33 @@ func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		req.upstream = u.Host
 		var resp *http.Response
-		resp, err = t.send(&out, req)
+		var reused bool
+		resp, reused, err = t.send(&out, req, fresh)
 		if err == nil {
 			return resp, nil
 		}
-		var sent bool
 		if body != nil {
-			var bodyErr error
-			if sent, bodyErr = body.state(); bodyErr != nil {
+			if bodyErr := body.failure(); bodyErr != nil {
 				// The client's body failed (over the limit, say): that is
 				// the answer, not whatever the pod made of half a body.
 				err = bodyErr
 				break
 			}
 		}
-		if sent || r.Context().Err() != nil {
+		if r.Context().Err() != nil {
 			break
 		}
-		if !dialFailed(err) {
-			if body == nil && idempotent(r.Method) && answeredNothing(err) {
-				continue
-			}
+		next := upstream.After(err, upstream.Attempt{Method: r.Method, Reused: reused, Body: body != nil})
+		if next == upstream.Fail {
 			break
 		}
-		t.p.metrics.connectErrors.Inc()
+		if upstream.DialFailed(err) {
+			t.p.metrics.connectErrors.Inc()
+		}
+		fresh = next == upstream.Again
+		if next == upstream.Another {
+			i++
+		}
 	}
 	if body != nil {
 		body.ReadCloser.Close()
@@ -67,74 +67,51 @@ func (t *retrying) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// send picks the client for the backend's protocol.
-func (t *retrying) send(r *http.Request, req *request) (*http.Response, error) {
+// send picks the client for the backend's protocol: net/http's
+// Transport for TLS and HTTP/2 (which retries on stale connections
+// itself), the pods' HTTP/1.1 client otherwise.
+func (t *retrying) send(r *http.Request, req *request, fresh bool) (*http.Response, bool, error) {
+	var resp *http.Response
+	var err error
 	switch req.cfg.BackendProtocol {
 	case annotations.HTTPS:
-		return t.p.tlsPods.RoundTrip(r)
+		resp, err = t.p.tlsPods.RoundTrip(r)
 	case annotations.GRPCS:
-		return t.p.grpcsPods.RoundTrip(r)
+		resp, err = t.p.grpcsPods.RoundTrip(r)
 	case annotations.GRPC, annotations.H2C:
-		return t.p.h2cPods.RoundTrip(r)
+		resp, err = t.p.h2cPods.RoundTrip(r)
+	default:
+		return t.p.pods.Do(r, r.URL.Host, fresh, upstream.Timeouts{Connect: req.cfg.ConnectTimeout, Read: req.cfg.ReadTimeout, Send: req.cfg.SendTimeout})
 	}
-	return t.p.pods.do(r, timeouts{connect: req.cfg.ConnectTimeout, read: req.cfg.ReadTimeout, send: req.cfg.SendTimeout})
+	return resp, false, err
 }
 
-// answeredNothing reports whether err is a pod's connection closed or
-// reset before any byte of an answer: a pod that was stopping when it
-// accepted. Idempotent requests without a body then try the next
-// endpoint, as nginx's proxy_next_upstream error does; when every
-// endpoint fails so, the answer is 502.
-func answeredNothing(err error) bool {
-	return errors.Is(err, errStale) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// idempotent reports the methods RFC 9110 calls idempotent.
-func idempotent(method string) bool {
-	switch method {
-	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
-		return true
-	}
-	return false
-}
-
-// dialFailed reports whether err is a failure to connect.
-func dialFailed(err error) bool {
-	var d dialError
-	var op *net.OpError
-	return errors.As(err, &d) || (errors.As(err, &op) && op.Op == "dial")
-}
-
-// onceBody keeps the request body open across connect attempts (the
-// transport closes it on every error) and remembers whether any of it was
-// read, after which a retry would send a truncated body.
+// onceBody keeps the request body open across attempts (a client closes
+// it on every error) and remembers how reading it failed.
 type onceBody struct {
 	io.ReadCloser
 	mu  sync.Mutex
-	n   int64
 	err error // the body's own failure, not its end
 }
 
 func (b *onceBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.mu.Lock()
-	b.n += int64(n)
 	if err != nil && err != io.EOF {
+		b.mu.Lock()
 		b.err = err
+		b.mu.Unlock()
 	}
-	b.mu.Unlock()
 	return n, err
 }
 
 func (b *onceBody) Close() error { return nil }
 
-// state says whether any of the body was read, and how reading it failed.
-// The lock: an http.Transport (HTTPS and HTTP/2 backends) reads the body
-// on a goroutine of its own.
-func (b *onceBody) state() (sent bool, err error) {
+// failure is how reading the body failed. The lock: an http.Transport
+// (HTTPS and HTTP/2 backends) reads the body on a goroutine of its own.
+func (b *onceBody) failure() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.n > 0, b.err
+	return b.err
 }
 
 // bufferPool lends the reverse proxy its copy buffers.

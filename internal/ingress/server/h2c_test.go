@@ -1,4 +1,4 @@
-package controller
+package server
 
 import (
 	"bufio"
@@ -19,11 +19,11 @@ func TestHTTP2WithoutTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := servers{errs: make(chan error, 4)}
-	srv.serve(&listener{Listener: l}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := New()
+	srv.Serve(&Listener{Listener: l}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.Proto+" "+r.Method)
 	}), nil, true, nil)
-	t.Cleanup(srv.shutdown)
+	t.Cleanup(srv.Shutdown)
 	addr := l.Addr().String()
 
 	// raw writes the pieces (a pause between them) and reads one answer.

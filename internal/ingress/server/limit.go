@@ -1,4 +1,4 @@
-package controller
+package server
 
 import (
 	"context"
@@ -7,25 +7,29 @@ import (
 	"sync/atomic"
 )
 
-// connLimit counts open client connections over every listener.
-type connLimit struct {
+// Limit counts open client connections over every listener given it.
+type Limit struct {
 	max  int64
 	open atomic.Int64
 }
 
-// listener counts the connections it accepts. One beyond the limit is
-// still served, but only with a 503 that closes it: a client learns why,
-// where a refused or stalled connection would tell it nothing.
-type listener struct {
+// NewLimit is a limit of max connections.
+func NewLimit(max int) *Limit { return &Limit{max: int64(max)} }
+
+// Listener counts the connections it accepts against Limit, if any. One
+// beyond the limit is still served, but only with a 503 that closes it: a
+// client learns why, where a refused or stalled connection would tell it
+// nothing.
+type Listener struct {
 	net.Listener
-	limit *connLimit
+	Limit *Limit
 }
 
-// port is the port the listener is bound to.
-func (l *listener) port() int { return l.Addr().(*net.TCPAddr).Port }
+// Port is the port the listener is bound to.
+func (l *Listener) Port() int { return l.Addr().(*net.TCPAddr).Port }
 
 // String is the listener's address, "" for none.
-func (l *listener) String() string {
+func (l *Listener) String() string {
 	if l == nil {
 		return ""
 	}
@@ -34,7 +38,7 @@ func (l *listener) String() string {
 
 type countedConn struct {
 	net.Conn
-	limit *connLimit
+	limit *Limit
 	over  bool
 	once  atomic.Bool
 }
@@ -51,23 +55,40 @@ func (c *countedConn) releaseSlot() {
 	}
 }
 
-func (l *listener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if err != nil || l.limit == nil {
+	if err != nil || l.Limit == nil {
 		return c, err
 	}
-	n := l.limit.open.Add(1)
-	return &countedConn{Conn: c, limit: l.limit, over: n > l.limit.max}, nil
+	n := l.Limit.open.Add(1)
+	return &countedConn{Conn: c, limit: l.Limit, over: n > l.Limit.max}, nil
 }
 
 type overKey struct{}
 
 // connContext marks the requests of a connection over the limit.
-func (l *listener) connContext(ctx context.Context, c net.Conn) context.Context {
+func (l *Listener) connContext(ctx context.Context, c net.Conn) context.Context {
 	if over(c) {
 		return context.WithValue(ctx, overKey{}, true)
 	}
 	return ctx
+}
+
+// over reports whether c is beyond the connection limit.
+func over(c net.Conn) bool {
+	cc, ok := unwrap(c).(*countedConn)
+	return ok && cc.over
+}
+
+// unwrap finds the accepted connection under TLS and replayed bytes.
+func unwrap(c net.Conn) net.Conn {
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return c
+		}
+		c = w.NetConn()
+	}
 }
 
 // limited answers the requests of connections over the limit with 503.

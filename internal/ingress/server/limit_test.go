@@ -1,4 +1,4 @@
-package controller
+package server
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ func TestConnectionLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ll := &listener{Listener: l, limit: &connLimit{max: 2}}
+	ll := &Listener{Listener: l, Limit: NewLimit(2)}
 	srv := &http.Server{Handler: limited(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})), ConnContext: ll.connContext}
 	go srv.Serve(ll)
 	t.Cleanup(func() { srv.Close() })
@@ -56,7 +56,7 @@ func TestConnectionLimit(t *testing.T) {
 	conns[1].Close()
 	delete(conns, 1)
 	deadline := time.Now().Add(5 * time.Second)
-	for ll.limit.open.Load() > 1 && time.Now().Before(deadline) {
+	for ll.Limit.open.Load() > 1 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if got := status(4); got != "200 OK" {

@@ -1,48 +1,178 @@
-package controller
+// Package server serves the ingress's listeners: plain HTTP/1.1 through
+// the proxy's event-loop engine, with net/http's server as the single
+// fallback for what the engine leaves to it; HTTPS, HTTP/2 (with TLS, or
+// without it sniffed from the first bytes) and the metrics listener
+// through net/http. It keeps the connection limit over every client
+// listener and shuts everything down together.
+package server
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ingress/engine"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
 )
 
-// fastServer serves a plain HTTP listener with the proxy's HTTP/1.1 fast
-// path; a connection with a request the fast path leaves to net/http is
-// handed, with its unread bytes, to net/http's server through handed, and
-// stays there.
-type fastServer struct {
+// HeaderTimeout bounds the wait for a request's headers (and for the
+// first bytes that tell HTTP/1 from HTTP/2 without TLS).
+const HeaderTimeout = 10 * time.Second
+
+// IdleTimeout closes a kept-alive client connection without a request,
+// as nginx's keepalive_timeout.
+const IdleTimeout = 75 * time.Second
+
+// ShutdownGrace is how long Shutdown lets requests in flight finish.
+const ShutdownGrace = 5 * time.Second
+
+// Servers are the servers of the listeners.
+type Servers struct {
+	list   []*http.Server
+	fronts []*front
+	errs   chan error
+}
+
+// New returns servers serving nothing yet.
+func New() *Servers { return &Servers{errs: make(chan error, 8)} }
+
+// Errs receives the failures of the listeners.
+func (s *Servers) Errs() <-chan error { return s.errs }
+
+// Serve serves h on l: over TLS when tlsConfig is set (with HTTP/2), else
+// plain HTTP/1.1, and HTTP/2 without TLS too when h2c (on connections
+// splitH2C sorts out, each side its own server). With px, plain HTTP/1.1
+// goes through px's engine first. Requests of connections over l's limit
+// get 503.
+func (s *Servers) Serve(l *Listener, h http.Handler, tlsConfig *tls.Config, h2c bool, px *proxy.Proxy) {
+	if l.Limit != nil {
+		h = limited(h)
+	}
+	newServer := func(http1, http2, unencrypted bool) *http.Server {
+		srv := &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: HeaderTimeout,
+			IdleTimeout:       IdleTimeout,
+			MaxHeaderBytes:    32 << 10, // more gets 431
+			ErrorLog:          log.New(io.Discard, "", 0),
+			ConnContext:       l.connContext,
+			TLSConfig:         tlsConfig,
+			Protocols:         new(http.Protocols),
+		}
+		srv.Protocols.SetHTTP1(http1)
+		srv.Protocols.SetHTTP2(http2)
+		srv.Protocols.SetUnencryptedHTTP2(unencrypted)
+		s.list = append(s.list, srv)
+		return srv
+	}
+	run := func(srv *http.Server, l net.Listener) {
+		go func() {
+			var err error
+			if tlsConfig != nil {
+				err = srv.ServeTLS(l, "", "")
+			} else {
+				err = srv.Serve(l)
+			}
+			// net.ErrClosed: the other side of a split shut the
+			// listener both share.
+			if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				s.errs <- err
+			}
+		}()
+	}
+	h1 := net.Listener(l)
+	if h2c {
+		var h2 net.Listener
+		h1, h2 = splitH2C(l, HeaderTimeout)
+		run(newServer(false, false, true), h2)
+	}
+	if px == nil || tlsConfig != nil {
+		run(newServer(true, tlsConfig != nil, false), h1)
+		return
+	}
+	f := newFront(px, h1, l.Port())
+	s.fronts = append(s.fronts, f)
+	go func() {
+		if err := f.serve(); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.errs <- err
+		}
+	}()
+	run(newServer(true, false, false), f.handed)
+}
+
+// Shutdown lets requests in flight finish, each server and engine within
+// ShutdownGrace, and closes the rest.
+func (s *Servers) Shutdown() {
+	ctx, done := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer done()
+	var wg sync.WaitGroup
+	for _, srv := range s.list {
+		wg.Go(func() { _ = srv.Shutdown(ctx) })
+	}
+	for _, f := range s.fronts {
+		wg.Go(func() { f.shutdown(ctx) })
+	}
+	wg.Wait()
+}
+
+// front serves a plain HTTP listener with the proxy's engine; a
+// connection the engine leaves to net/http goes, with its unread bytes,
+// to net/http's server through handed, and stays there.
+type front struct {
 	l      net.Listener
-	px     *proxy.Proxy
-	port   int
-	t      proxy.ConnTimeouts
 	handed *handedListener
-	// loops serve the plain TCP connections (all but those h2c sniffed);
-	// nil if the kernel would not give epoll sets: then goroutines do.
-	loops *proxy.Loops
-
+	// eng serves the TCP connections (all but those h2c sniffed); nil
+	// if the kernel would not give epoll sets: then net/http serves
+	// every connection.
+	eng     *engine.Engine
 	closing atomic.Bool
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
-	wg      sync.WaitGroup
 }
 
-func newFastServer(px *proxy.Proxy, l net.Listener, port int, t proxy.ConnTimeouts) *fastServer {
-	s := &fastServer{l: l, px: px, port: port, t: t, conns: map[net.Conn]struct{}{},
-		handed: &handedListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}}
-	// A loop must not wait for net/http's Accept.
-	s.loops, _ = px.NewLoops(port, t, func(c net.Conn) { go s.handed.put(c) })
-	return s
+func newFront(px *proxy.Proxy, l net.Listener, port int) *front {
+	f := &front{l: l, handed: &handedListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}}
+	// The engine must not wait for net/http's Accept.
+	f.eng, _ = px.NewEngine(port, HeaderTimeout, IdleTimeout, func(c net.Conn) { go f.handed.put(c) })
+	return f
 }
 
-// loopable is the TCP connection under c for a loop, the bytes read
-// from it ahead (h2c's sniffing) and what gives its slot in the
+// serve accepts the listener's connections until it fails or is closed,
+// waiting out temporary failures as net/http's Serve does; then handed
+// closes too.
+func (f *front) serve() error {
+	defer f.handed.Close()
+	var wait time.Duration
+	for {
+		c, err := f.l.Accept()
+		if err != nil {
+			if temporary(err) && backoff(&wait, nil) {
+				continue
+			}
+			return err
+		}
+		wait = 0
+		switch raw, pending, release, ok := engineConn(c); {
+		case f.closing.Load():
+			c.Close()
+		case ok && f.eng != nil && !over(c):
+			f.eng.Serve(raw, pending, release)
+		default:
+			go f.handed.put(c) // over the limit: net/http answers 503
+		}
+	}
+}
+
+// engineConn is the TCP connection under c for the engine, the bytes
+// read from it ahead (h2c's sniffing) and what gives its slot in the
 // connection limit back; ok false for any other kind of connection,
-// which stays on a goroutine.
-func loopable(c net.Conn) (raw net.Conn, pending []byte, release func(), ok bool) {
+// which net/http serves.
+func engineConn(c net.Conn) (raw net.Conn, pending []byte, release func(), ok bool) {
 	if rc, ok := c.(*replayConn); ok {
 		c, pending = rc.Conn, rc.pending
 	}
@@ -57,107 +187,18 @@ func loopable(c net.Conn) (raw net.Conn, pending []byte, release func(), ok bool
 	return nil, nil, nil, false
 }
 
-// serve accepts the listener's connections until it fails or is closed,
-// waiting out temporary failures as net/http's Serve does; then handed
-// closes too.
-func (s *fastServer) serve() error {
-	defer s.handed.Close()
-	var wait time.Duration
-	for {
-		c, err := s.l.Accept()
-		if err != nil {
-			if temporary(err) && backoff(&wait, nil) {
-				continue
-			}
-			return err
-		}
-		wait = 0
-		if over(c) {
-			go s.handed.put(c) // net/http answers it 503
-			continue
-		}
-		if s.closing.Load() {
-			c.Close()
-			continue
-		}
-		if raw, pending, release, ok := loopable(c); ok && s.loops != nil {
-			s.loops.Serve(raw, pending, release)
-			continue
-		}
-		s.mu.Lock()
-		if s.closing.Load() {
-			s.mu.Unlock()
-			c.Close()
-			continue
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go s.serveConn(c)
-	}
-}
-
-func (s *fastServer) serveConn(c net.Conn) {
-	defer s.wg.Done()
-	rest := s.px.ServeConn(c, s.port, s.t, s.closing.Load)
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	if rest != nil {
-		s.handed.put(rest)
-	}
-}
-
-// shutdown ends the connections as net/http's Shutdown does: those
-// waiting for a request at once (a read deadline in the past wakes them),
-// those in a request after its answer; ctx bounds the wait, then the rest
-// are closed.
-func (s *fastServer) shutdown(ctx context.Context) {
-	s.l.Close()
-	if s.loops != nil {
-		// Beside the goroutines' wait, each with the whole grace.
-		loopsDone := make(chan struct{})
-		go func() { s.loops.Shutdown(ctx); close(loopsDone) }()
-		defer func() { <-loopsDone }()
-	}
-	s.mu.Lock()
-	s.closing.Store(true)
-	for c := range s.conns {
-		_ = c.SetReadDeadline(time.Unix(1, 0))
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.mu.Lock()
-		for c := range s.conns {
-			c.Close()
-		}
-		s.mu.Unlock()
-	}
-}
-
-// over reports whether c is beyond the connection limit.
-func over(c net.Conn) bool {
-	cc, ok := unwrap(c).(*countedConn)
-	return ok && cc.over
-}
-
-// unwrap finds the accepted connection under TLS and replayed bytes.
-func unwrap(c net.Conn) net.Conn {
-	for {
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return c
-		}
-		c = w.NetConn()
+// shutdown stops accepting and shuts the engine down (net/http's server
+// of handed is among Servers' own).
+func (f *front) shutdown(ctx context.Context) {
+	f.closing.Store(true)
+	f.l.Close()
+	if f.eng != nil {
+		f.eng.Shutdown(ctx)
 	}
 }
 
 // handedListener is where net/http's server accepts the connections the
-// fast path handed over.
+// engine handed over.
 type handedListener struct {
 	addr  net.Addr
 	conns chan net.Conn

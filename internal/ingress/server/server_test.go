@@ -1,4 +1,4 @@
-package controller
+package server
 
 import (
 	"bufio"
@@ -13,11 +13,11 @@ import (
 	"github.com/svcnet/svcnet/internal/ingress/route"
 )
 
-// TestFastServer serves the plain listener as the ingress does, fast path
-// first: a request it leaves to net/http is answered there, a connection
+// TestServePlain serves the plain listener as the ingress does, the
+// engine first: a request it leaves to net/http is answered there, a connection
 // over the limit gets its 503, and shutting down closes a connection that
 // waits for its first request at once.
-func TestFastServer(t *testing.T) {
+func TestServePlain(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -25,15 +25,15 @@ func TestFastServer(t *testing.T) {
 	px := proxy.New(proxy.Options{})
 	t.Cleanup(px.Close)
 	px.Set(&route.Table{}, nil) // no route: every request is net/http's 404
-	ll := &listener{Listener: l, limit: &connLimit{max: 2}}
-	srv := servers{errs: make(chan error, 4)}
+	ll := &Listener{Listener: l, Limit: NewLimit(2)}
+	srv := New()
 	// Without the HTTP/2 split, whose sniffing holds a connection that
 	// sent nothing (up to the header timeout) before any server has it.
-	srv.serve(ll, limited(px.Handler(ll.port())), nil, false, px)
+	srv.Serve(ll, px.Handler(ll.Port()), nil, false, px)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
-			srv.shutdown()
+			srv.Shutdown()
 		}
 	})
 	dial := func() net.Conn {
@@ -58,7 +58,7 @@ func TestFastServer(t *testing.T) {
 	idle := dial()
 	_ = idle.SetReadDeadline(time.Now().Add(3 * time.Second)) // before the 10 s header timeout
 	// The idle connection is counted once accepted; wait for that.
-	for deadline := time.Now().Add(5 * time.Second); ll.limit.open.Load() < 1 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); ll.Limit.open.Load() < 1 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if got := status(dial()); got != http.StatusNotFound {
@@ -68,7 +68,7 @@ func TestFastServer(t *testing.T) {
 		t.Fatalf("over the limit: %d, want 503", got)
 	}
 	done := make(chan struct{})
-	go func() { srv.shutdown(); close(done) }()
+	go func() { srv.Shutdown(); close(done) }()
 	stopped = true
 	if n, err := idle.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("an idle connection at shutdown: read %d, %v; want it closed", n, err)

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bufio"
@@ -12,144 +12,120 @@ import (
 	"time"
 )
 
-// pods is the HTTP/1.1 client the proxy talks to pods with. Unlike
-// net/http's Transport, which gives each connection a reader and a writer
-// goroutine and hands every request and response between them over
+// Client is the HTTP/1.1 client the net/http path talks to pods with.
+// Unlike net/http's Transport, which gives each connection a reader and a
+// writer goroutine and hands every request and response between them over
 // channels, it does the whole exchange on the goroutine of the request:
 // write the request, read the response headers, hand the body over; the
-// connection goes back to the pool when the body has been read to its
-// end. On loopback the hand-offs cost as much as the proxying.
-type pods struct {
+// connection goes back to the idle ones when the body has been read to
+// its end. On loopback the hand-offs cost as much as the proxying.
+type Client struct {
 	dialer      *net.Dialer
 	readTimeout time.Duration
-	maxIdle     int
 	idleTimeout time.Duration
 
 	mu   sync.Mutex
-	idle map[string][]*podConn // by "ip:port", most recent last
+	idle *Idle[*Conn]
 }
 
-type podConn struct {
+// Conn is a connection of a Client to a pod.
+type Conn struct {
 	net.Conn
-	br   *bufio.Reader
-	bw   *bufio.Writer
-	used time.Time // when it went idle
-	// readBy is the read deadline the fast path set last (zero: none).
-	readBy time.Time
+	br *bufio.Reader
+	bw *bufio.Writer
 }
 
-func newPods(connect, read time.Duration, maxIdle int) *pods {
-	return &pods{
+// IdleTimeout is how long a connection to a pod is kept without a
+// request, as nginx's upstream keepalive_timeout.
+const IdleTimeout = 60 * time.Second
+
+// NewClient returns a client whose connections take up to connect to
+// open and whose answers' heads come within read; maxIdle connections
+// are kept per pod.
+func NewClient(connect, read time.Duration, maxIdle int) *Client {
+	return &Client{
 		dialer:      &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second},
 		readTimeout: read,
-		maxIdle:     maxIdle,
-		idleTimeout: 60 * time.Second,
-		idle:        map[string][]*podConn{},
+		idleTimeout: IdleTimeout,
+		idle:        NewIdle[*Conn](maxIdle),
 	}
 }
 
-// timeouts of one request (0: the pods' defaults).
-type timeouts struct{ connect, read, send time.Duration }
+// Timeouts of one request (0: the client's).
+type Timeouts struct{ Connect, Read, Send time.Duration }
 
-// get returns an idle connection to addr, or a new one.
-func (p *pods) get(ctx context.Context, addr string, connect time.Duration) (*podConn, bool, error) {
-	p.mu.Lock()
-	for l := p.idle[addr]; len(l) > 0; l = p.idle[addr] {
-		c := l[len(l)-1]
-		p.idle[addr] = l[:len(l)-1]
-		if time.Since(c.used) < p.idleTimeout {
-			p.mu.Unlock()
-			return c, true, nil
+// get returns an idle connection to addr, or a new one (always with
+// fresh).
+func (p *Client) get(ctx context.Context, addr string, fresh bool, connect time.Duration) (*Conn, bool, error) {
+	if !fresh {
+		p.mu.Lock()
+		for {
+			c, used, ok := p.idle.Take(addr)
+			if !ok {
+				break
+			}
+			if time.Since(used) < p.idleTimeout {
+				p.mu.Unlock()
+				return c, true, nil
+			}
+			c.Conn.Close()
 		}
-		c.Conn.Close()
+		p.mu.Unlock()
 	}
-	p.mu.Unlock()
 	d := p.dialer
 	if connect > 0 {
 		d = &net.Dialer{Timeout: connect, KeepAlive: p.dialer.KeepAlive}
 	}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, false, err
+		return nil, false, DialError{err}
 	}
-	return &podConn{Conn: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 8<<10)}, false, nil
+	return &Conn{Conn: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 8<<10)}, false, nil
 }
 
 // put keeps c for the next request to addr, if there is room. A
 // connection with bytes left after the answer (a body the pod sent to a
 // HEAD, say) is closed: the next request would read them as its answer.
-func (p *pods) put(addr string, c *podConn) {
+func (p *Client) put(addr string, c *Conn) {
 	if c.br.Buffered() > 0 {
 		c.Conn.Close()
 		return
 	}
-	c.used = time.Now()
 	p.mu.Lock()
-	if l := p.idle[addr]; len(l) < p.maxIdle {
-		p.idle[addr] = append(l, c)
-		p.mu.Unlock()
-		return
-	}
+	kept := p.idle.Put(addr, c, time.Now())
 	p.mu.Unlock()
-	c.Conn.Close()
+	if !kept {
+		c.Conn.Close()
+	}
 }
 
 // CloseIdle closes every idle connection.
-func (p *pods) CloseIdle() {
+func (p *Client) CloseIdle() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for addr, l := range p.idle {
-		for _, c := range l {
-			c.Conn.Close()
-		}
-		delete(p.idle, addr)
-	}
+	p.idle.Expire(time.Time{}, func(c *Conn) { c.Conn.Close() })
 }
 
-// errStale is a reused connection that the pod had closed: nothing was
-// answered, so a request that can be sent again is.
-var errStale = errors.New("the pod closed the kept-alive connection")
-
-// dialError marks a failure to connect, which the caller retries on the
-// next endpoint.
-type dialError struct{ err error }
-
-func (e dialError) Error() string { return e.err.Error() }
-func (e dialError) Unwrap() error { return e.err }
-
-// do sends r to r.URL.Host over HTTP/1.1.
-func (p *pods) do(r *http.Request, t timeouts) (*http.Response, error) {
-	addr := r.URL.Host
-	for {
-		c, reused, err := p.get(r.Context(), addr, t.connect)
-		if err != nil {
-			return nil, dialError{err}
-		}
-		resp, err := p.exchange(c, r, t)
-		if err == nil {
-			return resp, nil
-		}
+// Do makes one attempt of r at addr, on a kept-alive connection unless
+// fresh; reused says whether it was one, for After.
+func (p *Client) Do(r *http.Request, addr string, fresh bool, t Timeouts) (resp *http.Response, reused bool, err error) {
+	c, reused, err := p.get(r.Context(), addr, fresh, t.Connect)
+	if err != nil {
+		return nil, false, err
+	}
+	resp, err = p.exchange(c, r, addr, t)
+	if err != nil {
 		c.Conn.Close()
-		if errors.Is(err, errStale) && reused && replayable(r) && idempotent(r.Method) {
-			continue
-		}
-		return nil, err
 	}
+	return resp, reused, err
 }
 
-// replayable reports whether r can be sent again after a stale
-// connection swallowed it: it has no body.
-func replayable(r *http.Request) bool {
-	return r.Body == nil || r.Body == http.NoBody
-}
-
-func (p *pods) exchange(c *podConn, r *http.Request, t timeouts) (*http.Response, error) {
+func (p *Client) exchange(c *Conn, r *http.Request, addr string, t Timeouts) (*http.Response, error) {
 	// The client going away, or the read timeout, unblocks the exchange.
 	stop := context.AfterFunc(r.Context(), func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	c.readBy = time.Time{} // the fast path's record of the deadline ends here
-	if t.send > 0 {
-		_ = c.SetWriteDeadline(time.Now().Add(t.send))
+	if t.Send > 0 {
+		_ = c.SetWriteDeadline(time.Now().Add(t.Send))
 	}
 	if err := r.Write(c.bw); err != nil {
 		return nil, err
@@ -157,28 +133,28 @@ func (p *pods) exchange(c *podConn, r *http.Request, t timeouts) (*http.Response
 	if err := c.bw.Flush(); err != nil {
 		return nil, err
 	}
-	if t.send > 0 {
+	if t.Send > 0 {
 		_ = c.SetWriteDeadline(time.Time{})
 	}
 	read := p.readTimeout
-	if t.read > 0 {
-		read = t.read
+	if t.Read > 0 {
+		read = t.Read
 	}
 	_ = c.SetReadDeadline(time.Now().Add(read))
 	for {
 		if _, err := c.br.Peek(1); err != nil {
 			if r.Context().Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
-				return nil, errStale
+				return nil, ErrStale
 			}
 			return nil, err
 		}
 		resp, err := http.ReadResponse(c.br, r)
 		if err != nil {
-			return nil, err
+			return nil, badAnswer{err}
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			_ = c.SetReadDeadline(time.Time{})
-			resp.Body = &upgraded{podConn: c}
+			resp.Body = &Upgraded{c: c}
 			return resp, nil
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
@@ -190,29 +166,29 @@ func (p *pods) exchange(c *podConn, r *http.Request, t timeouts) (*http.Response
 		if resp.Body == http.NoBody || resp.ContentLength == 0 {
 			resp.Body = http.NoBody
 			if !resp.Close && !r.Close && stop() {
-				p.put(r.URL.Host, c)
+				p.put(addr, c)
 			} else {
 				c.Conn.Close()
 			}
 			return resp, nil
 		}
-		resp.Body = &podBody{body: resp.Body, c: c, p: p, addr: r.URL.Host, reuse: !resp.Close && !r.Close && stop()}
+		resp.Body = &body{body: resp.Body, c: c, p: p, addr: addr, reuse: !resp.Close && !r.Close && stop()}
 		return resp, nil
 	}
 }
 
-// podBody returns the connection to the pool once the body was read to
+// body returns the connection to the idle ones once the body was read to
 // its end, and closes it when the body is abandoned half-way.
-type podBody struct {
+type body struct {
 	body  io.ReadCloser
-	c     *podConn
-	p     *pods
+	c     *Conn
+	p     *Client
 	addr  string
 	reuse bool
 	done  bool
 }
 
-func (b *podBody) Read(buf []byte) (int, error) {
+func (b *body) Read(buf []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
@@ -223,12 +199,12 @@ func (b *podBody) Read(buf []byte) (int, error) {
 	return n, err
 }
 
-func (b *podBody) Close() error {
+func (b *body) Close() error {
 	b.finish(false)
 	return nil
 }
 
-func (b *podBody) finish(complete bool) {
+func (b *body) finish(complete bool) {
 	if b.done {
 		return
 	}
@@ -240,22 +216,38 @@ func (b *podBody) finish(complete bool) {
 	b.c.Conn.Close()
 }
 
-// upgraded is the connection after 101 Switching Protocols, readable and
+// Upgraded is the connection after 101 Switching Protocols, readable and
 // writable, as the reverse proxy's tunnel needs it. Closing it ends the
 // tunnel: the reverse proxy then closes the client's side too.
-type upgraded struct {
-	*podConn
-	once    sync.Once
-	untrack func()
+type Upgraded struct {
+	c       *Conn
+	mu      sync.Mutex
+	closed  bool
+	onClose func()
 }
 
-func (u *upgraded) Read(b []byte) (int, error)  { return u.br.Read(b) }
-func (u *upgraded) Write(b []byte) (int, error) { return u.Conn.Write(b) }
-func (u *upgraded) Close() error {
-	u.once.Do(func() {
-		if u.untrack != nil {
-			u.untrack()
-		}
-	})
-	return u.Conn.Close()
+func (u *Upgraded) Read(b []byte) (int, error)  { return u.c.br.Read(b) }
+func (u *Upgraded) Write(b []byte) (int, error) { return u.c.Conn.Write(b) }
+
+// OnClose has f called when the connection closes (at once if it did).
+func (u *Upgraded) OnClose(f func()) {
+	u.mu.Lock()
+	closed := u.closed
+	u.onClose = f
+	u.mu.Unlock()
+	if closed {
+		f()
+	}
+}
+
+func (u *Upgraded) Close() error {
+	u.mu.Lock()
+	f := u.onClose
+	first := !u.closed
+	u.closed, u.onClose = true, nil
+	u.mu.Unlock()
+	if first && f != nil {
+		f()
+	}
+	return u.c.Conn.Close()
 }

@@ -1,8 +1,15 @@
-package proxy
+// Package upstream is what every engine of the ingress asks about pods:
+// the endpoint set of each backend and where a request starts in it, the
+// connections kept to pods, and the next-upstream rules — which failure
+// sends a request again, to the same pod or the next one, and which is
+// answered 502 or 504. The epoll engine and the net/http path both follow
+// these rules, so a request fails the same way whichever served it.
+package upstream
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,41 +27,53 @@ import (
 // they started with.
 type Upstream struct {
 	Ref  route.BackendRef
-	eps  atomic.Pointer[endpointSet] // never nil
-	next atomic.Uint32               // round robin
+	eps  atomic.Pointer[Set] // never nil
+	next atomic.Uint32       // round robin
 
 	// tunnels are the upgraded connections (WebSocket …) to its pods, by
 	// pod: they are closed when their pod leaves the endpoints or the
 	// backend leaves the routing table, and never on other changes.
 	mu      sync.Mutex
-	tunnels map[*upgraded]string
+	tunnels map[io.Closer]string
 }
 
-// endpointSet is one version of an upstream's endpoints.
-type endpointSet struct {
-	addrs []string       // "ip:port"
-	ids   map[string]int // affinity cookie value -> index in addrs
+// Set is one version of an upstream's endpoints.
+type Set struct {
+	Addrs []string       // "ip:port"
+	ids   map[string]int // affinity cookie value -> index in Addrs
 }
 
-func newUpstream(ref route.BackendRef) *Upstream {
+// ByAffinity is the index of the endpoint an affinity cookie's value
+// names, if it is still in the set.
+func (s *Set) ByAffinity(id string) (int, bool) {
+	i, ok := s.ids[id]
+	return i, ok
+}
+
+// New returns an upstream of ref without endpoints.
+func New(ref route.BackendRef) *Upstream {
 	u := &Upstream{Ref: ref}
-	u.eps.Store(&endpointSet{})
+	u.eps.Store(&Set{})
 	return u
 }
 
-// Endpoints returns the current addresses ("ip:port").
-func (u *Upstream) Endpoints() []string { return u.eps.Load().addrs }
+// Load returns the current endpoint set.
+func (u *Upstream) Load() *Set { return u.eps.Load() }
 
-// affinityID is what an affinity cookie holds for an endpoint: a digest of
-// its address, the same in every replica of the ingress (as
+// Endpoints returns the current addresses ("ip:port").
+func (u *Upstream) Endpoints() []string { return u.eps.Load().Addrs }
+
+// AffinityID is what an affinity cookie holds for an endpoint: a digest
+// of its address, the same in every replica of the ingress (as
 // ingress-nginx's), which does not show the pod's address.
-func affinityID(addr string) string {
+func AffinityID(addr string) string {
 	sum := sha256.Sum256([]byte(addr))
 	return hex.EncodeToString(sum[:8])
 }
 
-// pick returns the index where a request starts in eps.
-func (u *Upstream) pick(n int) int { return int(u.next.Add(1)-1) % n }
+// Pick returns the index where a request starts among n endpoints: round
+// robin over the upstream's requests.
+func (u *Upstream) Pick(n int) int { return int(u.next.Add(1)-1) % n }
 
 // Resolve finds the usable endpoints of a backend in a snapshot: the
 // Service's TCP port by number or name, then its ready endpoints (else
@@ -89,17 +108,17 @@ type Pool struct {
 // NewPool returns an empty pool.
 func NewPool() *Pool { return &Pool{byRef: map[route.BackendRef]*Upstream{}} }
 
-// For returns the upstreams of a table's backends, in its order: the
-// pool's own for known backends, new ones resolved from snap otherwise.
-// Backends the table no longer uses are dropped.
-func (p *Pool) For(t *route.Table, snap *svcstate.Snapshot) []*Upstream {
-	out := make([]*Upstream, len(t.Backends))
-	next := make(map[route.BackendRef]*Upstream, len(t.Backends))
-	for i, ref := range t.Backends {
+// For returns the upstreams of backends, in their order: the pool's own
+// for known backends, new ones resolved from snap otherwise. Backends no
+// longer given are dropped.
+func (p *Pool) For(backends []route.BackendRef, snap *svcstate.Snapshot) []*Upstream {
+	out := make([]*Upstream, len(backends))
+	next := make(map[route.BackendRef]*Upstream, len(backends))
+	for i, ref := range backends {
 		u := p.byRef[ref]
 		if u == nil {
-			u = newUpstream(ref)
-			u.set(Resolve(snap, ref))
+			u = New(ref)
+			u.Set(Resolve(snap, ref))
 		}
 		out[i], next[ref] = u, u
 	}
@@ -116,29 +135,32 @@ func (p *Pool) For(t *route.Table, snap *svcstate.Snapshot) []*Upstream {
 func (p *Pool) Update(snap *svcstate.Snapshot, changed map[types.NamespacedName]struct{}) {
 	for ref, u := range p.byRef {
 		if _, ok := changed[ref.NamespacedName]; ok {
-			u.set(Resolve(snap, ref))
+			u.Set(Resolve(snap, ref))
 		}
 	}
 }
 
-func (u *Upstream) set(addrs []string) {
-	set := &endpointSet{addrs: addrs, ids: make(map[string]int, len(addrs))}
+// Set swaps in the endpoints addrs, and closes the tunnels to pods no
+// longer among them.
+func (u *Upstream) Set(addrs []string) {
+	set := &Set{Addrs: addrs, ids: make(map[string]int, len(addrs))}
 	for i, a := range addrs {
-		set.ids[affinityID(a)] = i
+		set.ids[AffinityID(a)] = i
 	}
 	u.eps.Store(set)
 	u.closeTunnels(func(addr string) bool { return !slices.Contains(addrs, addr) })
 }
 
-// track registers an upgraded connection to the pod at addr.
-func (u *Upstream) track(t *upgraded, addr string) {
+// Track registers an upgraded connection to the pod at addr, closed when
+// the pod leaves the endpoints; the function returned forgets it.
+func (u *Upstream) Track(t io.Closer, addr string) (untrack func()) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.tunnels == nil {
-		u.tunnels = map[*upgraded]string{}
+		u.tunnels = map[io.Closer]string{}
 	}
 	u.tunnels[t] = addr
-	t.untrack = func() {
+	return func() {
 		u.mu.Lock()
 		delete(u.tunnels, t)
 		u.mu.Unlock()
@@ -148,7 +170,7 @@ func (u *Upstream) track(t *upgraded, addr string) {
 // closeTunnels closes the upgraded connections to the pods gone says.
 func (u *Upstream) closeTunnels(gone func(addr string) bool) {
 	u.mu.Lock()
-	var closing []*upgraded
+	var closing []io.Closer
 	for t, addr := range u.tunnels {
 		if gone(addr) {
 			closing = append(closing, t)
