@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/node/podstate"
 	"github.com/svcnet/svcnet/internal/node/runtime"
@@ -40,7 +41,9 @@ func (w *podWorker) checkStorage(ctx context.Context) {
 	w.log().Warn("evicting the pod", "reason", r.Reason, "message", r.Message)
 	w.a.event(w.pod, corev1.EventTypeWarning, r.Reason, "%s", r.Message)
 	w.state.Rejected = r
-	w.terminate(ctx, 0, true)
+	// At once, as kubelet's eviction manager stops a pod over its
+	// ephemeral-storage limits.
+	w.terminate(ctx, GracePeriod(w.pod, ptr.To(time.Duration(0))), true)
 }
 
 // storageWake is d, or less when the next storage check is due sooner.

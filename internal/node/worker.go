@@ -163,7 +163,7 @@ func (w *podWorker) run(ctx context.Context) {
 				// run left running, hooks and grace included.
 				w.ensureSandbox(ctx)
 			}
-			grace := w.gracePeriod()
+			grace := GracePeriod(w.pod, nil)
 			svcs := w.a.selectingServices(w.pod)
 			if d := drainDelay(w.pod, len(svcs), w.endpointDrainDelay(), grace); d > 0 && w.anyRunning() {
 				start := time.Now()
@@ -187,7 +187,7 @@ func (w *podWorker) run(ctx context.Context) {
 				// The regular containers are done: sidecars stop now,
 				// as kubelet stops them.
 				if w.anyRunning() {
-					w.terminate(ctx, w.gracePeriod(), true)
+					w.terminate(ctx, GracePeriod(w.pod, nil), true)
 				}
 				w.teardownNetwork()
 			}
@@ -201,7 +201,7 @@ func (w *podWorker) run(ctx context.Context) {
 			// them. Their probes end with ctx.
 			return
 		case <-w.gone:
-			w.terminate(ctx, w.gracePeriod(), false)
+			w.terminate(ctx, GracePeriod(w.pod, nil), false)
 			w.teardownNetwork()
 			return
 		case <-w.notify:
@@ -268,16 +268,6 @@ func (w *podWorker) endpointDrainDelay() time.Duration {
 		return w.a.cfg.EndpointDrainDelay
 	}
 	return d
-}
-
-func (w *podWorker) gracePeriod() time.Duration {
-	if g := w.pod.DeletionGracePeriodSeconds; g != nil {
-		return time.Duration(*g) * time.Second
-	}
-	if g := w.pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		return time.Duration(*g) * time.Second
-	}
-	return 30 * time.Second
 }
 
 // reconcile sets up the sandbox and starts the containers that are due.
@@ -624,7 +614,7 @@ func (w *podWorker) postStart(ctx context.Context, c *container) {
 	if lc == nil || lc.PostStart == nil {
 		return
 	}
-	sp, proc, grace := w.stopPlan(c), c.proc, w.terminationGrace()
+	sp, proc, grace := w.stopPlan(c), c.proc, GracePeriod(w.pod, nil)
 	go func() {
 		ok, msg := prober.RunHook(ctx, lc.PostStart, sp.spec, sp.podIP, sp.exec, grace)
 		if !ok && ctx.Err() == nil {
@@ -688,18 +678,11 @@ func (w *podWorker) onProbe(r prober.Result) {
 	if c.Probe(r.Kind, r.OK, r.Gen) == podstate.Kill {
 		w.a.event(w.pod, corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: %s", r.Message)
 		w.a.event(w.pod, corev1.EventTypeNormal, "Killing", "Container %s failed liveness probe, will be restarted", c.Spec.Name)
-		go w.stopPlan(c).stop(c.proc.Stop, w.terminationGrace())
+		go w.stopPlan(c).stop(c.proc.Stop, GracePeriod(w.pod, nil))
 	}
 	if !r.OK && r.Kind != podstate.Liveness {
 		w.a.event(w.pod, corev1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", r.Kind, r.Message)
 	}
-}
-
-func (w *podWorker) terminationGrace() time.Duration {
-	if g := w.pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		return time.Duration(*g) * time.Second
-	}
-	return 30 * time.Second
 }
 
 // terminate stops every container (SIGTERM, then SIGKILL after grace).
