@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -39,8 +40,8 @@ import (
 	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/kubeclient"
 	"github.com/svcnet/svcnet/internal/node/ipam"
+	"github.com/svcnet/svcnet/internal/node/pods"
 	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
-	"github.com/svcnet/svcnet/internal/node/volumes"
 )
 
 // Version is what the agent reports as its kubelet version.
@@ -92,15 +93,14 @@ const DefaultEndpointDrainDelay = 3 * time.Second
 
 // Agent is a running node agent.
 type Agent struct {
-	cfg        Config
-	client     kubernetes.Interface
-	services   corelisters.ServiceLister
-	net        *PodNetwork
-	self       string
-	recorder   record.EventRecorder
-	nodeResolv string
-	// volumeSource reads what projected, configMap and secret volumes show.
-	volumeSource volumes.Source
+	cfg      Config
+	client   kubernetes.Interface
+	services corelisters.ServiceLister
+	net      *PodNetwork
+	self     string
+	recorder record.EventRecorder
+	// pods is what the pods' sandboxes share.
+	pods pods.Runtime
 
 	mu        sync.Mutex
 	workers   map[types.UID]*podWorker
@@ -120,10 +120,11 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	resolv, _ := os.ReadFile("/etc/resolv.conf")
-	a := &Agent{cfg: cfg, client: client, self: self, workers: map[types.UID]*podWorker{}, nodeResolv: string(resolv),
-		volumeSource: apiSource{client},
+	a := &Agent{cfg: cfg, client: client, self: self, workers: map[types.UID]*podWorker{},
 		net: &PodNetwork{Bridge: cfg.Bridge, Prefix: cfg.NetnsPrefix,
 			IPAM: &ipam.Allocator{CIDR: cfg.PodCIDR, Gateway: cfg.PodCIDR.Addr().Next(), Dir: cfg.StateDir + "/ipam"}}}
+	a.pods = pods.Runtime{Self: self, NodeIP: cfg.NodeIP, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
+		NodeResolv: string(resolv), Net: a.net, Volumes: apiSource{client}, Node: a}
 	return a, nil
 }
 
@@ -255,13 +256,13 @@ func (a *Agent) killContainers(uid string) {
 	}
 }
 
-// serviceEnv is the service environment of a pod starting now.
-func (a *Agent) serviceEnv(pod *corev1.Pod) []corev1.EnvVar {
+// ServiceEnv is the service environment of a pod starting now.
+func (a *Agent) ServiceEnv(pod *corev1.Pod) []corev1.EnvVar {
 	svcs, err := a.services.List(labels.Everything())
 	if err != nil {
 		return nil
 	}
-	return ServiceEnv(pod.Namespace, svcs, ptr.Deref(pod.Spec.EnableServiceLinks, true))
+	return pods.ServiceEnv(pod.Namespace, svcs, ptr.Deref(pod.Spec.EnableServiceLinks, true))
 }
 
 // selectingServices counts the Services of the pod's namespace whose
@@ -312,17 +313,33 @@ func (a *Agent) awaitUnrouted(ctx context.Context, namespace string, services []
 	}
 }
 
-// ConfigMap implements EnvSource.
+// apiSource reads volume contents through the node's API client.
+type apiSource struct{ client kubernetes.Interface }
+
+func (s apiSource) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return s.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (s apiSource) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	return s.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (s apiSource) Token(ctx context.Context, ns, sa string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	return s.client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+}
+
+// ConfigMap implements pods.EnvSource.
 func (a *Agent) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
 	return a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-// Secret implements EnvSource.
+// Secret implements pods.EnvSource.
 func (a *Agent) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	return a.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (a *Agent) event(pod *corev1.Pod, typ, reason, format string, args ...any) {
+// Event records an event on pod.
+func (a *Agent) Event(pod *corev1.Pod, typ, reason, format string, args ...any) {
 	if a.recorder != nil {
 		a.recorder.Eventf(pod, typ, reason, format, args...)
 	}

@@ -23,9 +23,9 @@ type hostPortTable struct {
 	chained bool // the jumps to the chains are in place
 }
 
-// setHostPorts records a pod's hostPorts (none: forget the pod) and
+// SetHostPorts records a pod's hostPorts (none: forget the pod) and
 // rewrites the chains when they changed.
-func (a *Agent) setHostPorts(uid types.UID, ms []hostports.Mapping) error {
+func (a *Agent) SetHostPorts(uid types.UID, ms []hostports.Mapping) error {
 	t := &a.hostPorts
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -53,12 +53,12 @@ func (a *Agent) measure(now time.Time) {
 	a.mu.Lock()
 	for _, w := range a.workers {
 		info := w.exec.Load()
-		if info == nil || len(info.pids) == 0 {
+		if info == nil || len(info.Pids) == 0 {
 			continue
 		}
 		p := w.newest()
 		sp := stats.Pod{Ref: stats.PodReference{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID)}, Start: now,
-			Containers: info.pids}
+			Containers: info.Pids}
 		if p.Status.StartTime != nil {
 			sp.Start = p.Status.StartTime.Time
 		}

@@ -54,7 +54,7 @@ func (f *forwarder) PortForward(ctx context.Context, pod, _ string, port int32, 
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("invalid port %d", port)
 	}
-	conn, err := netns.DialContext(ctx, t.netns, "tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+	conn, err := netns.DialContext(ctx, t.Netns, "tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
 	if err != nil {
 		return fmt.Errorf("failed to connect to localhost:%d inside namespace of pod %s: %w", port, pod, err)
 	}

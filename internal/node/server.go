@@ -24,6 +24,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/svcnet/svcnet/internal/node/pods"
 	"github.com/svcnet/svcnet/internal/node/runtime"
 )
 
@@ -138,11 +139,11 @@ func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
 	if t == nil {
 		return nil, fmt.Errorf("pod %s has not started yet", pod)
 	}
-	env, ok := t.env[container]
+	env, ok := t.Env[container]
 	if !ok {
 		return nil, fmt.Errorf("container %s is not valid for pod %s", container, pod)
 	}
-	sec, ok := t.security[container]
+	sec, ok := t.Security[container]
 	if !ok {
 		return nil, fmt.Errorf("container %s of pod %s cannot be confined; see its status", container, pod)
 	}
@@ -152,8 +153,8 @@ func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
 			image = c.Image
 		}
 	}
-	return &execTarget{netns: t.netns, hostname: t.hostname, dir: w.dir, image: image, env: env, uid: string(p.UID), security: sec,
-		pid: t.pids[container], container: container}, nil
+	return &execTarget{netns: t.Netns, hostname: t.Hostname, dir: w.dir, image: image, env: env, uid: string(p.UID), security: sec,
+		pid: t.Pids[container], container: container}, nil
 }
 
 func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error) {
@@ -177,8 +178,8 @@ func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error
 			return "", fmt.Errorf("previous terminated container %q in pod %q not found", container, pod)
 		}
 		why := ""
-		if t := w.exec.Load(); t != nil && t.waiting[container] != "" {
-			why = ": " + t.waiting[container]
+		if t := w.exec.Load(); t != nil && t.Waiting[container] != "" {
+			why = ": " + t.Waiting[container]
 		}
 		return "", fmt.Errorf("container %q in pod %q is waiting to start%s", container, pod, why)
 	}
@@ -252,7 +253,7 @@ func (a *Agent) logActive(path string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, w := range a.workers {
-		if t := w.exec.Load(); t != nil && t.running[path] {
+		if t := w.exec.Load(); t != nil && t.Running[path] {
 			return true
 		}
 	}
@@ -394,7 +395,7 @@ func (e *executor) ExecInContainer(ctx context.Context, pod, _ string, container
 	if err != nil {
 		return err
 	}
-	if cmd, err = imageCommand(t.image, cmd); err != nil {
+	if cmd, err = pods.ImageCommand(t.image, cmd); err != nil {
 		return err
 	}
 	return runInPod(ctx, e.a.self, t, cmd, in, out, errw, tty, resize)

@@ -2,14 +2,13 @@ package node
 
 import (
 	"context"
-	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/node/pods"
 	"github.com/svcnet/svcnet/internal/node/podstate"
-	"github.com/svcnet/svcnet/internal/node/runtime"
 )
 
 // checkStorage evicts the pod when its containers' local storage (each
@@ -21,29 +20,17 @@ func (w *podWorker) checkStorage(ctx context.Context) {
 		return
 	}
 	w.nextStorageCheck = time.Now().Add(podstate.StorageCheckPeriod)
-	usage := map[string]int64{}
-	for _, c := range w.containers {
-		var n int64
-		if c.proc != nil {
-			if used, ok := runtime.LayerUsage(c.proc.Pid()); ok {
-				n += used
-			}
-		}
-		if fi, err := os.Stat(c.logPath); err == nil {
-			n += fi.Size()
-		}
-		usage[c.Spec.Name] = n
-	}
+	usage := w.sb.StorageUsage()
 	r := podstate.StorageEviction(w.pod, usage)
 	if r == nil {
 		return
 	}
 	w.log().Warn("evicting the pod", "reason", r.Reason, "message", r.Message)
-	w.a.event(w.pod, corev1.EventTypeWarning, r.Reason, "%s", r.Message)
+	w.a.Event(w.pod, corev1.EventTypeWarning, r.Reason, "%s", r.Message)
 	w.state.Rejected = r
 	// At once, as kubelet's eviction manager stops a pod over its
 	// ephemeral-storage limits.
-	w.terminate(ctx, GracePeriod(w.pod, ptr.To(time.Duration(0))), true)
+	w.terminate(ctx, pods.GracePeriod(w.pod, ptr.To(time.Duration(0))))
 }
 
 // storageWake is d, or less when the next storage check is due sooner.

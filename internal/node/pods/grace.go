@@ -1,4 +1,4 @@
-package node
+package pods
 
 import (
 	"time"
@@ -14,15 +14,14 @@ const defaultGracePeriod = 30 * time.Second
 // SIGKILL, by kubelet's rule (calculateEffectiveGracePeriod and
 // killContainer): a pod being deleted gets the deletion's grace period
 // (DeletionGracePeriodSeconds, which the API server computed from the
-// request and the spec), any other stop (its regular containers are
+// request and the spec); any other stop (its regular containers are
 // done, a failed liveness probe or postStart hook, a forced removal from
-// the API)
-// the spec's terminationGracePeriodSeconds, and a pod with neither the
-// API's default of 30 s. override, when set, can only shorten it, as an
-// eviction does. The DeletionGracePeriodSeconds is set only together
-// with the DeletionTimestamp, so the pod alone says which case applies:
-// every stop computes its grace here, and no two stops of one pod can
-// disagree on it.
+// the API) gets the spec's terminationGracePeriodSeconds; a pod with
+// neither gets the API's default of 30 s. override, when set, can only
+// shorten it, as an eviction does. DeletionGracePeriodSeconds is set
+// only together with the DeletionTimestamp, so the pod alone says which
+// case applies: every stop computes its grace here, so that two stops of
+// one pod never disagree on it.
 func GracePeriod(pod *corev1.Pod, override *time.Duration) time.Duration {
 	grace := defaultGracePeriod
 	switch {

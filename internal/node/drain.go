@@ -2,52 +2,19 @@ package node
 
 import (
 	"context"
-	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/svcnet/svcnet/internal/node/prober"
+	"github.com/svcnet/svcnet/internal/node/pods"
 )
 
 // EndpointDrainDelayAnnotation on a pod overrides the node's
 // --endpoint-drain-delay for it ("0s": SIGTERM at once, as kubelet).
 const EndpointDrainDelayAnnotation = "svcnet.dev/endpoint-drain-delay"
-
-// hookGraceExtension is what kubelet adds once when a preStop hook is
-// still running as the grace period ends, so SIGTERM still comes before
-// SIGKILL.
-const hookGraceExtension = 2 * time.Second
-
-// stopPlan is what stopping one container needs, copied out of the pod
-// worker so that the stop can run beside it.
-type stopPlan struct {
-	spec  *corev1.Container
-	podIP netip.Addr
-	exec  prober.Exec
-	// event reports a failed hook on the pod.
-	event func(reason, msg string)
-}
-
-// stop ends a container as kubelet does: its preStop hook first, within
-// the grace period, then SIGTERM, then SIGKILL once the grace period (and
-// the hook's extension) is over. Endpoints of a terminating pod leave the
-// Services at once, so a hook that waits ("sleep 5") lets the proxies
-// stop sending it connections before it is told to exit.
-func (sp stopPlan) stop(stopProcess func(grace time.Duration), grace time.Duration) {
-	deadline := time.Now().Add(grace)
-	if lc := sp.spec.Lifecycle; lc != nil && lc.PreStop != nil && grace > 0 {
-		ok, msg := prober.RunHook(context.Background(), lc.PreStop, sp.spec, sp.podIP, sp.exec, grace)
-		if !ok && sp.event != nil {
-			sp.event("FailedPreStopHook", "PreStopHook failed: "+msg)
-		}
-		if time.Until(deadline) < hookGraceExtension {
-			deadline = time.Now().Add(hookGraceExtension)
-		}
-	}
-	stopProcess(max(time.Until(deadline), 0))
-}
 
 // drainDelay is how long to keep a deleted pod running before stopping
 // its containers: Kubernetes sends SIGTERM at the moment the pod leaves
@@ -109,4 +76,65 @@ func stillRouted(slices []discovery.EndpointSlice, addrs []string) bool {
 		}
 	}
 	return false
+}
+
+// stopDeleted stops a pod being deleted and removes it from the API for
+// good: a pod that backs Services first drains (see drainDelay), then
+// its containers stop within what is left of its grace period.
+func (w *podWorker) stopDeleted(ctx context.Context, terminal bool) {
+	if !w.sb.Adopted() && !terminal {
+		// Deleted while the agent was away: stop what an earlier
+		// run left running, hooks and grace included.
+		w.sb.EnsureSandbox(ctx)
+	}
+	grace := pods.GracePeriod(w.pod, nil)
+	svcs := w.a.selectingServices(w.pod)
+	if d := drainDelay(w.pod, len(svcs), w.endpointDrainDelay(), grace); d > 0 && w.sb.AnyRunning() {
+		start := time.Now()
+		plan := planDrain(d, grace)
+		w.a.awaitUnrouted(ctx, w.pod.Namespace, svcs, w.podAddr(), plan.untilGone)
+		select {
+		case <-time.After(plan.delay):
+		case <-ctx.Done():
+		}
+		grace -= time.Since(start)
+	}
+	w.terminate(ctx, grace)
+	w.finishDeletion(ctx)
+}
+
+// podAddr is the pod's address, or "" before its sandbox has one.
+func (w *podWorker) podAddr() string {
+	if ip := w.sb.IP(); ip.IsValid() {
+		return ip.String()
+	}
+	return ""
+}
+
+// endpointDrainDelay is the node's, or the pod's own by annotation.
+func (w *podWorker) endpointDrainDelay() time.Duration {
+	v, ok := w.pod.Annotations[EndpointDrainDelayAnnotation]
+	if !ok {
+		return w.a.cfg.EndpointDrainDelay
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		w.a.Event(w.pod, corev1.EventTypeWarning, "InvalidAnnotation", "%s=%q is not a duration like 500ms or 0s; using the node's %s",
+			EndpointDrainDelayAnnotation, v, w.a.cfg.EndpointDrainDelay)
+		return w.a.cfg.EndpointDrainDelay
+	}
+	return d
+}
+
+// finishDeletion removes a terminated pod from the node and then from
+// the API for good, as kubelet does once its containers have stopped.
+func (w *podWorker) finishDeletion(ctx context.Context) {
+	w.sb.Remove()
+	uid := w.uid
+	zero := int64(0)
+	err := w.a.client.CoreV1().Pods(w.pod.Namespace).Delete(ctx, w.pod.Name,
+		metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		w.log().Warn("delete terminated pod", "err", err)
+	}
 }
