@@ -16,6 +16,7 @@ import (
 	"github.com/svcnet/svcnet/internal/node/pods"
 	"github.com/svcnet/svcnet/internal/node/podstate"
 	"github.com/svcnet/svcnet/internal/node/prober"
+	"github.com/svcnet/svcnet/internal/node/status"
 )
 
 // podWorker runs one pod: an event loop that decides, from the pod's
@@ -41,7 +42,7 @@ type podWorker struct {
 	state     *podstate.Pod
 	sb        sandbox
 	startTime metav1.Time
-	pushed    *corev1.PodStatus
+	report    status.Reporter
 	// nextStorageCheck is when the containers' local storage is next
 	// measured against their ephemeral-storage limits.
 	nextStorageCheck time.Time
@@ -74,7 +75,7 @@ type sandbox interface {
 
 func newPodWorker(a *Agent, pod *corev1.Pod) *podWorker {
 	w := &podWorker{a: a, uid: pod.UID, latest: pod, notify: make(chan struct{}, 1), gone: make(chan struct{}),
-		dir: filepath.Join(a.cfg.StateDir, "pods", string(pod.UID))}
+		dir: filepath.Join(a.cfg.StateDir, "pods", string(pod.UID)), report: status.Reporter{Client: a.client}}
 	w.notify <- struct{}{}
 	return w
 }
@@ -188,6 +189,18 @@ func (w *podWorker) terminate(ctx context.Context, grace time.Duration) {
 		w.onProbe(r)
 		w.push(ctx)
 	})
+}
+
+// phase applies kubelet's rules to the containers' states.
+func (w *podWorker) phase() corev1.PodPhase { return w.state.Phase(w.pod.Spec.RestartPolicy) }
+
+// push writes the pod's status when it changed.
+func (w *podWorker) push(ctx context.Context) {
+	st := status.Compute(status.Input{Pod: w.pod, State: w.state, NodeIP: w.a.cfg.NodeIP, PodIP: w.sb.IP(),
+		SandboxErr: w.sb.SandboxErr(), StartTime: w.startTime, Reported: w.report.Reported(), Now: metav1.Now()})
+	if err := w.report.Write(ctx, w.pod, st); err != nil {
+		w.log().Warn("pod status", "err", err)
+	}
 }
 
 func (w *podWorker) onExit(e pods.Exit) {
