@@ -42,6 +42,7 @@ import (
 	"github.com/svcnet/svcnet/internal/node/ipam"
 	"github.com/svcnet/svcnet/internal/node/pods"
 	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
+	"github.com/svcnet/svcnet/internal/node/server"
 )
 
 // Version is what the agent reports as its kubelet version.
@@ -168,8 +169,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	go a.sampleStats(ctx)
 	if a.cfg.ServerAddress != "" {
+		srv := server.New(server.Config{Address: a.cfg.ServerAddress, CertFile: a.cfg.TLSCertFile, KeyFile: a.cfg.TLSKeyFile,
+			ClientCAFile: a.cfg.ClientCAFile, NodeName: a.cfg.NodeName, NodeIP: a.cfg.NodeIP, PodCIDR: a.cfg.PodCIDR,
+			ClusterCIDR: a.cfg.ClusterCIDR, Self: a.self}, a)
 		go func() {
-			if err := a.serve(ctx); err != nil {
+			if err := srv.Run(ctx); err != nil {
 				slog.Error("node server", "err", err)
 			}
 		}()
@@ -215,6 +219,31 @@ func (a *Agent) podDeleted(obj any) {
 	if w != nil {
 		w.deleted()
 	}
+}
+
+// Pod finds a pod the node runs; it implements server.Node.
+func (a *Agent) Pod(namespace, name string) (server.Pod, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.workers {
+		if p := w.newest(); p.Namespace == namespace && p.Name == name {
+			return server.Pod{Pod: p, Dir: w.dir, Exec: w.exec.Load()}, true
+		}
+	}
+	return server.Pod{}, false
+}
+
+// LogActive reports whether a running container writes the log file at
+// path; it implements server.Node.
+func (a *Agent) LogActive(path string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.workers {
+		if t := w.exec.Load(); t != nil && t.Running[path] {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanupStale removes the sandboxes of pods that no longer exist, left

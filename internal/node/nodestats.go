@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"sync"
 	"syscall"
 	"time"
@@ -74,15 +72,10 @@ func (a *Agent) measure(now time.Time) {
 	a.stats.summary = a.stats.sampler.Sample(now, groups, pods, self)
 }
 
-// serveStats answers kubelet's /stats/summary with the last summary.
-func (a *Agent) serveStats(w http.ResponseWriter, _ *http.Request) {
+// Stats is the summary of the last measure (nil before the first); it
+// implements server.Node.
+func (a *Agent) Stats() *stats.Summary {
 	a.stats.mu.Lock()
-	sum := a.stats.summary
-	a.stats.mu.Unlock()
-	if sum == nil {
-		http.Error(w, "no measure yet", http.StatusServiceUnavailable)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(sum)
+	defer a.stats.mu.Unlock()
+	return a.stats.summary
 }

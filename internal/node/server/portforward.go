@@ -1,4 +1,4 @@
-package node
+package server
 
 import (
 	"context"
@@ -19,35 +19,35 @@ import (
 // the pod's loopback — inside its network namespace, so that a server
 // listening on 127.0.0.1 in the pod is reached too, as with a container
 // runtime.
-func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
+func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 	ns, pod := r.PathValue("ns"), r.PathValue("pod")
 	opts, err := portforward.NewV4Options(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	wk, err := a.worker(ns, pod)
+	wp, err := s.pod(ns, pod)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
-	portforward.ServePortForward(w, r, &forwarder{a: a, ns: ns}, pod, string(wk.uid), opts,
+	portforward.ServePortForward(w, r, &forwarder{s: s, ns: ns}, pod, string(wp.Pod.UID), opts,
 		4*time.Hour, 30*time.Second, portforward.SupportedProtocols)
 }
 
 // forwarder connects port-forward streams to pods.
 type forwarder struct {
-	a  *Agent
+	s  *Server
 	ns string
 }
 
 func (f *forwarder) PortForward(ctx context.Context, pod, _ string, port int32, stream io.ReadWriteCloser) error {
 	defer stream.Close()
-	w, err := f.a.worker(f.ns, pod)
+	wp, err := f.s.pod(f.ns, pod)
 	if err != nil {
 		return err
 	}
-	t := w.exec.Load()
+	t := wp.Exec
 	if t == nil {
 		return fmt.Errorf("pod %s has not started yet", pod)
 	}

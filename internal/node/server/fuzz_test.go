@@ -1,4 +1,4 @@
-package node
+package server
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
+	"github.com/svcnet/svcnet/internal/node/stats"
 )
 
 // FuzzWriteLogs: a container writes what it likes into its log, and
@@ -19,7 +19,7 @@ import (
 // options must not panic, must respect limitBytes, and must report an
 // offset at a line's end for -f to go on from.
 //
-//	go test -run XXX -fuzz FuzzWriteLogs -fuzztime 60s ./internal/node
+//	go test -run XXX -fuzz FuzzWriteLogs -fuzztime 60s ./internal/node/server
 func FuzzWriteLogs(f *testing.F) {
 	f.Add([]byte("2026-12-01T10:00:00.000000000Z stdout F hello\n2026-12-01T10:00:01.000000000Z stderr F world\n"), 1, -1, true, int64(0))
 	f.Add([]byte("2026-12-01T10:00:00Z stdout P part\n2026-12-01T10:00:00Z stdout F ial\nnot a cri line\n\n"), -1, 5, false, int64(3600))
@@ -48,7 +48,7 @@ func FuzzWriteLogs(f *testing.F) {
 // verified client certificate) or from anyone, answered without a panic:
 // 401 to anyone but for /healthz, an error for pods the node does not run.
 //
-//	go test -run XXX -fuzz FuzzNodeRequests -fuzztime 60s ./internal/node
+//	go test -run XXX -fuzz FuzzNodeRequests -fuzztime 60s ./internal/node/server
 func FuzzNodeRequests(f *testing.F) {
 	f.Add("GET", "/containerLogs/default/web/c?tailLines=10&follow=true", true)
 	f.Add("POST", "/exec/default/web/c?command=sh&command=-c&input=1&output=1&tty=1", true)
@@ -57,8 +57,7 @@ func FuzzNodeRequests(f *testing.F) {
 	f.Add("GET", "/healthz", false)
 	f.Add("PUT", "/portForward/default/web", true)
 	f.Add("GET", "/containerLogs/default/web/c", false)
-	a := &Agent{cfg: Config{NodeName: "node-1"}, workers: map[types.UID]*podWorker{}}
-	h := a.handler()
+	h := New(Config{NodeName: "node-1"}, noPods{}).Handler()
 	apiServer := &x509.Certificate{Subject: pkix.Name{CommonName: KubeletClientUser}}
 	f.Fuzz(func(t *testing.T, method, target string, verified bool) {
 		if !strings.HasPrefix(target, "/") {
@@ -85,3 +84,10 @@ func FuzzNodeRequests(f *testing.F) {
 		}
 	})
 }
+
+// noPods is a node that runs no pod.
+type noPods struct{}
+
+func (noPods) Pod(string, string) (Pod, bool) { return Pod{}, false }
+func (noPods) LogActive(string) bool          { return false }
+func (noPods) Stats() *stats.Summary          { return nil }

@@ -1,4 +1,4 @@
-package node
+package server
 
 import (
 	"crypto/tls"
@@ -18,7 +18,7 @@ import (
 // kube-apiserver does towards pods). Only pod addresses of the cluster
 // and the node's own (its hostNetwork pods') are reached: the node is no
 // open relay, even for the API server.
-func (a *Agent) serveProxy(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	scheme, ipStr, portStr := r.PathValue("scheme"), r.PathValue("ip"), r.PathValue("port")
 	if scheme != "http" && scheme != "https" {
 		http.Error(w, fmt.Sprintf("scheme %q: only http and https are proxied", scheme), http.StatusBadRequest)
@@ -30,8 +30,8 @@ func (a *Agent) serveProxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The node's own address is the address of its hostNetwork pods.
-	if cidr := a.cfg.ClusterCIDR; (!cidr.IsValid() || !cidr.Contains(ip)) && ip != a.cfg.NodeIP {
-		if !a.cfg.PodCIDR.Contains(ip) {
+	if cidr := s.cfg.ClusterCIDR; (!cidr.IsValid() || !cidr.Contains(ip)) && ip != s.cfg.NodeIP {
+		if !s.cfg.PodCIDR.Contains(ip) {
 			http.Error(w, fmt.Sprintf("%s is not a pod address of the cluster", ip), http.StatusForbidden)
 			return
 		}

@@ -1,4 +1,4 @@
-package node
+package server
 
 import (
 	"net"
@@ -18,9 +18,9 @@ func TestServeProxyTargets(t *testing.T) {
 	hostPod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("host pod at " + r.URL.Path)) }))
 	t.Cleanup(hostPod.Close)
 	hostPort := strconv.Itoa(hostPod.Listener.Addr().(*net.TCPAddr).Port)
-	a := &Agent{cfg: Config{NodeIP: netip.MustParseAddr("127.0.0.1"), ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), PodCIDR: netip.MustParsePrefix("10.244.1.0/24")}}
+	s := &Server{cfg: Config{NodeIP: netip.MustParseAddr("127.0.0.1"), ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), PodCIDR: netip.MustParsePrefix("10.244.1.0/24")}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/proxy/{scheme}/{ip}/{port}/{path...}", a.serveProxy)
+	mux.HandleFunc("/proxy/{scheme}/{ip}/{port}/{path...}", s.serveProxy)
 	for _, tc := range []struct {
 		path string
 		code int

@@ -1,4 +1,8 @@
-package node
+// Package server is the node agent's HTTP server (kubelet's port 10250):
+// the API server's way to its pods' logs, exec, attach, port-forward and
+// proxy, and to the node's resource metrics. It reads the pods through
+// the agent's Node interface and changes nothing of them.
+package server
 
 import (
 	"bytes"
@@ -10,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,10 +31,54 @@ import (
 
 	"github.com/svcnet/svcnet/internal/node/pods"
 	"github.com/svcnet/svcnet/internal/node/runtime"
+	"github.com/svcnet/svcnet/internal/node/stats"
 )
 
-// serve answers the API server's log and exec requests for this node's
-// pods, at kubelet's paths:
+// Config configures a node server.
+type Config struct {
+	// Address is where it listens (like kubelet's :10250), over TLS with
+	// CertFile and KeyFile, trusting client certificates signed by
+	// ClientCAFile.
+	Address, CertFile, KeyFile, ClientCAFile string
+	NodeName                                 string
+	// NodeIP, PodCIDR and ClusterCIDR bound where /proxy goes: the
+	// cluster's pod addresses and the node's own (its hostNetwork pods').
+	NodeIP               netip.Addr
+	PodCIDR, ClusterCIDR netip.Prefix
+	// Self is the svcnet executable, which enters pods for exec.
+	Self string
+}
+
+// Node is what the server needs of its node agent.
+type Node interface {
+	// Pod finds a pod the node runs by namespace and name.
+	Pod(namespace, name string) (Pod, bool)
+	// LogActive reports whether a running container writes the log
+	// file at path.
+	LogActive(path string) bool
+	// Stats is the summary of the node's last measure (nil before the
+	// first).
+	Stats() *stats.Summary
+}
+
+// Pod is what the server knows of a pod the node runs.
+type Pod struct {
+	Pod  *corev1.Pod    // the newest copy from the API
+	Dir  string         // its directory: logs, files, container state
+	Exec *pods.ExecInfo // nil until it started
+}
+
+// Server is a node's server.
+type Server struct {
+	cfg  Config
+	node Node
+}
+
+// New makes the server of node.
+func New(cfg Config, node Node) *Server { return &Server{cfg: cfg, node: node} }
+
+// Run answers the API server's requests for this node's pods, at
+// kubelet's paths, until ctx ends:
 //
 //	GET /containerLogs/{namespace}/{pod}/{container}?follow&previous&timestamps&tailLines&sinceSeconds&limitBytes
 //	    /exec/{namespace}/{pod}/{container}?command=…&input=1&output=1&error=1&tty=1
@@ -38,21 +87,21 @@ import (
 //
 // It serves TLS and requires a client certificate of the API server
 // signed by the cluster CA, as kubelet does (pods can reach this port).
-func (a *Agent) serve(ctx context.Context) error {
-	caPEM, err := os.ReadFile(a.cfg.ClientCAFile)
+func (s *Server) Run(ctx context.Context) error {
+	caPEM, err := os.ReadFile(s.cfg.ClientCAFile)
 	if err != nil {
 		return fmt.Errorf("node server client CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return fmt.Errorf("node server client CA %s: no certificate", a.cfg.ClientCAFile)
+		return fmt.Errorf("node server client CA %s: no certificate", s.cfg.ClientCAFile)
 	}
-	cert, err := tls.LoadX509KeyPair(a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
+	cert, err := tls.LoadX509KeyPair(s.cfg.CertFile, s.cfg.KeyFile)
 	if err != nil {
 		return fmt.Errorf("node server certificate: %w", err)
 	}
-	auth := a.handler()
-	l, err := net.Listen("tcp", a.cfg.ServerAddress)
+	auth := s.Handler()
+	l, err := net.Listen("tcp", s.cfg.Address)
 	if err != nil {
 		return err
 	}
@@ -66,16 +115,16 @@ func (a *Agent) serve(ctx context.Context) error {
 	return nil
 }
 
-// handler is the node server's: the API server's requests only, but for
+// Handler is the node server's: the API server's requests only, but for
 // /healthz.
-func (a *Agent) handler() http.Handler {
+func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
-	mux.HandleFunc("/exec/{ns}/{pod}/{container}", a.serveExec)
-	mux.HandleFunc("/attach/{ns}/{pod}/{container}", a.serveAttach)
-	mux.HandleFunc("/portForward/{ns}/{pod}", a.servePortForward)
-	mux.HandleFunc("/proxy/{scheme}/{ip}/{port}/{path...}", a.serveProxy)
-	mux.HandleFunc("GET /stats/summary", a.serveStats)
+	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", s.serveLogs)
+	mux.HandleFunc("/exec/{ns}/{pod}/{container}", s.serveExec)
+	mux.HandleFunc("/attach/{ns}/{pod}/{container}", s.serveAttach)
+	mux.HandleFunc("/portForward/{ns}/{pod}", s.servePortForward)
+	mux.HandleFunc("/proxy/{scheme}/{ip}/{port}/{path...}", s.serveProxy)
+	mux.HandleFunc("GET /stats/summary", s.serveStats)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && !apiServerClient(r) {
@@ -110,32 +159,29 @@ type execTarget struct {
 	container            string
 }
 
-// worker finds the worker of a pod this node runs.
-func (a *Agent) worker(ns, pod string) (*podWorker, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, w := range a.workers {
-		if p := w.newest(); p.Namespace == ns && p.Name == pod {
-			return w, nil
-		}
+// pod finds a pod this node runs.
+func (s *Server) pod(ns, name string) (Pod, error) {
+	p, ok := s.node.Pod(ns, name)
+	if !ok {
+		return Pod{}, fmt.Errorf("pod %s/%s is not running on node %s", ns, name, s.cfg.NodeName)
 	}
-	return nil, fmt.Errorf("pod %s/%s is not running on node %s", ns, pod, a.cfg.NodeName)
+	return p, nil
 }
 
 // target finds a container of a pod this node runs.
-func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
-	w, err := a.worker(ns, pod)
+func (s *Server) target(ns, pod, container string) (*execTarget, error) {
+	wp, err := s.pod(ns, pod)
 	if err != nil {
 		return nil, err
 	}
-	p := w.newest()
+	p := wp.Pod
 	if container == "" {
 		if len(p.Spec.Containers) != 1 {
 			return nil, fmt.Errorf("a container name must be specified for pod %s", pod)
 		}
 		container = p.Spec.Containers[0].Name
 	}
-	t := w.exec.Load()
+	t := wp.Exec
 	if t == nil {
 		return nil, fmt.Errorf("pod %s has not started yet", pod)
 	}
@@ -153,17 +199,17 @@ func (a *Agent) target(ns, pod, container string) (*execTarget, error) {
 			image = c.Image
 		}
 	}
-	return &execTarget{netns: t.Netns, hostname: t.Hostname, dir: w.dir, image: image, env: env, uid: string(p.UID), security: sec,
+	return &execTarget{netns: t.Netns, hostname: t.Hostname, dir: wp.Dir, image: image, env: env, uid: string(p.UID), security: sec,
 		pid: t.Pids[container], container: container}, nil
 }
 
-func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error) {
-	w, err := a.worker(ns, pod)
+func (s *Server) logPath(ns, pod, container string, previous bool) (string, error) {
+	wp, err := s.pod(ns, pod)
 	if err != nil {
 		return "", err
 	}
 	// Only a container of this pod: the name becomes a file name.
-	p := w.newest()
+	p := wp.Pod
 	if !slices.ContainsFunc(append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...),
 		func(c corev1.Container) bool { return c.Name == container }) {
 		return "", fmt.Errorf("container %q is not valid for pod %q", container, pod)
@@ -172,13 +218,13 @@ func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error
 	if previous {
 		name = container + ".previous.log"
 	}
-	path := filepath.Join(w.dir, name)
+	path := filepath.Join(wp.Dir, name)
 	if _, err := os.Stat(path); err != nil {
 		if previous {
 			return "", fmt.Errorf("previous terminated container %q in pod %q not found", container, pod)
 		}
 		why := ""
-		if t := w.exec.Load(); t != nil && t.Waiting[container] != "" {
+		if t := wp.Exec; t != nil && t.Waiting[container] != "" {
 			why = ": " + t.Waiting[container]
 		}
 		return "", fmt.Errorf("container %q in pod %q is waiting to start%s", container, pod, why)
@@ -186,9 +232,9 @@ func (a *Agent) logPath(ns, pod, container string, previous bool) (string, error
 	return path, nil
 }
 
-func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	path, err := a.logPath(r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container"), q.Get("previous") == "true")
+	path, err := s.logPath(r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container"), q.Get("previous") == "true")
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -231,7 +277,7 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if st.Size() == offset {
-			if !a.logActive(path) {
+			if !s.node.LogActive(path) {
 				return
 			}
 			continue
@@ -246,18 +292,6 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		offset += n
 	}
-}
-
-// logActive reports whether a running container writes the log file.
-func (a *Agent) logActive(path string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, w := range a.workers {
-		if t := w.exec.Load(); t != nil && t.Running[path] {
-			return true
-		}
-	}
-	return false
 }
 
 type logOptions struct {
@@ -312,7 +346,7 @@ func (f *flushWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 	opts, err := remotecommand.NewOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -320,31 +354,31 @@ func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
 	}
 	cmd := r.URL.Query()["command"]
 	ns, pod, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
-	remotecommand.ServeExec(w, r, &executor{a: a, ns: ns}, pod, "", container, cmd, opts,
+	remotecommand.ServeExec(w, r, &executor{s: s, ns: ns}, pod, "", container, cmd, opts,
 		4*time.Hour, 30*time.Second, remotecommand.SupportedStreamingProtocols)
 }
 
-func (a *Agent) serveAttach(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 	opts, err := remotecommand.NewOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	ns, pod, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
-	remotecommand.ServeAttach(w, r, &attacher{a: a, ns: ns}, pod, "", container, opts,
+	remotecommand.ServeAttach(w, r, &attacher{s: s, ns: ns}, pod, "", container, opts,
 		4*time.Hour, 30*time.Second, remotecommand.SupportedStreamingProtocols)
 }
 
 // attacher connects kubectl attach to a container's shim, which holds its
 // stdin and sees its output.
 type attacher struct {
-	a  *Agent
+	s  *Server
 	ns string
 }
 
 func (at *attacher) AttachContainer(ctx context.Context, pod, _ string, container string, in io.Reader,
 	out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
-	t, err := at.a.target(at.ns, pod, container)
+	t, err := at.s.target(at.ns, pod, container)
 	if err != nil {
 		return err
 	}
@@ -385,20 +419,20 @@ func (at *attacher) AttachContainer(ctx context.Context, pod, _ string, containe
 
 // executor runs kubectl exec commands in a pod's container.
 type executor struct {
-	a  *Agent
+	s  *Server
 	ns string
 }
 
 func (e *executor) ExecInContainer(ctx context.Context, pod, _ string, container string, cmd []string, in io.Reader,
 	out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
-	t, err := e.a.target(e.ns, pod, container)
+	t, err := e.s.target(e.ns, pod, container)
 	if err != nil {
 		return err
 	}
 	if cmd, err = pods.ImageCommand(t.image, cmd); err != nil {
 		return err
 	}
-	return runInPod(ctx, e.a.self, t, cmd, in, out, errw, tty, resize)
+	return runInPod(ctx, e.s.cfg.Self, t, cmd, in, out, errw, tty, resize)
 }
 
 // runInPod runs cmd inside a pod's namespaces with the container's
