@@ -39,27 +39,47 @@ func TestLayering(t *testing.T) {
 // never reaches into the proxy, nor net/http's server.
 func TestIngressLayering(t *testing.T) {
 	const ing = "github.com/svcnet/svcnet/internal/ingress/"
-	tests := []struct {
-		pkg       string
-		forbidden []string
-	}{
-		{"h1", []string{ing}},
-		{"route", []string{ing + "h1", ing + "upstream", ing + "engine", ing + "proxy", ing + "server", ing + "controller"}},
-		{"upstream", []string{ing + "h1", ing + "engine", ing + "proxy", ing + "server", ing + "controller"}},
-		{"engine", []string{ing + "proxy", ing + "server", ing + "controller"}},
-		{"proxy", []string{ing + "server", ing + "controller"}},
-		{"server", []string{ing + "controller"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.pkg, func(t *testing.T) {
-			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./ingress/"+tt.pkg).CombinedOutput()
+	checkDeps(t, map[string][]string{
+		"internal/ingress/h1":       {ing + "annotations", ing + "route", ing + "upstream", ing + "engine", ing + "proxy", ing + "server", ing + "controller"},
+		"internal/ingress/route":    {ing + "h1", ing + "upstream", ing + "engine", ing + "proxy", ing + "server", ing + "controller"},
+		"internal/ingress/upstream": {ing + "h1", ing + "engine", ing + "proxy", ing + "server", ing + "controller"},
+		"internal/ingress/engine":   {ing + "proxy", ing + "server", ing + "controller"},
+		"internal/ingress/proxy":    {ing + "server", ing + "controller"},
+		"internal/ingress/server":   {ing + "controller"},
+	})
+}
+
+// TestNodeLayering: the node agent's parts each do one job, and only the
+// agent (internal/node) joins them. pods carries out starts and stops
+// and server answers the API server's requests, neither with an API
+// client of its own (what they need comes through the interfaces they
+// declare, so each runs against a fake); status computes and writes
+// pod status without touching processes; podstate, the containers'
+// state machine, stays pure.
+func TestNodeLayering(t *testing.T) {
+	const node = "github.com/svcnet/svcnet/internal/node"
+	checkDeps(t, map[string][]string{
+		"internal/node/podstate": {"k8s.io/client-go", node + "/runtime", node + "/pods", node + "/status", node + "/server"},
+		"internal/node/pods":     {"k8s.io/client-go", node + "/status", node + "/server"},
+		"internal/node/status":   {node + "/runtime", node + "/pods", node + "/server", node + "/prober"},
+		"internal/node/server":   {"k8s.io/client-go", node + "/status"},
+	})
+}
+
+// checkDeps fails for every package (relative to the module) that
+// depends on one of its forbidden packages or their subpackages.
+func checkDeps(t *testing.T, forbidden map[string][]string) {
+	t.Helper()
+	for pkg, bad := range forbidden {
+		t.Run(pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "../"+pkg).CombinedOutput()
 			if err != nil {
 				t.Fatalf("go list: %v\n%s", err, out)
 			}
 			for _, d := range strings.Fields(string(out)) {
-				for _, f := range tt.forbidden {
-					if d != ing+tt.pkg && (d == f || strings.HasPrefix(d, f)) && strings.HasPrefix(d, ing) {
-						t.Errorf("%s depends on %s", tt.pkg, d)
+				for _, f := range bad {
+					if d == f || strings.HasPrefix(d, f+"/") {
+						t.Errorf("%s depends on %s", pkg, d)
 					}
 				}
 			}

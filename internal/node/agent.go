@@ -221,31 +221,6 @@ func (a *Agent) podDeleted(obj any) {
 	}
 }
 
-// Pod finds a pod the node runs; it implements server.Node.
-func (a *Agent) Pod(namespace, name string) (server.Pod, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, w := range a.workers {
-		if p := w.newest(); p.Namespace == namespace && p.Name == name {
-			return server.Pod{Pod: p, Dir: w.dir, Exec: w.exec.Load()}, true
-		}
-	}
-	return server.Pod{}, false
-}
-
-// LogActive reports whether a running container writes the log file at
-// path; it implements server.Node.
-func (a *Agent) LogActive(path string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, w := range a.workers {
-		if t := w.exec.Load(); t != nil && t.Running[path] {
-			return true
-		}
-	}
-	return false
-}
-
 // cleanupStale removes the sandboxes of pods that no longer exist, left
 // by an earlier run of the agent.
 func (a *Agent) cleanupStale(store cache.Store) {

@@ -71,11 +71,3 @@ func (a *Agent) measure(now time.Time) {
 	defer a.stats.mu.Unlock()
 	a.stats.summary = a.stats.sampler.Sample(now, groups, pods, self)
 }
-
-// Stats is the summary of the last measure (nil before the first); it
-// implements server.Node.
-func (a *Agent) Stats() *stats.Summary {
-	a.stats.mu.Lock()
-	defer a.stats.mu.Unlock()
-	return a.stats.summary
-}
