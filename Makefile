@@ -26,21 +26,28 @@ RUN_DIR := $(HOME)/.svcnet/run
 run: deps build
 	./hack/run.sh
 
+# The cluster tests make test runs with a race-built svcnet, and only so.
+RACE_CLUSTER_TESTS := TestReferenceScenario|TestDownAfterCrash
+
 ## test: install what is missing, build, and run every test
 test: deps test-deps build check-kubectl
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	@# The end-to-end packages run the svcnet that build just made
-	@# (SVCNET_E2E_BINARY) rather than each linking one of its own.
-	SVCNET_VM_LATER=1 SVCNET_E2E_BINARY=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./...
+	@# Every test runs once. Here the packages outside internal/: the
+	@# end-to-end ones run the svcnet that build just made
+	@# (SVCNET_E2E_BINARY) rather than each linking one of its own, less
+	@# the two cluster tests that run with a race-built svcnet below.
+	SVCNET_VM_LATER=1 SVCNET_E2E_BINARY=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m \
+		-skip '^($(RACE_CLUSTER_TESTS))$$' $$($(GO) list ./... | grep -v -e '/internal/' -e '/internal$$')
 	@# The tests that run in the QEMU VM, alone: its emulated CPUs take both
 	@# cores and would starve the clusters of the tests above.
 	SVCNET_E2E_BINARY=$(abspath $(BIN)) $(GO) test -p 1 -count=1 -timeout 30m -run '^(TestBoot|TestProxyIPVS|TestReferenceScenarioIPVS)$$' ./test/vm ./test/e2e/proxy ./test/e2e/cluster
-	@# The race detector: every package that runs without a cluster, then
-	@# the cluster tests with a race-built svcnet (supervisor, agents, pods).
+	@# With the race detector: the packages under internal/ (unit and
+	@# kernel tests, no cluster), then two cluster tests with a race-built
+	@# svcnet (supervisor, agents, pods).
 	$(GO) test -race -count=1 -timeout 10m ./internal/...
-	SVCNET_E2E_RACE=1 $(GO) test -count=1 -timeout 15m -run '^(TestReferenceScenario|TestDownAfterCrash)$$' ./test/e2e/cluster/
+	SVCNET_E2E_RACE=1 $(GO) test -count=1 -timeout 15m -run '^($(RACE_CLUSTER_TESTS))$$' ./test/e2e/cluster/
 
 ## deps: install the Debian packages svcnet uses (needs root)
 deps:
