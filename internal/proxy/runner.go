@@ -35,6 +35,7 @@ type Runner struct {
 	cfg  RunnerConfig
 	fn   SyncFunc
 	kick chan struct{}
+	tidy chan struct{}
 }
 
 // NewRunner returns a Runner for fn; call Loop to start it.
@@ -57,7 +58,7 @@ func NewRunner(cfg RunnerConfig, fn SyncFunc) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Runner{cfg: cfg, fn: fn, kick: make(chan struct{}, 1)}
+	return &Runner{cfg: cfg, fn: fn, kick: make(chan struct{}, 1), tidy: make(chan struct{}, 1)}
 }
 
 // Run asks for a sync as soon as the minimum interval allows. It never
@@ -66,6 +67,17 @@ func (r *Runner) Run() {
 	select {
 	case r.kick <- struct{}{}:
 	default: // a request is already queued; one sync serves both
+	}
+}
+
+// Tidy asks for a sync now for a mode's own housekeeping (chains to
+// delete, real servers done draining): like the periodic sync it does
+// not count as a change's, so the next change is not held back by the
+// minimum interval. It never blocks.
+func (r *Runner) Tidy() {
+	select {
+	case r.tidy <- struct{}{}:
+	default:
 	}
 }
 
@@ -80,6 +92,7 @@ func (r *Runner) Loop(ctx context.Context) {
 		// resync, which served none, never delays a change.
 		lastAsked time.Time
 		pending   = true
+		tidy      bool
 		failures  int
 		// Since Go 1.23 Reset and Stop never leave a stale tick behind, so
 		// the timer needs no draining.
@@ -97,6 +110,8 @@ func (r *Runner) Loop(ctx context.Context) {
 			due = lastStart.Add(r.backoff(failures))
 		case pending:
 			due = lastAsked.Add(r.cfg.MinInterval)
+		case tidy:
+			due = now
 		case r.cfg.MaxInterval > 0:
 			due = lastStart.Add(r.cfg.MaxInterval)
 		}
@@ -104,7 +119,7 @@ func (r *Runner) Loop(ctx context.Context) {
 			if pending || failures > 0 {
 				lastAsked = now
 			}
-			pending = false
+			pending, tidy = false, false
 			lastStart = now
 			if err := r.fn(ctx); err != nil {
 				if ctx.Err() != nil {
@@ -131,6 +146,8 @@ func (r *Runner) Loop(ctx context.Context) {
 			return
 		case <-r.kick:
 			pending = true
+		case <-r.tidy:
+			tidy = true
 		case <-wake:
 		}
 		timer.Stop()

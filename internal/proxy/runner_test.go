@@ -129,3 +129,29 @@ func TestRunnerPeriodicSyncDoesNotDelayAChange(t *testing.T) {
 		}
 	})
 }
+
+// TestRunnerTidy: a housekeeping sync runs at once and, as a periodic
+// one, holds no change back; asked while a change waits for the minimum
+// interval, it is that change's sync.
+func TestRunnerTidy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		r, _ := startRunner(t, RunnerConfig{MinInterval: time.Second, MaxInterval: -1}, rec)
+		synctest.Wait() // the initial sync
+		time.Sleep(5 * time.Second)
+		r.Tidy()
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond)
+		r.Run() // a change 100 ms after the tidy: at once
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond)
+		r.Run() // a change within the interval: waits for it
+		time.Sleep(100 * time.Millisecond)
+		r.Tidy() // served by that change's sync
+		time.Sleep(3 * time.Second)
+		want := []time.Duration{0, 5 * time.Second, 5100 * time.Millisecond, 6100 * time.Millisecond}
+		if got := rec.got(); !slices.Equal(got, want) {
+			t.Errorf("syncs at %v, want %v", got, want)
+		}
+	})
+}

@@ -411,7 +411,8 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		})
 
 	// Work a mode has left that no event brings is done by a sync soon
-	// after, not at the next periodic one.
+	// after, not at the next periodic one; that sync holds no change
+	// back by the minimum interval.
 	go func() {
 		t := time.NewTicker(againInterval)
 		defer t.Stop()
@@ -421,7 +422,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 				return
 			case <-t.C:
 				if stack.Again() {
-					runner.Run()
+					runner.Tidy()
 				}
 			}
 		}
