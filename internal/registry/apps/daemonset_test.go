@@ -14,14 +14,10 @@ import (
 )
 
 func daemonSet(mutate func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
-	d := &appsv1.DaemonSet{
+	return Mutated(&appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "default"},
 		Spec:       appsv1.DaemonSetSpec{Selector: webSelector(), Template: podTemplate()},
-	}
-	if mutate != nil {
-		mutate(d)
-	}
-	return d
+	}, mutate)
 }
 
 func TestDaemonSetDefaults(t *testing.T) {
@@ -45,11 +41,7 @@ func TestDaemonSetValidate(t *testing.T) {
 			d.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &unavailable, MaxSurge: &surge}
 		}
 	}
-	cases := []struct {
-		name   string
-		mutate func(*appsv1.DaemonSet)
-		want   []string
-	}{
+	RunCreate(t, DaemonSet, daemonSet, []Case[*appsv1.DaemonSet]{
 		{"defaulted daemon set", nil, nil},
 		{"on delete", func(d *appsv1.DaemonSet) { d.Spec.UpdateStrategy.Type = appsv1.OnDeleteDaemonSetStrategyType }, nil},
 		{"unknown update strategy", func(d *appsv1.DaemonSet) { d.Spec.UpdateStrategy.Type = "Sometimes" },
@@ -68,12 +60,7 @@ func TestDaemonSetValidate(t *testing.T) {
 		{"bad node selector", func(d *appsv1.DaemonSet) { d.Spec.Template.Spec.NodeSelector = map[string]string{"a b": "c"} },
 			[]string{Inv("spec.template.spec.nodeSelector")}},
 		{"bad name", func(d *appsv1.DaemonSet) { d.Name = "agent_1" }, []string{Inv("metadata.name")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(DaemonSet, daemonSet(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestDaemonSetValidateUpdate(t *testing.T) {

@@ -15,14 +15,10 @@ import (
 )
 
 func statefulSet(mutate func(*appsv1.StatefulSet)) *appsv1.StatefulSet {
-	s := &appsv1.StatefulSet{
+	return Mutated(&appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default"},
 		Spec:       appsv1.StatefulSetSpec{ServiceName: "db", Selector: webSelector(), Template: podTemplate()},
-	}
-	if mutate != nil {
-		mutate(s)
-	}
-	return s
+	}, mutate)
 }
 
 func TestStatefulSetDefaults(t *testing.T) {
@@ -45,11 +41,7 @@ func TestStatefulSetValidate(t *testing.T) {
 			s.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: &v}
 		}
 	}
-	cases := []struct {
-		name   string
-		mutate func(*appsv1.StatefulSet)
-		want   []string
-	}{
+	RunCreate(t, StatefulSet, statefulSet, []Case[*appsv1.StatefulSet]{
 		{"defaulted stateful set", nil, nil},
 		// Pod hostnames are <name>-<ordinal>: the name must be a DNS label.
 		{"name with a dot", func(s *appsv1.StatefulSet) { s.Name = "db.v1" }, []string{Inv("metadata.name")}},
@@ -87,12 +79,7 @@ func TestStatefulSetValidate(t *testing.T) {
 		{"no selector", func(s *appsv1.StatefulSet) { s.Spec.Selector = nil }, []string{Req("spec.selector")}},
 		{"pods that never restart", func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever },
 			[]string{Unsup("spec.template.spec.restartPolicy")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(StatefulSet, statefulSet(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestStatefulSetValidateUpdate(t *testing.T) {

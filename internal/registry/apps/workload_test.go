@@ -32,25 +32,17 @@ func webSelector() *metav1.LabelSelector {
 }
 
 func deployment(mutate func(*appsv1.Deployment)) *appsv1.Deployment {
-	d := &appsv1.Deployment{
+	return Mutated(&appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec:       appsv1.DeploymentSpec{Selector: webSelector(), Template: podTemplate()},
-	}
-	if mutate != nil {
-		mutate(d)
-	}
-	return d
+	}, mutate)
 }
 
 func replicaSet(mutate func(*appsv1.ReplicaSet)) *appsv1.ReplicaSet {
-	rs := &appsv1.ReplicaSet{
+	return Mutated(&appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-5d8f", Namespace: "default"},
 		Spec:       appsv1.ReplicaSetSpec{Selector: webSelector(), Template: podTemplate()},
-	}
-	if mutate != nil {
-		mutate(rs)
-	}
-	return rs
+	}, mutate)
 }
 
 func TestDeploymentValidate(t *testing.T) {
@@ -60,11 +52,7 @@ func TestDeploymentValidate(t *testing.T) {
 		}
 	}
 	const ru = "spec.strategy.rollingUpdate."
-	cases := []struct {
-		name   string
-		mutate func(*appsv1.Deployment)
-		want   []string
-	}{
+	RunCreate(t, Deployment, deployment, []Case[*appsv1.Deployment]{
 		{"defaulted deployment", nil, nil},
 		{"name is a DNS subdomain", func(d *appsv1.Deployment) { d.Name = "web.v1" }, nil},
 		{"upper-case name", func(d *appsv1.Deployment) { d.Name = "Web" }, []string{Inv("metadata.name")}},
@@ -112,12 +100,7 @@ func TestDeploymentValidate(t *testing.T) {
 			d.Spec.MinReadySeconds = 30
 			d.Spec.ProgressDeadlineSeconds = ptr.To[int32](31)
 		}, nil},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(Deployment, deployment(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestDeploymentValidateUpdate(t *testing.T) {
@@ -151,11 +134,7 @@ func TestDeploymentValidateUpdate(t *testing.T) {
 }
 
 func TestReplicaSetValidate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*appsv1.ReplicaSet)
-		want   []string
-	}{
+	RunCreate(t, ReplicaSet, replicaSet, []Case[*appsv1.ReplicaSet]{
 		{"defaulted replica set", nil, nil},
 		{"negative replicas", func(rs *appsv1.ReplicaSet) { rs.Spec.Replicas = ptr.To[int32](-1) }, []string{Inv("spec.replicas")}},
 		{"no selector", func(rs *appsv1.ReplicaSet) { rs.Spec.Selector = nil }, []string{Req("spec.selector")}},
@@ -166,12 +145,7 @@ func TestReplicaSetValidate(t *testing.T) {
 		{"no image", func(rs *appsv1.ReplicaSet) { rs.Spec.Template.Spec.Containers[0].Image = "" },
 			[]string{Req("spec.template.spec.containers[0].image")}},
 		{"name with a slash", func(rs *appsv1.ReplicaSet) { rs.Name = "a/b" }, []string{Inv("metadata.name")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(ReplicaSet, replicaSet(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestReplicaSetValidateUpdate(t *testing.T) {

@@ -20,17 +20,13 @@ import (
 )
 
 func job(mutate func(*batchv1.Job)) *batchv1.Job {
-	j := &batchv1.Job{
+	return Mutated(&batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "default"},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers:    []corev1.Container{{Name: "pi", Image: "perl:5.34"}},
 		}}},
-	}
-	if mutate != nil {
-		mutate(j)
-	}
-	return j
+	}, mutate)
 }
 
 // create runs a create up to storage: decoding defaults, system metadata

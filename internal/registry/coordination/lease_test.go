@@ -17,15 +17,11 @@ import (
 )
 
 func lease(mutate func(*coordinationv1.Lease)) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{
+	return Mutated(&coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-1", Namespace: "kube-node-lease"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1"), LeaseDurationSeconds: ptr.To[int32](40),
 			RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}
-	if mutate != nil {
-		mutate(l)
-	}
-	return l
+	}, mutate)
 }
 
 func TestLeaseValidate(t *testing.T) {

@@ -81,11 +81,7 @@ func memStore(k *registry.Kind, objs ...runtime.Object) (*genericregistry.Store,
 }
 
 func namespace(mutate func(*corev1.Namespace)) *corev1.Namespace {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}
-	if mutate != nil {
-		mutate(ns)
-	}
-	return ns
+	return Mutated(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, mutate)
 }
 
 func TestNamespacePrepareForCreate(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 )
 
 func node(mutate func(*corev1.Node)) *corev1.Node {
-	n := &corev1.Node{
+	return Mutated(&corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-1.example.com", Labels: map[string]string{corev1.LabelHostname: "node-1"}},
 		Status: corev1.NodeStatus{
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
@@ -21,19 +21,11 @@ func node(mutate func(*corev1.Node)) *corev1.Node {
 			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2", OSImage: "Debian GNU/Linux 13 (trixie)",
 				KernelVersion: "6.12.0-1-amd64", ContainerRuntimeVersion: "svcnet://0.9"},
 		},
-	}
-	if mutate != nil {
-		mutate(n)
-	}
-	return n
+	}, mutate)
 }
 
 func TestNodeValidate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*corev1.Node)
-		want   []string
-	}{
+	RunCreate(t, Node, node, []Case[*corev1.Node]{
 		{"registered node", nil, nil},
 		{"pod CIDR", func(n *corev1.Node) {
 			n.Spec.PodCIDR, n.Spec.PodCIDRs = "10.244.1.0/24", []string{"10.244.1.0/24"}
@@ -50,12 +42,7 @@ func TestNodeValidate(t *testing.T) {
 		}, []string{Inv("spec.podCIDR")}},
 		{"bad name", func(n *corev1.Node) { n.Name = "Node_1" }, []string{Inv("metadata.name")}},
 		{"namespaced", func(n *corev1.Node) { n.Namespace = "default" }, []string{Forbid("metadata.namespace")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(Node, node(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestNodeValidateUpdate(t *testing.T) {

@@ -15,17 +15,13 @@ import (
 )
 
 func replicationController(mutate func(*corev1.ReplicationController)) *corev1.ReplicationController {
-	rc := &corev1.ReplicationController{
+	return Mutated(&corev1.ReplicationController{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: corev1.ReplicationControllerSpec{Template: &corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1.27"}}},
 		}},
-	}
-	if mutate != nil {
-		mutate(rc)
-	}
-	return rc
+	}, mutate)
 }
 
 func TestReplicationControllerDefaults(t *testing.T) {
@@ -48,11 +44,7 @@ func TestReplicationControllerDefaults(t *testing.T) {
 }
 
 func TestReplicationControllerValidate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*corev1.ReplicationController)
-		want   []string
-	}{
+	RunCreate(t, ReplicationController, replicationController, []Case[*corev1.ReplicationController]{
 		{"defaulted", nil, nil},
 		{"zero replicas", func(rc *corev1.ReplicationController) { rc.Spec.Replicas = ptr.To[int32](0) }, nil},
 		{"negative replicas", func(rc *corev1.ReplicationController) { rc.Spec.Replicas = ptr.To[int32](-1) }, []string{Inv("spec.replicas")}},
@@ -81,12 +73,7 @@ func TestReplicationControllerValidate(t *testing.T) {
 			rc.Spec.Template.Spec.Containers = append(rc.Spec.Template.Spec.Containers, corev1.Container{Name: "nginx", Image: "nginx"})
 		}, []string{"spec.template.spec.containers[1].name: Duplicate value"}},
 		{"bad name", func(rc *corev1.ReplicationController) { rc.Name = "web_1" }, []string{Inv("metadata.name")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(ReplicationController, replicationController(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestReplicationControllerUpdate(t *testing.T) {

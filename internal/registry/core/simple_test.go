@@ -58,27 +58,19 @@ func checkFields(t *testing.T, k *registry.Kind, obj runtime.Object, want map[st
 }
 
 func endpoints(mutate func(*corev1.Endpoints)) *corev1.Endpoints {
-	ep := &corev1.Endpoints{
+	return Mutated(&corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Subsets: []corev1.EndpointSubset{{
 			Addresses:         []corev1.EndpointAddress{{IP: "10.1.0.5"}, {IP: "fd00::5"}},
 			NotReadyAddresses: []corev1.EndpointAddress{{IP: "10.1.0.6"}},
 			Ports:             []corev1.EndpointPort{{Name: "http", Port: 8080}},
 		}},
-	}
-	if mutate != nil {
-		mutate(ep)
-	}
-	return ep
+	}, mutate)
 }
 
 func TestEndpointsValidate(t *testing.T) {
 	const ss = "subsets[0]."
-	cases := []struct {
-		name   string
-		mutate func(*corev1.Endpoints)
-		want   []string
-	}{
+	RunCreate(t, Endpoints, endpoints, []Case[*corev1.Endpoints]{
 		{"one subset", nil, nil},
 		{"no subsets", func(ep *corev1.Endpoints) { ep.Subsets = nil }, nil},
 		{"one unnamed port", func(ep *corev1.Endpoints) { ep.Subsets[0].Ports[0].Name = "" }, nil},
@@ -95,12 +87,7 @@ func TestEndpointsValidate(t *testing.T) {
 		{"UDP", func(ep *corev1.Endpoints) { ep.Subsets[0].Ports[0].Protocol = corev1.ProtocolUDP }, nil},
 		{"unknown protocol", func(ep *corev1.Endpoints) { ep.Subsets[0].Ports[0].Protocol = "ICMP" }, []string{Unsup(ss + "ports[0].protocol")}},
 		{"bad name", func(ep *corev1.Endpoints) { ep.Name = "web_svc" }, []string{Inv("metadata.name")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(Endpoints, endpoints(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestEndpointsTable(t *testing.T) {
@@ -128,14 +115,10 @@ func TestEndpointsTable(t *testing.T) {
 }
 
 func secret(mutate func(*corev1.Secret)) *corev1.Secret {
-	s := &corev1.Secret{
+	return Mutated(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "db-password", Namespace: "default"},
 		Data:       map[string][]byte{"password": []byte("s3cr3t")},
-	}
-	if mutate != nil {
-		mutate(s)
-	}
-	return s
+	}, mutate)
 }
 
 func TestSecretPrepareForCreate(t *testing.T) {
@@ -170,11 +153,7 @@ func TestSecretPrepareForCreate(t *testing.T) {
 }
 
 func TestSecretValidate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*corev1.Secret)
-		want   []string
-	}{
+	RunCreate(t, Secret, secret, []Case[*corev1.Secret]{
 		{"opaque", nil, nil},
 		{"empty", func(s *corev1.Secret) { s.Data = nil }, nil},
 		{"dotted key", func(s *corev1.Secret) { s.Data = map[string][]byte{".env": nil, "tls.crt": nil} }, nil},
@@ -202,12 +181,7 @@ func TestSecretValidate(t *testing.T) {
 			[]string{Req("data[.dockerconfigjson]")}},
 		{"custom type", func(s *corev1.Secret) { s.Type = "example.com/token" }, nil},
 		{"bad name", func(s *corev1.Secret) { s.Name = "DB" }, []string{Inv("metadata.name")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(Secret, secret(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestSecretValidateUpdate(t *testing.T) {
@@ -257,24 +231,16 @@ func TestSecretTableAndFields(t *testing.T) {
 }
 
 func configMap(mutate func(*corev1.ConfigMap)) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{
+	return Mutated(&corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "default"},
 		Data:       map[string]string{"app.properties": "a=1", "LOG_LEVEL": "debug"},
 		BinaryData: map[string][]byte{"logo.png": {0x89, 'P', 'N', 'G'}},
-	}
-	if mutate != nil {
-		mutate(cm)
-	}
-	return cm
+	}, mutate)
 }
 
 func TestConfigMapValidate(t *testing.T) {
 	half := strings.Repeat("x", 1<<19)
-	cases := []struct {
-		name   string
-		mutate func(*corev1.ConfigMap)
-		want   []string
-	}{
+	RunCreate(t, ConfigMap, configMap, []Case[*corev1.ConfigMap]{
 		{"data and binary data", nil, nil},
 		{"empty", func(cm *corev1.ConfigMap) { cm.Data, cm.BinaryData = nil, nil }, nil},
 		{"bad key", func(cm *corev1.ConfigMap) { cm.Data["a:b"] = "" }, []string{Inv("data[a:b]")}},
@@ -288,12 +254,7 @@ func TestConfigMapValidate(t *testing.T) {
 			cm.BinaryData = map[string][]byte{"b": []byte(half + "x")}
 		}, []string{field.NewPath("").String() + ": Too long"}}, // the whole object, as in Kubernetes
 		{"bad name", func(cm *corev1.ConfigMap) { cm.Name = "Settings" }, []string{Inv("metadata.name")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(ConfigMap, configMap(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 // A key in both data and binaryData is refused once (kube-apiserver
@@ -360,35 +321,22 @@ func TestServiceAccount(t *testing.T) {
 }
 
 func event(mutate func(*corev1.Event)) *corev1.Event {
-	ev := &corev1.Event{
+	return Mutated(&corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-0.17a5b3c2d1e0f", Namespace: "default"},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-0", UID: "uid-1", APIVersion: "v1",
 			ResourceVersion: "42", FieldPath: "spec.containers{nginx}"},
 		Reason: "Pulled", Message: "Successfully pulled image \"nginx\"\n", Type: corev1.EventTypeNormal,
 		Source: corev1.EventSource{Component: "kubelet", Host: "node-1"},
-	}
-	if mutate != nil {
-		mutate(ev)
-	}
-	return ev
+	}, mutate)
 }
 
 func TestEventValidate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*corev1.Event)
-		want   []string
-	}{
+	RunCreate(t, Event, event, []Case[*corev1.Event]{
 		{"pod event", nil, nil},
 		{"node event", func(ev *corev1.Event) { ev.InvolvedObject = corev1.ObjectReference{Kind: "Node", Name: "node-1"} }, nil},
 		{"other namespace", func(ev *corev1.Event) { ev.InvolvedObject.Namespace = "kube-system" }, []string{Inv("involvedObject.namespace")}},
 		{"no namespace", func(ev *corev1.Event) { ev.Namespace = "" }, []string{Req("metadata.namespace"), Inv("involvedObject.namespace")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(Event, event(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestEventFields(t *testing.T) {

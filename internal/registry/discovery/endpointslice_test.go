@@ -20,7 +20,7 @@ import (
 )
 
 func slice(mutate func(*discoveryv1.EndpointSlice)) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
+	s := Mutated(&discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: "web-abc12", Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{
@@ -29,10 +29,7 @@ func slice(mutate func(*discoveryv1.EndpointSlice)) *discoveryv1.EndpointSlice {
 			{Addresses: []string{"10.1.0.6"}},
 		},
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
-	}
-	if mutate != nil {
-		mutate(s)
-	}
+	}, mutate)
 	apis.Scheme.Default(s)
 	return s
 }

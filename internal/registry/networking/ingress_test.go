@@ -22,7 +22,7 @@ func serviceBackend(name string, port int32) networkingv1.IngressBackend {
 }
 
 func ingress(mutate func(*networkingv1.Ingress)) *networkingv1.Ingress {
-	ing := &networkingv1.Ingress{
+	return Mutated(&networkingv1.Ingress{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: networkingv1.IngressSpec{
 			IngressClassName: ptr.To("nginx"),
@@ -33,11 +33,7 @@ func ingress(mutate func(*networkingv1.Ingress)) *networkingv1.Ingress {
 				}},
 			}},
 		},
-	}
-	if mutate != nil {
-		mutate(ing)
-	}
-	return ing
+	}, mutate)
 }
 
 func TestIngressValidate(t *testing.T) {
@@ -207,22 +203,14 @@ func TestIngressTable(t *testing.T) {
 }
 
 func ingressClass(mutate func(*networkingv1.IngressClass)) *networkingv1.IngressClass {
-	ic := &networkingv1.IngressClass{
+	return Mutated(&networkingv1.IngressClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "nginx"},
 		Spec:       networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"},
-	}
-	if mutate != nil {
-		mutate(ic)
-	}
-	return ic
+	}, mutate)
 }
 
 func TestIngressClassValidate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*networkingv1.IngressClass)
-		want   []string
-	}{
+	RunCreate(t, IngressClass, ingressClass, []Case[*networkingv1.IngressClass]{
 		{"nginx", nil, nil},
 		{"with parameters", func(ic *networkingv1.IngressClass) {
 			ic.Spec.Parameters = &networkingv1.IngressClassParametersReference{Kind: "IngressParameters", Name: "external-lb"}
@@ -231,12 +219,7 @@ func TestIngressClassValidate(t *testing.T) {
 		{"controller without a domain", func(ic *networkingv1.IngressClass) { ic.Spec.Controller = "nginx" }, []string{Inv("spec.controller")}},
 		{"bad name", func(ic *networkingv1.IngressClass) { ic.Name = "Nginx" }, []string{Inv("metadata.name")}},
 		{"namespaced", func(ic *networkingv1.IngressClass) { ic.Namespace = "default" }, []string{forbidden("metadata.namespace")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			CheckErrors(t, ValidateCreate(IngressClass, ingressClass(tc.mutate)), tc.want...)
-		})
-	}
+	})
 }
 
 func forbidden(path string) string { return path + ": " + field.ErrorTypeForbidden.String() }

@@ -120,15 +120,11 @@ func TestServiceCIDRTable(t *testing.T) {
 }
 
 func ipAddress(name string, mutate func(*networkingv1.IPAddress)) *networkingv1.IPAddress {
-	ip := &networkingv1.IPAddress{
+	return Mutated(&networkingv1.IPAddress{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{
 			Resource: "services", Namespace: "default", Name: "kubernetes"}},
-	}
-	if mutate != nil {
-		mutate(ip)
-	}
-	return ip
+	}, mutate)
 }
 
 func TestIPAddressValidate(t *testing.T) {

@@ -123,3 +123,35 @@ func CheckRow(t *testing.T, cols []string, row []any, wantCols []string, want []
 
 // TwoDaysAgo is a creation time that tables show as "2d".
 func TwoDaysAgo() metav1.Time { return metav1.NewTime(time.Now().Add(-48*time.Hour - time.Second)) }
+
+// Mutated applies mutate, when there is one, to obj and returns obj. The
+// table tests build one valid object per kind and let each case change
+// it: a nil mutate is the valid object itself.
+func Mutated[T runtime.Object](obj T, mutate func(T)) T {
+	if mutate != nil {
+		mutate(obj)
+	}
+	return obj
+}
+
+// Case is a row of a validation table: how the case changes a valid
+// object and the errors it must then give, as CheckErrors takes them. It
+// is a plain struct (an alias), so that tables keep the positional rows
+// of the anonymous structs they replace.
+type Case[T runtime.Object] = struct {
+	Name   string
+	Mutate func(T)
+	Want   []string
+}
+
+// RunCreate runs each case as a subtest: fixture builds the object the
+// case changes, and k's create strategy must give exactly the case's
+// errors.
+func RunCreate[T runtime.Object](t *testing.T, k *registry.Kind, fixture func(func(T)) T, cases []Case[T]) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			CheckErrors(t, ValidateCreate(k, fixture(tc.Mutate)), tc.Want...)
+		})
+	}
+}

@@ -10,17 +10,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/apis"
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func svc(mutate func(*corev1.Service)) *corev1.Service {
-	s := &corev1.Service{
+	s := registrytest.Mutated(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "my-service", Namespace: "default"},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "MyApp"},
 			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(9376)}}},
-	}
-	if mutate != nil {
-		mutate(s)
-	}
+	}, mutate)
 	apis.DefaultService(s)
 	return s
 }
