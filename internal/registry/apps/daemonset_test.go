@@ -8,8 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/svcnet/svcnet/internal/apis"
-
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
@@ -64,11 +62,7 @@ func TestDaemonSetValidate(t *testing.T) {
 }
 
 func TestDaemonSetValidateUpdate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*appsv1.DaemonSet)
-		want   []string
-	}{
+	RunUpdate(t, DaemonSet, daemonSet, []Case[*appsv1.DaemonSet]{
 		{"template", func(d *appsv1.DaemonSet) { d.Spec.Template.Spec.Containers[0].Image = "nginx:1.28" }, nil},
 		{"update strategy", func(d *appsv1.DaemonSet) {
 			d.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
@@ -77,16 +71,7 @@ func TestDaemonSetValidateUpdate(t *testing.T) {
 			d.Spec.Selector.MatchLabels["tier"] = "node"
 			d.Spec.Template.Labels["tier"] = "node"
 		}, []string{Inv("spec.selector")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			old := daemonSet(nil)
-			apis.Scheme.Default(old)
-			obj := old.DeepCopy()
-			tc.mutate(obj)
-			CheckErrors(t, ValidateUpdate(DaemonSet, obj, old), tc.want...)
-		})
-	}
+	})
 }
 
 func TestDaemonSetTable(t *testing.T) {

@@ -9,8 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/svcnet/svcnet/internal/apis"
-
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
@@ -84,11 +82,7 @@ func TestStatefulSetValidate(t *testing.T) {
 
 func TestStatefulSetValidateUpdate(t *testing.T) {
 	forbidden := Forbid("spec")
-	cases := []struct {
-		name   string
-		mutate func(*appsv1.StatefulSet)
-		want   []string
-	}{
+	RunUpdate(t, StatefulSet, statefulSet, []Case[*appsv1.StatefulSet]{
 		{"replicas", func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr.To[int32](3) }, nil},
 		{"template", func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.Containers[0].Image = "postgres:17" }, nil},
 		{"update strategy", func(s *appsv1.StatefulSet) {
@@ -106,16 +100,7 @@ func TestStatefulSetValidateUpdate(t *testing.T) {
 			s.Spec.Selector.MatchLabels["tier"] = "db"
 			s.Spec.Template.Labels["tier"] = "db"
 		}, []string{forbidden}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			old := statefulSet(nil)
-			apis.Scheme.Default(old)
-			obj := old.DeepCopy()
-			tc.mutate(obj)
-			CheckErrors(t, ValidateUpdate(StatefulSet, obj, old), tc.want...)
-		})
-	}
+	})
 }
 
 func TestStatefulSetTable(t *testing.T) {

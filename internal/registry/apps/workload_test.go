@@ -104,11 +104,7 @@ func TestDeploymentValidate(t *testing.T) {
 }
 
 func TestDeploymentValidateUpdate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*appsv1.Deployment)
-		want   []string
-	}{
+	RunUpdate(t, Deployment, deployment, []Case[*appsv1.Deployment]{
 		{"scale", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](5) }, nil},
 		{"new image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "nginx:1.28" }, nil},
 		{"new labels", func(d *appsv1.Deployment) { d.Labels = map[string]string{"team": "a"} }, nil},
@@ -121,16 +117,7 @@ func TestDeploymentValidateUpdate(t *testing.T) {
 		}, []string{Inv("spec.selector")}},
 		{"the updated object is validated too", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](-2) },
 			[]string{Inv("spec.replicas")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			old := deployment(nil)
-			apis.Scheme.Default(old)
-			obj := old.DeepCopy()
-			tc.mutate(obj)
-			CheckErrors(t, ValidateUpdate(Deployment, obj, old), tc.want...)
-		})
-	}
+	})
 }
 
 func TestReplicaSetValidate(t *testing.T) {
@@ -149,27 +136,14 @@ func TestReplicaSetValidate(t *testing.T) {
 }
 
 func TestReplicaSetValidateUpdate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*appsv1.ReplicaSet)
-		want   []string
-	}{
+	RunUpdate(t, ReplicaSet, replicaSet, []Case[*appsv1.ReplicaSet]{
 		{"scale", func(rs *appsv1.ReplicaSet) { rs.Spec.Replicas = ptr.To[int32](0) }, nil},
 		{"template", func(rs *appsv1.ReplicaSet) { rs.Spec.Template.Spec.Containers[0].Image = "nginx:1.28" }, nil},
 		{"selector", func(rs *appsv1.ReplicaSet) {
 			rs.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "app", Operator: metav1.LabelSelectorOpExists}}}
 		}, []string{Inv("spec.selector")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			old := replicaSet(nil)
-			apis.Scheme.Default(old)
-			obj := old.DeepCopy()
-			tc.mutate(obj)
-			CheckErrors(t, ValidateUpdate(ReplicaSet, obj, old), tc.want...)
-		})
-	}
+	})
 }
 
 // workloadCase describes a kind with a spec, a status subresource and

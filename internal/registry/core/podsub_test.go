@@ -15,6 +15,8 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	genericrest "k8s.io/apiserver/pkg/registry/generic/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 // agents locates each node's agent at https://<node>:10250; node-down
@@ -120,14 +122,8 @@ func TestLogREST(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &LogREST{Pods: podStore(), Nodes: tc.nodes}
 			obj, err := r.Get(podCtx(), tc.pod, &tc.opts)
-			if tc.check != nil {
-				if !tc.check(err) {
-					t.Fatalf("error %v", err)
-				}
+			if registrytest.ExpectError(t, err, tc.check) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			s := obj.(*genericrest.LocationStreamer)
 			if s.Location.Host != "node-1:10250" || s.Location.Path != tc.path || s.ContentType != "text/plain" || s.Flush != tc.opts.Follow {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 	"github.com/svcnet/svcnet/internal/satoken"
 )
 
@@ -139,14 +140,8 @@ func TestTokenRequest(t *testing.T) {
 			in := &authenticationv1.TokenRequest{Spec: tc.spec}
 			before := in.DeepCopy()
 			out, err := r.Create(ctx, tc.sa, in, tc.validate, &metav1.CreateOptions{})
-			if tc.check != nil {
-				if !tc.check(err) {
-					t.Fatalf("error %v", err)
-				}
+			if registrytest.ExpectError(t, err, tc.check) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !apiequality.Semantic.DeepEqual(in, before) {
 				t.Error("the request object was changed")

@@ -50,11 +50,7 @@ func TestEndpointSliceValidate(t *testing.T) {
 		}
 		return a
 	}
-	cases := []struct {
-		name   string
-		mutate func(*discoveryv1.EndpointSlice)
-		want   []string
-	}{
+	RunCreate(t, EndpointSlice, slice, []Case[*discoveryv1.EndpointSlice]{
 		{"IPv4 slice", nil, nil},
 		{"IPv6 slice", func(s *discoveryv1.EndpointSlice) {
 			s.AddressType = discoveryv1.AddressTypeIPv6
@@ -113,15 +109,7 @@ func TestEndpointSliceValidate(t *testing.T) {
 			}
 		}, []string{"ports: Too many"}},
 		{"bad name", func(s *discoveryv1.EndpointSlice) { s.Name = "Web" }, []string{"metadata.name: Invalid value"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := registry.NewStrategy(EndpointSlice)
-			obj := slice(tc.mutate)
-			s.PrepareForCreate(InNamespace("default"), obj)
-			CheckErrors(t, s.Validate(InNamespace("default"), obj), tc.want...)
-		})
-	}
+	})
 }
 
 func TestEndpointSliceUpdate(t *testing.T) {

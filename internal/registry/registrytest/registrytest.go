@@ -155,3 +155,36 @@ func RunCreate[T runtime.Object](t *testing.T, k *registry.Kind, fixture func(fu
 		})
 	}
 }
+
+// RunUpdate runs each case as a subtest: the case changes a copy of the
+// defaulted fixture, and k's update strategy, from the fixture to that
+// copy, must give exactly the case's errors.
+func RunUpdate[T runtime.Object](t *testing.T, k *registry.Kind, fixture func(func(T)) T, cases []Case[T]) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			old := fixture(nil)
+			apis.Scheme.Default(old)
+			obj := Mutated(old.DeepCopyObject().(T), tc.Mutate)
+			CheckErrors(t, ValidateUpdate(k, obj, old), tc.Want...)
+		})
+	}
+}
+
+// ExpectError checks err against what a case expects: an error that
+// check accepts, or, for a case without a check, none. It reports
+// whether the case expected an error, when there is nothing more to
+// check.
+func ExpectError(t *testing.T, err error, check func(error) bool) bool {
+	t.Helper()
+	if check != nil {
+		if !check(err) {
+			t.Fatalf("error %v", err)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
+}

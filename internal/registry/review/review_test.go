@@ -16,6 +16,8 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 var jane = &user.DefaultInfo{Name: "jane", UID: "u-1", Groups: []string{"devs", "system:authenticated"},
@@ -63,14 +65,8 @@ func TestSelfSubjectReview(t *testing.T) {
 			r := NewSelfSubjectReview()
 			in := &authenticationv1.SelfSubjectReview{}
 			out, err := r.Create(as(tc.user, ""), in, tc.validate, &metav1.CreateOptions{})
-			if tc.check != nil {
-				if !tc.check(err) {
-					t.Fatalf("error %v", err)
-				}
+			if registrytest.ExpectError(t, err, tc.check) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			info := out.(*authenticationv1.SelfSubjectReview).Status.UserInfo
 			if info.Username != "jane" || info.UID != "u-1" || !slices.Equal(info.Groups, jane.Groups) ||
