@@ -52,8 +52,7 @@ var DaemonSet = &registry.Kind{
 			{Name: "Available", Type: "integer", Description: "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available."},
 			{Name: "Node Selector", Description: "NodeSelector is a selector which must be true for the pod to fit on a node."},
 			registry.AgeColumn,
-			{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
-			{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
+			core.ContainersColumn, core.ImagesColumn,
 		},
 		Row: func(obj runtime.Object) []any {
 			d := obj.(*appsv1.DaemonSet)

@@ -92,8 +92,7 @@ var StatefulSet = &registry.Kind{
 		Columns: []registry.Column{
 			{Name: "Ready", Description: "Number of the pod with ready state"},
 			registry.AgeColumn,
-			{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
-			{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
+			core.ContainersColumn, core.ImagesColumn,
 		},
 		Row: func(obj runtime.Object) []any {
 			s := obj.(*appsv1.StatefulSet)

@@ -55,8 +55,7 @@ var Deployment = &registry.Kind{
 			{Name: "Up-to-date", Type: "integer", Description: "Total number of non-terminated pods targeted by this deployment that have the desired template spec."},
 			{Name: "Available", Type: "integer", Description: "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."},
 			registry.AgeColumn,
-			{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
-			{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
+			core.ContainersColumn, core.ImagesColumn,
 			{Name: "Selector", Wide: true, Description: "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."},
 		},
 		Row: func(obj runtime.Object) []any {
@@ -98,8 +97,7 @@ var ReplicaSet = &registry.Kind{
 			{Name: "Current", Type: "integer", Description: "Replicas is the most recently observed number of replicas."},
 			{Name: "Ready", Type: "integer", Description: "The number of ready replicas for this replica set."},
 			registry.AgeColumn,
-			{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
-			{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
+			core.ContainersColumn, core.ImagesColumn,
 			{Name: "Selector", Wide: true, Description: "Selector is a label query over pods that should match the replica count."},
 		},
 		Row: func(obj runtime.Object) []any {

@@ -58,8 +58,7 @@ var ReplicationController = &registry.Kind{
 			{Name: "Current", Type: "integer", Description: "Replicas is the most recently observed number of replicas."},
 			{Name: "Ready", Type: "integer", Description: "The number of ready replicas for this replication controller."},
 			registry.AgeColumn,
-			{Name: "Containers", Wide: true, Description: "Names of each container in the template."},
-			{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."},
+			ContainersColumn, ImagesColumn,
 			{Name: "Selector", Wide: true, Description: "Selector is a label query over pods that should match the replica count."},
 		},
 		Row: func(obj runtime.Object) []any {
@@ -101,7 +100,14 @@ func ValidateTemplate(reps *int32, sel *metav1.LabelSelector, tmpl *corev1.PodTe
 	return errs
 }
 
-// ContainerColumns are the Containers and Images columns of a workload's
+// ContainersColumn and ImagesColumn head the two cells ContainerColumns
+// gives, in every workload's wide table.
+var (
+	ContainersColumn = registry.Column{Name: "Containers", Wide: true, Description: "Names of each container in the template."}
+	ImagesColumn     = registry.Column{Name: "Images", Wide: true, Description: "Images referenced by each container in the template."}
+)
+
+// ContainerColumns are the Containers and Images cells of a workload's
 // table.
 func ContainerColumns(spec *corev1.PodSpec) (string, string) {
 	var names, images []string
