@@ -107,3 +107,29 @@ func CreationAge(obj runtime.Object) string {
 	}
 	return Age(m.GetCreationTimestamp())
 }
+
+// Abbrev collects the values of a column that kubectl abbreviates, as it
+// does endpoints: it keeps the first three and counts the rest.
+type Abbrev struct {
+	first []string
+	n     int
+}
+
+// Add adds v to the column.
+func (a *Abbrev) Add(v string) {
+	a.n++
+	if len(a.first) < 3 {
+		a.first = append(a.first, v)
+	}
+}
+
+// String prints "a,b,c + 2 more...", or none when nothing was added.
+func (a *Abbrev) String(none string) string {
+	switch {
+	case a.n == 0:
+		return none
+	case a.n > len(a.first):
+		return strings.Join(a.first, ",") + fmt.Sprintf(" + %d more...", a.n-len(a.first))
+	}
+	return strings.Join(a.first, ",")
+}

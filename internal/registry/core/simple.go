@@ -64,32 +64,18 @@ var Endpoints = &registry.Kind{
 		},
 		Row: func(obj runtime.Object) []any {
 			ep := obj.(*corev1.Endpoints)
-			var list []string
-			count := 0
+			var list registry.Abbrev
 			for _, ss := range ep.Subsets {
 				for _, a := range ss.Addresses {
 					if len(ss.Ports) == 0 {
-						count++
-						if len(list) < 3 {
-							list = append(list, a.IP)
-						}
+						list.Add(a.IP)
 					}
 					for _, p := range ss.Ports {
-						count++
-						if len(list) < 3 {
-							list = append(list, fmt.Sprintf("%s:%d", a.IP, p.Port))
-						}
+						list.Add(fmt.Sprintf("%s:%d", a.IP, p.Port))
 					}
 				}
 			}
-			s := strings.Join(list, ",")
-			switch {
-			case count == 0:
-				s = "<none>"
-			case count > 3:
-				s += fmt.Sprintf(" + %d more...", count-3)
-			}
-			return []any{s, registry.CreationAge(ep)}
+			return []any{list.String("<none>"), registry.CreationAge(ep)}
 		},
 	},
 }

@@ -70,24 +70,13 @@ var EndpointSlice = &registry.Kind{
 			if len(s.Ports) == 0 {
 				portCol = "<unset>"
 			}
-			var addrs []string
-			count := 0
+			var addrs registry.Abbrev
 			for _, ep := range s.Endpoints {
 				for _, a := range ep.Addresses {
-					count++
-					if len(addrs) < 3 {
-						addrs = append(addrs, a)
-					}
+					addrs.Add(a)
 				}
 			}
-			epCol := strings.Join(addrs, ",")
-			switch {
-			case count == 0:
-				epCol = "<unset>"
-			case count > 3:
-				epCol += fmt.Sprintf(" + %d more...", count-3)
-			}
-			return []any{string(s.AddressType), portCol, epCol, registry.CreationAge(s)}
+			return []any{string(s.AddressType), portCol, addrs.String("<unset>"), registry.CreationAge(s)}
 		},
 	},
 }
