@@ -100,36 +100,16 @@ var Secret = &registry.Kind{
 	New:        func() runtime.Object { return &corev1.Secret{} },
 	NewList:    func() runtime.Object { return &corev1.SecretList{} },
 	PrepareForCreate: func(_ context.Context, obj runtime.Object) {
-		sec := obj.(*corev1.Secret)
-		// stringData is write-only: it is merged into data.
-		for k, v := range sec.StringData {
-			if sec.Data == nil {
-				sec.Data = map[string][]byte{}
-			}
-			sec.Data[k] = []byte(v)
-		}
-		sec.StringData = nil
+		mergeStringData(obj.(*corev1.Secret))
 	},
 	PrepareForUpdate: func(_ context.Context, obj, _ runtime.Object) {
-		sec := obj.(*corev1.Secret)
-		for k, v := range sec.StringData {
-			if sec.Data == nil {
-				sec.Data = map[string][]byte{}
-			}
-			sec.Data[k] = []byte(v)
-		}
-		sec.StringData = nil
+		mergeStringData(obj.(*corev1.Secret))
 	},
 	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
 		sec := obj.(*corev1.Secret)
 		errs := registry.ValidateMeta(sec, true, registry.DNS1123Domain)
-		size := 0
-		for k, v := range sec.Data {
-			for _, msg := range validation.IsConfigMapKey(k) {
-				errs = append(errs, field.Invalid(field.NewPath("data").Key(k), k, msg))
-			}
-			size += len(v)
-		}
+		errs = append(errs, validateDataKeys(sec.Data, field.NewPath("data"))...)
+		size := dataSize(sec.Data)
 		if size > maxSecretSize {
 			errs = append(errs, field.TooLong(field.NewPath("data"), "", maxSecretSize))
 		}
@@ -178,22 +158,14 @@ var ConfigMap = &registry.Kind{
 	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
 		cm := obj.(*corev1.ConfigMap)
 		errs := registry.ValidateMeta(cm, true, registry.DNS1123Domain)
-		size := 0
-		for k, v := range cm.Data {
-			for _, msg := range validation.IsConfigMapKey(k) {
-				errs = append(errs, field.Invalid(field.NewPath("data").Key(k), k, msg))
-			}
-			size += len(v)
-		}
-		for k, v := range cm.BinaryData {
-			for _, msg := range validation.IsConfigMapKey(k) {
-				errs = append(errs, field.Invalid(field.NewPath("binaryData").Key(k), k, msg))
-			}
+		errs = append(errs, validateDataKeys(cm.Data, field.NewPath("data"))...)
+		errs = append(errs, validateDataKeys(cm.BinaryData, field.NewPath("binaryData"))...)
+		for k := range cm.BinaryData {
 			if _, dup := cm.Data[k]; dup {
 				errs = append(errs, field.Invalid(field.NewPath("binaryData").Key(k), k, "duplicate of key present in data"))
 			}
-			size += len(v)
 		}
+		size := dataSize(cm.Data) + dataSize(cm.BinaryData)
 		if size > maxSecretSize {
 			errs = append(errs, field.TooLong(field.NewPath(""), "", maxSecretSize))
 		}
@@ -213,6 +185,39 @@ var ConfigMap = &registry.Kind{
 			return []any{int64(len(cm.Data) + len(cm.BinaryData)), registry.CreationAge(cm)}
 		},
 	},
+}
+
+// mergeStringData folds a Secret's stringData into data on every write:
+// stringData is write-only and never stored.
+func mergeStringData(sec *corev1.Secret) {
+	for k, v := range sec.StringData {
+		if sec.Data == nil {
+			sec.Data = map[string][]byte{}
+		}
+		sec.Data[k] = []byte(v)
+	}
+	sec.StringData = nil
+}
+
+// validateDataKeys checks the keys of a Secret's or ConfigMap's data
+// maps: each must be a valid file name in a volume.
+func validateDataKeys[V string | []byte](data map[string]V, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for k := range data {
+		for _, msg := range validation.IsConfigMapKey(k) {
+			errs = append(errs, field.Invalid(path.Key(k), k, msg))
+		}
+	}
+	return errs
+}
+
+// dataSize is the payload of a data map, as maxSecretSize bounds it.
+func dataSize[V string | []byte](data map[string]V) int {
+	size := 0
+	for _, v := range data {
+		size += len(v)
+	}
+	return size
 }
 
 // validateImmutableData enforces `immutable: true` and the immutability
