@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/internal/registry"
 )
 
 var (
@@ -55,19 +57,13 @@ func ValidatePodSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(path.Child("dnsConfig", "nameservers"), "must provide at least one DNS nameserver when `dnsPolicy` is None"))
 	}
 	if spec.Hostname != "" {
-		for _, msg := range validation.IsDNS1123Label(spec.Hostname) {
-			errs = append(errs, field.Invalid(path.Child("hostname"), spec.Hostname, msg))
-		}
+		errs = append(errs, registry.InvalidEach(path.Child("hostname"), spec.Hostname, validation.IsDNS1123Label(spec.Hostname))...)
 	}
 	if spec.Subdomain != "" {
-		for _, msg := range validation.IsDNS1123Label(spec.Subdomain) {
-			errs = append(errs, field.Invalid(path.Child("subdomain"), spec.Subdomain, msg))
-		}
+		errs = append(errs, registry.InvalidEach(path.Child("subdomain"), spec.Subdomain, validation.IsDNS1123Label(spec.Subdomain))...)
 	}
 	if spec.NodeName != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(spec.NodeName) {
-			errs = append(errs, field.Invalid(path.Child("nodeName"), spec.NodeName, msg))
-		}
+		errs = append(errs, registry.InvalidEach(path.Child("nodeName"), spec.NodeName, validation.IsDNS1123Subdomain(spec.NodeName))...)
 	}
 	errs = append(errs, metav1validation.ValidateLabels(spec.NodeSelector, path.Child("nodeSelector"))...)
 	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
@@ -87,13 +83,7 @@ func validateContainers(cs []corev1.Container, path *field.Path, names sets.Set[
 		if c.Name == "" {
 			errs = append(errs, field.Required(cp.Child("name"), ""))
 		} else {
-			for _, msg := range validation.IsDNS1123Label(c.Name) {
-				errs = append(errs, field.Invalid(cp.Child("name"), c.Name, msg))
-			}
-			if names.Has(c.Name) {
-				errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
-			}
-			names.Insert(c.Name)
+			errs = append(errs, registry.UniqueName(cp.Child("name"), c.Name, validation.IsDNS1123Label, names)...)
 		}
 		if c.Image == "" {
 			errs = append(errs, field.Required(cp.Child("image"), ""))
@@ -105,30 +95,18 @@ func validateContainers(cs []corev1.Container, path *field.Path, names sets.Set[
 		for j, p := range c.Ports {
 			pp := cp.Child("ports").Index(j)
 			if p.Name != "" {
-				for _, msg := range validation.IsValidPortName(p.Name) {
-					errs = append(errs, field.Invalid(pp.Child("name"), p.Name, msg))
-				}
-				if portNames.Has(p.Name) {
-					errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
-				}
-				portNames.Insert(p.Name)
+				errs = append(errs, registry.UniqueName(pp.Child("name"), p.Name, validation.IsValidPortName, portNames)...)
 			}
-			for _, msg := range validation.IsValidPortNum(int(p.ContainerPort)) {
-				errs = append(errs, field.Invalid(pp.Child("containerPort"), p.ContainerPort, msg))
-			}
+			errs = append(errs, registry.InvalidEach(pp.Child("containerPort"), p.ContainerPort, validation.IsValidPortNum(int(p.ContainerPort)))...)
 			if p.HostPort != 0 {
-				for _, msg := range validation.IsValidPortNum(int(p.HostPort)) {
-					errs = append(errs, field.Invalid(pp.Child("hostPort"), p.HostPort, msg))
-				}
+				errs = append(errs, registry.InvalidEach(pp.Child("hostPort"), p.HostPort, validation.IsValidPortNum(int(p.HostPort)))...)
 			}
 			if p.Protocol != "" && !protocols.Has(p.Protocol) {
 				errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, sets.List(protocols)))
 			}
 		}
 		for j, e := range c.Env {
-			for _, msg := range validation.IsEnvVarName(e.Name) {
-				errs = append(errs, field.Invalid(cp.Child("env").Index(j).Child("name"), e.Name, msg))
-			}
+			errs = append(errs, registry.InvalidEach(cp.Child("env").Index(j).Child("name"), e.Name, validation.IsEnvVarName(e.Name))...)
 		}
 		errs = append(errs, validateProbe(c.ReadinessProbe, cp.Child("readinessProbe"), c)...)
 		errs = append(errs, validateProbe(c.LivenessProbe, cp.Child("livenessProbe"), c)...)

@@ -44,9 +44,7 @@ var Endpoints = &registry.Kind{
 			}
 			for j, p := range ss.Ports {
 				pp := sp.Child("ports").Index(j)
-				for _, msg := range validation.IsValidPortNum(int(p.Port)) {
-					errs = append(errs, field.Invalid(pp.Child("port"), p.Port, msg))
-				}
+				errs = append(errs, registry.InvalidEach(pp.Child("port"), p.Port, validation.IsValidPortNum(int(p.Port)))...)
 				if !protocols.Has(p.Protocol) {
 					errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, []corev1.Protocol{"SCTP", "TCP", "UDP"}))
 				}
@@ -204,9 +202,7 @@ func mergeStringData(sec *corev1.Secret) {
 func validateDataKeys[V string | []byte](data map[string]V, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for k := range data {
-		for _, msg := range validation.IsConfigMapKey(k) {
-			errs = append(errs, field.Invalid(path.Key(k), k, msg))
-		}
+		errs = append(errs, registry.InvalidEach(path.Key(k), k, validation.IsConfigMapKey(k))...)
 	}
 	return errs
 }

@@ -108,14 +108,10 @@ func validate(s *discoveryv1.EndpointSlice) field.ErrorList {
 			}
 		}
 		if ep.Hostname != nil {
-			for _, msg := range validation.IsDNS1123Label(*ep.Hostname) {
-				errs = append(errs, field.Invalid(p.Child("hostname"), *ep.Hostname, msg))
-			}
+			errs = append(errs, registry.InvalidEach(p.Child("hostname"), *ep.Hostname, validation.IsDNS1123Label(*ep.Hostname))...)
 		}
 		if ep.NodeName != nil {
-			for _, msg := range validation.IsDNS1123Subdomain(*ep.NodeName) {
-				errs = append(errs, field.Invalid(p.Child("nodeName"), *ep.NodeName, msg))
-			}
+			errs = append(errs, registry.InvalidEach(p.Child("nodeName"), *ep.NodeName, validation.IsDNS1123Subdomain(*ep.NodeName))...)
 		}
 	}
 	if len(s.Ports) > maxPorts {
@@ -126,9 +122,7 @@ func validate(s *discoveryv1.EndpointSlice) field.ErrorList {
 		p := field.NewPath("ports").Index(i)
 		if port.Name != nil {
 			if *port.Name != "" {
-				for _, msg := range validation.IsDNS1123Label(*port.Name) {
-					errs = append(errs, field.Invalid(p.Child("name"), *port.Name, msg))
-				}
+				errs = append(errs, registry.InvalidEach(p.Child("name"), *port.Name, validation.IsDNS1123Label(*port.Name))...)
 			}
 			if names.Has(*port.Name) {
 				errs = append(errs, field.Duplicate(p.Child("name"), *port.Name))
@@ -139,9 +133,7 @@ func validate(s *discoveryv1.EndpointSlice) field.ErrorList {
 			errs = append(errs, field.NotSupported(p.Child("protocol"), *port.Protocol, []string{"SCTP", "TCP", "UDP"}))
 		}
 		if port.Port != nil {
-			for _, msg := range validation.IsValidPortNum(int(*port.Port)) {
-				errs = append(errs, field.Invalid(p.Child("port"), *port.Port, msg))
-			}
+			errs = append(errs, registry.InvalidEach(p.Child("port"), *port.Port, validation.IsValidPortNum(int(*port.Port)))...)
 		}
 	}
 	return errs

@@ -84,9 +84,7 @@ func validateIngress(ing *networkingv1.Ingress) field.ErrorList {
 		errs = append(errs, field.Invalid(spec, ing.Spec, "either `defaultBackend` or `rules` must be specified"))
 	}
 	if c := ing.Spec.IngressClassName; c != nil {
-		for _, msg := range validation.IsDNS1123Subdomain(*c) {
-			errs = append(errs, field.Invalid(spec.Child("ingressClassName"), *c, msg))
-		}
+		errs = append(errs, registry.InvalidEach(spec.Child("ingressClassName"), *c, validation.IsDNS1123Subdomain(*c))...)
 	}
 	for i, r := range ing.Spec.Rules {
 		rp := spec.Child("rules").Index(i)
@@ -130,14 +128,10 @@ func validateIngress(ing *networkingv1.Ingress) field.ErrorList {
 func validateHost(h string, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if strings.Contains(h, "*") {
-		for _, msg := range validation.IsWildcardDNS1123Subdomain(h) {
-			errs = append(errs, field.Invalid(path, h, msg))
-		}
+		errs = append(errs, registry.InvalidEach(path, h, validation.IsWildcardDNS1123Subdomain(h))...)
 		return errs
 	}
-	for _, msg := range validation.IsDNS1123Subdomain(h) {
-		errs = append(errs, field.Invalid(path, h, msg))
-	}
+	errs = append(errs, registry.InvalidEach(path, h, validation.IsDNS1123Subdomain(h))...)
 	return errs
 }
 
@@ -150,22 +144,16 @@ func validateBackend(b *networkingv1.IngressBackend, path *field.Path) field.Err
 		if b.Service.Name == "" {
 			errs = append(errs, field.Required(path.Child("service", "name"), ""))
 		} else {
-			for _, msg := range validation.IsDNS1123Label(b.Service.Name) {
-				errs = append(errs, field.Invalid(path.Child("service", "name"), b.Service.Name, msg))
-			}
+			errs = append(errs, registry.InvalidEach(path.Child("service", "name"), b.Service.Name, validation.IsDNS1123Label(b.Service.Name))...)
 		}
 		port := b.Service.Port
 		switch {
 		case port.Name != "" && port.Number != 0:
 			errs = append(errs, field.Invalid(path.Child("service", "port"), port, "cannot set both port name & port number"))
 		case port.Name != "":
-			for _, msg := range validation.IsValidPortName(port.Name) {
-				errs = append(errs, field.Invalid(path.Child("service", "port", "name"), port.Name, msg))
-			}
+			errs = append(errs, registry.InvalidEach(path.Child("service", "port", "name"), port.Name, validation.IsValidPortName(port.Name))...)
 		case port.Number != 0:
-			for _, msg := range validation.IsValidPortNum(int(port.Number)) {
-				errs = append(errs, field.Invalid(path.Child("service", "port", "number"), port.Number, msg))
-			}
+			errs = append(errs, registry.InvalidEach(path.Child("service", "port", "number"), port.Number, validation.IsValidPortNum(int(port.Number)))...)
 		default:
 			errs = append(errs, field.Required(path.Child("service", "port"), "port name or number is required"))
 		}

@@ -66,9 +66,7 @@ func validateRoleRef(ref rbacv1.RoleRef, clusterOnly bool, p *field.Path) field.
 	if ref.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), ""))
 	} else {
-		for _, msg := range validName(ref.Name, false) {
-			errs = append(errs, field.Invalid(p.Child("name"), ref.Name, msg))
-		}
+		errs = append(errs, registry.InvalidEach(p.Child("name"), ref.Name, validName(ref.Name, false))...)
 	}
 	return errs
 }
@@ -86,9 +84,7 @@ func validateSubjects(subjects []rbacv1.Subject, clusterScoped bool, p *field.Pa
 				errs = append(errs, field.NotSupported(sp.Child("apiGroup"), s.APIGroup, []string{""}))
 			}
 			if s.Name != "" {
-				for _, msg := range registry.DNS1123Domain(s.Name, false) {
-					errs = append(errs, field.Invalid(sp.Child("name"), s.Name, msg))
-				}
+				errs = append(errs, registry.InvalidEach(sp.Child("name"), s.Name, registry.DNS1123Domain(s.Name, false))...)
 			}
 			if clusterScoped && s.Namespace == "" {
 				errs = append(errs, field.Required(sp.Child("namespace"), ""))

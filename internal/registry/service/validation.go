@@ -44,9 +44,7 @@ func Validate(svc *corev1.Service) field.ErrorList {
 		if spec.ExternalName == "" {
 			errs = append(errs, field.Required(specPath.Child("externalName"), "for ExternalName services"))
 		} else {
-			for _, msg := range validation.IsDNS1123Subdomain(strings.TrimSuffix(spec.ExternalName, ".")) {
-				errs = append(errs, field.Invalid(specPath.Child("externalName"), spec.ExternalName, msg))
-			}
+			errs = append(errs, registry.InvalidEach(specPath.Child("externalName"), spec.ExternalName, validation.IsDNS1123Subdomain(strings.TrimSuffix(spec.ExternalName, ".")))...)
 		}
 		if spec.ClusterIP != "" {
 			errs = append(errs, field.Forbidden(specPath.Child("clusterIP"), "may not be set for ExternalName services"))
@@ -117,9 +115,7 @@ func Validate(svc *corev1.Service) field.ErrorList {
 			errs = append(errs, field.Invalid(specPath.Child("healthCheckNodePort"), spec.HealthCheckNodePort,
 				"may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
 		} else {
-			for _, msg := range validation.IsValidPortNum(int(spec.HealthCheckNodePort)) {
-				errs = append(errs, field.Invalid(specPath.Child("healthCheckNodePort"), spec.HealthCheckNodePort, msg))
-			}
+			errs = append(errs, registry.InvalidEach(specPath.Child("healthCheckNodePort"), spec.HealthCheckNodePort, validation.IsValidPortNum(int(spec.HealthCheckNodePort)))...)
 		}
 	}
 	if spec.Type != corev1.ServiceTypeLoadBalancer {
@@ -228,18 +224,10 @@ func validatePorts(spec *corev1.ServiceSpec, specPath *field.Path) field.ErrorLi
 			if p.Name == "" {
 				errs = append(errs, field.Required(pp.Child("name"), ""))
 			} else {
-				for _, msg := range validation.IsDNS1123Label(p.Name) {
-					errs = append(errs, field.Invalid(pp.Child("name"), p.Name, msg))
-				}
-				if names.Has(p.Name) {
-					errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
-				}
-				names.Insert(p.Name)
+				errs = append(errs, registry.UniqueName(pp.Child("name"), p.Name, validation.IsDNS1123Label, names)...)
 			}
 		}
-		for _, msg := range validation.IsValidPortNum(int(p.Port)) {
-			errs = append(errs, field.Invalid(pp.Child("port"), p.Port, msg))
-		}
+		errs = append(errs, registry.InvalidEach(pp.Child("port"), p.Port, validation.IsValidPortNum(int(p.Port)))...)
 		if !supportedProtocols.Has(p.Protocol) {
 			errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, sets.List(supportedProtocols)))
 		}
@@ -253,9 +241,7 @@ func validatePorts(spec *corev1.ServiceSpec, specPath *field.Path) field.ErrorLi
 			if spec.Type != corev1.ServiceTypeNodePort && spec.Type != corev1.ServiceTypeLoadBalancer {
 				errs = append(errs, field.Forbidden(pp.Child("nodePort"), "may not be used when `type` is 'ClusterIP'"))
 			}
-			for _, msg := range validation.IsValidPortNum(int(p.NodePort)) {
-				errs = append(errs, field.Invalid(pp.Child("nodePort"), p.NodePort, msg))
-			}
+			errs = append(errs, registry.InvalidEach(pp.Child("nodePort"), p.NodePort, validation.IsValidPortNum(int(p.NodePort)))...)
 			nk := portKey{p.NodePort, p.Protocol}
 			if seenNodePorts[nk] {
 				errs = append(errs, field.Duplicate(pp.Child("nodePort"), p.NodePort))
@@ -263,9 +249,7 @@ func validatePorts(spec *corev1.ServiceSpec, specPath *field.Path) field.ErrorLi
 			seenNodePorts[nk] = true
 		}
 		if p.AppProtocol != nil {
-			for _, msg := range validation.IsQualifiedName(*p.AppProtocol) {
-				errs = append(errs, field.Invalid(pp.Child("appProtocol"), *p.AppProtocol, msg))
-			}
+			errs = append(errs, registry.InvalidEach(pp.Child("appProtocol"), *p.AppProtocol, validation.IsQualifiedName(*p.AppProtocol))...)
 		}
 	}
 	return errs
@@ -274,14 +258,10 @@ func validatePorts(spec *corev1.ServiceSpec, specPath *field.Path) field.ErrorLi
 func validateTargetPort(tp intstr.IntOrString, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if tp.Type == intstr.String {
-		for _, msg := range validation.IsValidPortName(tp.StrVal) {
-			errs = append(errs, field.Invalid(path, tp.StrVal, msg))
-		}
+		errs = append(errs, registry.InvalidEach(path, tp.StrVal, validation.IsValidPortName(tp.StrVal))...)
 		return errs
 	}
-	for _, msg := range validation.IsValidPortNum(int(tp.IntVal)) {
-		errs = append(errs, field.Invalid(path, tp.IntVal, msg))
-	}
+	errs = append(errs, registry.InvalidEach(path, tp.IntVal, validation.IsValidPortNum(int(tp.IntVal)))...)
 	return errs
 }
 
