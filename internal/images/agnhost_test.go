@@ -16,36 +16,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/syncbuf"
 )
 
 // The tests run agnhost's servers on loopback only, on ports the system
 // picks (port flags of 0; environment names ending in 0 for porter).
 
-// lockedBuffer collects what goroutines write.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func testAgnhostEnv(t *testing.T) (*agnhostEnv, *lockedBuffer, *lockedBuffer) {
+func testAgnhostEnv(t *testing.T) (*agnhostEnv, *syncbuf.Buffer, *syncbuf.Buffer) {
 	t.Helper()
-	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	stdout, stderr := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	return &agnhostEnv{
 		argv0:       "/agnhost",
 		stdout:      stdout,
@@ -780,9 +763,7 @@ func TestAgnhostDNS(t *testing.T) {
 		if got := stdout.String(); err != nil || got != tc.want {
 			t.Errorf("%s = %q, %v; want %q", tc.cmd, got, err, tc.want)
 		}
-		stdout.mu.Lock()
-		stdout.buf.Reset()
-		stdout.mu.Unlock()
+		stdout.Reset()
 	}
 	os.WriteFile(env.resolvConf, []byte("nameserver 10.96.0.10\n"), 0o644)
 	if err := env.run(context.Background(), []string{"dns-suffix"}); err == nil {

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/svcnet/svcnet/internal/dns/forward"
 	"github.com/svcnet/svcnet/internal/dns/index"
 	"github.com/svcnet/svcnet/internal/dns/resolver"
+	"github.com/svcnet/svcnet/internal/syncbuf"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -475,7 +475,7 @@ func TestTCPPipelining(t *testing.T) {
 
 func TestMetricsAndQueryLog(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := start(t, Options{Registerer: reg, QueryLog: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, buildIndex(fixture()))
 	exchange(t, s.Addr(), "udp", question("kubernetes.default.svc.cluster.local.", dns.TypeA))
 	exchange(t, s.Addr(), "tcp", question("nope.default.svc.cluster.local.", dns.TypeAAAA))
@@ -728,24 +728,6 @@ func TestUDPPathAllocates(t *testing.T) {
 	if allocs := testing.AllocsPerRun(200, round); allocs != 0 || failed != nil {
 		t.Errorf("%.1f allocations per query (%v)", allocs, failed)
 	}
-}
-
-// syncBuffer is a log sink the test may read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestForwardAll is the node-local cache: cluster names come from the

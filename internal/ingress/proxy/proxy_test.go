@@ -10,9 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/syncbuf"
 )
 
 // echo is a pod: it answers its name, and what it received as JSON.
@@ -285,7 +286,7 @@ func TestUpgradeAndStreaming(t *testing.T) {
 }
 
 func TestAccessLog(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	p, url := setup(t, Options{AccessLog: &buf}, map[string][]string{"alpha": {echo(t, "a")}})
 	do(t, "GET", url+"/alpha/\"quoted\"", "app.example", nil, "X-Request-ID", "id-1")
 	do(t, "GET", url+"/nothing", "app.example", nil)
@@ -308,21 +309,4 @@ func TestAccessLog(t *testing.T) {
 	if second["status"] != 404.0 || second["ingress"] != nil {
 		t.Errorf("second line: %v", second)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/syncbuf"
 )
 
 // slowListener hands out connections whose writes take a while (a
@@ -55,7 +57,7 @@ func TestAttachOutputBeforeExit(t *testing.T) {
 	sl := &slowListener{Listener: l}
 	hub := newAttachHub(Stdio{}, nil, nil)
 	go hub.serve(sl)
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- Attach(state, AttachStreams{Stdout: &out}) }()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/syncbuf"
 )
 
 // TestMain lets the test binary stand in for svcnet: the shim starts
@@ -239,7 +239,7 @@ func TestAttach(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { Kill(state) })
-			var out lockedBuffer
+			var out syncbuf.Buffer
 			in, feed := io.Pipe()
 			done := make(chan error, 1)
 			go func() { done <- Attach(state, AttachStreams{Stdin: in, Stdout: &out, Stderr: &out}) }()
@@ -273,22 +273,4 @@ func TestAttach(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer collects output written from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
