@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
+	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
@@ -122,28 +122,6 @@ func TestNodePortAddresses(t *testing.T) {
 	}
 }
 
-// loopbackHC opens health-check node ports on loopback at free ports.
-type loopbackHC struct {
-	mu    sync.Mutex
-	addrs map[int]string
-}
-
-func (l *loopbackHC) Listen(port int) (net.Listener, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err == nil {
-		l.mu.Lock()
-		l.addrs[port] = ln.Addr().String()
-		l.mu.Unlock()
-	}
-	return ln, err
-}
-
-func (l *loopbackHC) addr(port int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.addrs[port]
-}
-
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -184,7 +162,7 @@ func TestRunIPTables(t *testing.T) {
 		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: nodeIP.String()}}}})
 	kernel := iptablestest.NewFake()
 	ct := &conntrack.Fake{}
-	hc := &loopbackHC{addrs: map[int]string{}}
+	hc := &healthcheck.Loopback{}
 	o := Defaults()
 	o.HostnameOverride, o.ClusterCIDR = "node-1", "10.244.0.0/16"
 	o.MetricsBindAddress, o.HealthzBindAddress = freeAddr(t), freeAddr(t)
@@ -232,12 +210,12 @@ func TestRunIPTables(t *testing.T) {
 	waitFor(t, "the load balancer's rules (local endpoint only)", func() bool { return outcomes(fromOutside) == 1 })
 
 	// The health-check node port says one local endpoint.
-	waitFor(t, "the health-check node port", func() bool { return hc.addr(30900) != "" })
+	waitFor(t, "the health-check node port", func() bool { return hc.Addr(30900) != "" })
 	// The port opens as the service appears; its count follows.
 	var code int
 	var body string
 	waitFor(t, "the health check to count one local endpoint", func() bool {
-		code, body = get("http://" + hc.addr(30900) + "/")
+		code, body = get("http://" + hc.Addr(30900) + "/")
 		return code == 200 && strings.Contains(body, `"localEndpoints": 1`)
 	})
 	if code, body := get("http://" + o.HealthzBindAddress + "/healthz"); code != 200 || !strings.Contains(body, "lastUpdated") {

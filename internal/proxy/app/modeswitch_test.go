@@ -22,6 +22,7 @@ import (
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
+	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -248,7 +249,7 @@ func TestRestartCarriesTraffic(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- RunWith(ctx, o, client, OS{IPTables: kernel, Conntrack: &conntrack.Fake{}, Interfaces: StaticInterfaces{nodeIP},
-			HealthCheckListener: &loopbackHC{addrs: map[int]string{}}, IPVS: ipvsAccess})
+			HealthCheckListener: &healthcheck.Loopback{}, IPVS: ipvsAccess})
 	}()
 	waitFor(t, "the userspace and ipvs modes' rules removed", func() bool {
 		nat, _ := kernel.Save(ctx, "nat")
@@ -304,7 +305,7 @@ func TestRunDualStack(t *testing.T) {
 		o := Defaults()
 		o.HostnameOverride = "node-1"
 		o.MetricsBindAddress, o.HealthzBindAddress = freeAddr(t), freeAddr(t)
-		os.Conntrack, os.Interfaces, os.HealthCheckListener = &conntrack.Fake{}, StaticInterfaces{}, &loopbackHC{addrs: map[int]string{}}
+		os.Conntrack, os.Interfaces, os.HealthCheckListener = &conntrack.Fake{}, StaticInterfaces{}, &healthcheck.Loopback{}
 		done := make(chan error, 1)
 		client := fake.NewClientset(objects()...)
 		go func() { done <- RunWith(ctx, o, client, os) }()

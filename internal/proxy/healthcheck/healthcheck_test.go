@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,29 +63,10 @@ func TestProxyHealth(t *testing.T) {
 	}
 }
 
-// loopback listens on 127.0.0.1 at a free port for each health-check
-// port, and remembers where.
-type loopback struct {
-	mu    sync.Mutex
-	addrs map[int]string
-}
-
-func (l *loopback) Listen(port int) (net.Listener, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err == nil {
-		l.mu.Lock()
-		l.addrs[port] = ln.Addr().String()
-		l.mu.Unlock()
-	}
-	return ln, err
-}
-
-func (l *loopback) get(t *testing.T, port int) (int, map[string]any, http.Header) {
+// get asks the health-check port that l opened for port.
+func get(t *testing.T, l *healthcheck.Loopback, port int) (int, map[string]any, http.Header) {
 	t.Helper()
-	l.mu.Lock()
-	addr := l.addrs[port]
-	l.mu.Unlock()
-	resp, err := http.Get("http://" + addr + "/")
+	resp, err := http.Get("http://" + l.Addr(port) + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +79,7 @@ func (l *loopback) get(t *testing.T, port int) (int, map[string]any, http.Header
 }
 
 func TestServicesAnswerLikeKubeProxy(t *testing.T) {
-	l := &loopback{addrs: map[int]string{}}
+	l := &healthcheck.Loopback{}
 	healthy := true
 	ph := &healthcheck.ProxyHealth{Timeout: time.Minute, LastSuccess: func() time.Time {
 		if healthy {
@@ -127,7 +106,7 @@ func TestServicesAnswerLikeKubeProxy(t *testing.T) {
 		if err := s.Sync(map[types.NamespacedName]healthcheck.Service{web: {Port: 30900, LocalEndpoints: st.count}}); err != nil {
 			t.Fatal(err)
 		}
-		code, body, hdr := l.get(t, 30900)
+		code, body, hdr := get(t, l, 30900)
 		if code != st.wantCode || body["localEndpoints"] != float64(st.count) || body["serviceProxyHealthy"] != st.healthy {
 			t.Errorf("%s: %d %v", st.name, code, body)
 		}

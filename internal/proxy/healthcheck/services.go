@@ -35,6 +35,36 @@ var AllAddresses = ListenFunc(func(port int) (net.Listener, error) {
 	return net.Listen("tcp", ":"+strconv.Itoa(port))
 })
 
+// Loopback is the Listener of tests: it opens each health-check port on
+// 127.0.0.1 at a port the system picks, and remembers where, so a test
+// reaches node port N at Addr(N) without the right to bind N. The zero
+// value is ready to use.
+type Loopback struct {
+	mu    sync.Mutex
+	addrs map[int]string
+}
+
+// Listen implements Listener.
+func (l *Loopback) Listen(port int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err == nil {
+		l.mu.Lock()
+		if l.addrs == nil {
+			l.addrs = map[int]string{}
+		}
+		l.addrs[port] = ln.Addr().String()
+		l.mu.Unlock()
+	}
+	return ln, err
+}
+
+// Addr is where port listens: "" until it does.
+func (l *Loopback) Addr(port int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.addrs[port]
+}
+
 // Service is what a health-check node port reports.
 type Service struct {
 	Port           int
