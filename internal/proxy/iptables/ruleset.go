@@ -344,22 +344,8 @@ func assemble(cfg *Config, st *State, full bool, write func(*fragment) *fragment
 	w.chain(stale...)
 	if edit == nil {
 		w.lines(fixedNAT)
-		for _, f := range ordered {
-			w.lines(f.natServices)
-		}
-		// Node ports last: everything else in KUBE-SERVICES is more specific.
-		w.lines(nodePorts)
-		for _, f := range ordered {
-			w.lines(f.natNodePorts)
-		}
-	} else {
-		for _, d := range edit.diffs {
-			// New KUBE-SERVICES rules go to the top, keeping the node-port
-			// jump last.
-			w.edit(d.old.natServicesOrNil(), d.cur.natServicesOrNil(), "1")
-			w.edit(d.old.natNodePortsOrNil(), d.cur.natNodePortsOrNil(), "")
-		}
 	}
+	writeServiceJumps(w, ordered, nodePorts, edit)
 	for _, f := range written {
 		w.lines(f.rules)
 	}
@@ -449,19 +435,8 @@ func assembleSplit(rs *RuleSet, cfg *Config, ordered, written []*fragment, stale
 	w.line("*nat")
 	if edit == nil {
 		w.chain(ChainServices, ChainNodePorts)
-		for _, f := range ordered {
-			w.lines(f.natServices)
-		}
-		w.lines(nodePortsJumps(cfg))
-		for _, f := range ordered {
-			w.lines(f.natNodePorts)
-		}
-	} else {
-		for _, d := range edit.diffs {
-			w.edit(d.old.natServicesOrNil(), d.cur.natServicesOrNil(), "1")
-			w.edit(d.old.natNodePortsOrNil(), d.cur.natNodePortsOrNil(), "")
-		}
 	}
+	writeServiceJumps(w, ordered, nodePortsJumps(cfg), edit)
 	if len(stale) <= maxChains {
 		w.chain(stale...)
 		for _, c := range stale {
@@ -536,6 +511,28 @@ func fixedNATRules(cfg *Config, mark string) []string {
 		line("-A", ChainPostrouting, "-j MARK --xor-mark", mark),
 		masq,
 		line("-A", ChainMarkMasq, "-j MARK --or-mark", mark),
+	}
+}
+
+// writeServiceJumps writes the rules of KUBE-SERVICES and KUBE-NODEPORTS
+// that jump to the service ports' chains: all of them on a full sync,
+// with the node-port jump after every other rule of KUBE-SERVICES (the
+// others are more specific); else only what edit changes, new
+// KUBE-SERVICES rules at the top so that the node-port jump stays last.
+func writeServiceJumps(w *restoreWriter, ordered []*fragment, nodePorts []string, edit *editPlan) {
+	if edit != nil {
+		for _, d := range edit.diffs {
+			w.edit(d.old.natServicesOrNil(), d.cur.natServicesOrNil(), "1")
+			w.edit(d.old.natNodePortsOrNil(), d.cur.natNodePortsOrNil(), "")
+		}
+		return
+	}
+	for _, f := range ordered {
+		w.lines(f.natServices)
+	}
+	w.lines(nodePorts)
+	for _, f := range ordered {
+		w.lines(f.natNodePorts)
 	}
 }
 
