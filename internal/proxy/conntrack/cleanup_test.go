@@ -3,17 +3,14 @@ package conntrack_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
-	"github.com/svcnet/svcnet/internal/svcstate"
+	"github.com/svcnet/svcnet/internal/proxy/proxytest"
 	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
 )
 
@@ -77,13 +74,13 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := svcstate.NewTracker(svcstate.Config{NodeName: node.Name, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			feed(tr, tc.before)
+			tr := proxytest.QuietTracker()
+			proxytest.Feed(tr, tc.before)
 			prev, _ := tr.Snapshot()
 			if tc.deleted {
 				tr.OnServiceDelete(tc.before[0].(*v1.Service))
 			}
-			feed(tr, tc.after)
+			proxytest.Feed(tr, tc.after)
 			cur, ch := tr.Snapshot()
 			plan := conntrack.Plan(prev, cur, ch.Ports, node, v1.IPv4Protocol)
 			fake := &conntrack.Fake{}
@@ -94,17 +91,6 @@ func TestPlan(t *testing.T) {
 				t.Errorf("calls:\n got %q\nwant %q", got, tc.want)
 			}
 		})
-	}
-}
-
-func feed(tr *svcstate.Tracker, objects []any) {
-	for _, o := range objects {
-		switch o := o.(type) {
-		case *v1.Service:
-			tr.OnServiceAdd(o)
-		case *discovery.EndpointSlice:
-			tr.OnEndpointSliceAdd(o)
-		}
 	}
 }
 
@@ -120,8 +106,8 @@ func TestApplyGoesOnPastFailures(t *testing.T) {
 }
 
 func TestFirstSyncCleansNothing(t *testing.T) {
-	tr := svcstate.NewTracker(svcstate.Config{NodeName: node.Name, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	feed(tr, []any{dnsService(), dnsSlice(Endpoint("10.244.1.2", "node-b"))})
+	tr := proxytest.QuietTracker()
+	proxytest.Feed(tr, []any{dnsService(), dnsSlice(Endpoint("10.244.1.2", "node-b"))})
 	cur, ch := tr.Snapshot()
 	if plan := conntrack.Plan(nil, cur, ch.Ports, node, v1.IPv4Protocol); !plan.Empty() {
 		t.Errorf("first sync plan: %+v", plan)
