@@ -112,6 +112,35 @@ func confineCheck(args []string) {
 	_ = json.NewEncoder(os.Stdout).Encode(c)
 }
 
+// confinedCommand starts o's process the way the runtime starts a
+// container: through self's exec entry, with the runtime's SysProcAttr
+// and a bare PATH.
+func confinedCommand(self string, o ExecOptions) *exec.Cmd {
+	cmd := exec.Command(self, o.Args()...)
+	cmd.SysProcAttr = SysProcAttr()
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	return cmd
+}
+
+// runConfineCheck runs self's confine-check as o's process and returns what
+// it found it could and could not do.
+func runConfineCheck(t *testing.T, self string, o ExecOptions) checks {
+	t.Helper()
+	out, err := confinedCommand(self, o).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("%v: %s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var c checks
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return c
+}
+
 // TestConfinement runs the test binary confined as containers are, in a
 // network namespace of its own, and checks from inside what it may do:
 // the user, groups and capabilities asked for and no more; the machine's
@@ -119,14 +148,7 @@ func confineCheck(args []string) {
 // loading, no network changes, no signals to the node's processes —
 // unless privileged.
 func TestConfinement(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("confinement needs root to set up; CI runs as root")
-	}
-	ns := testNetns(t, "confine")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, self := containerTest(t, "confine")
 	dir := t.TempDir() // 0700 root: the confined user cannot reach the test binary's files by path
 	resolv := filepath.Join(dir, "resolv.conf")
 	if err := os.WriteFile(resolv, []byte("nameserver 10.96.0.10\n"), 0o644); err != nil {
@@ -202,21 +224,7 @@ func TestConfinement(t *testing.T) {
 			sec := tc.sec
 			o := ExecOptions{Netns: ns, Hostname: "confined", ResolvConf: resolv, Security: &sec,
 				Argv: []string{self, "confine-check", hostFile, "/run/vol", "/tmp/ro"}}
-			cmd := exec.Command(self, o.Args()...)
-			cmd.SysProcAttr = SysProcAttr()
-			cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-			out, err := cmd.Output()
-			if err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					t.Fatalf("%v: %s", err, ee.Stderr)
-				}
-				t.Fatal(err)
-			}
-			var c checks
-			if err := json.Unmarshal(out, &c); err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
+			c := runConfineCheck(t, self, o)
 			if c.ResolvConf != "nameserver 10.96.0.10\n" {
 				t.Errorf("resolv.conf %q", c.ResolvConf)
 			}
@@ -268,14 +276,7 @@ func confinedFiles(c checks) (bad []string) {
 // machine has no such directory, keeps every machine filesystem read-only
 // but its own places, and an exec that joins it sees what it wrote.
 func TestOwnRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("containers enter network and mount namespaces: needs root; CI runs as root")
-	}
-	ns := testNetns(t, "ownroot")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, self := containerTest(t, "ownroot")
 	dir := t.TempDir()
 	layer, vol := filepath.Join(dir, "layer"), filepath.Join(dir, "vol")
 	for _, d := range []string{layer, vol} {
@@ -305,21 +306,7 @@ func TestOwnRoot(t *testing.T) {
 		Mounts: []Mount{{Source: vol, Target: target}, {Source: vol, Target: "/svcnet-ro", ReadOnly: true}}}
 	o := ExecOptions{Netns: ns, Hostname: "own", Security: &sec,
 		Argv: []string{self, "confine-check", hostFile, target, "/svcnet-ro", target + "-file"}}
-	cmd := exec.Command(self, o.Args()...)
-	cmd.SysProcAttr = SysProcAttr()
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("%v: %s", err, ee.Stderr)
-		}
-		t.Fatal(err)
-	}
-	var c checks
-	if err := json.Unmarshal(out, &c); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	c := runConfineCheck(t, self, o)
 	for what, got := range map[string]string{"a machine file (mode 0666)": c.WriteHost, "the mounted volume": c.WriteVolume, "/tmp": c.WriteTmp} {
 		if got != "" {
 			t.Errorf("write %s in its own root: %s", what, got)
@@ -356,9 +343,7 @@ func TestOwnRoot(t *testing.T) {
 	// A running container, and an exec joining its mounts.
 	run := ExecOptions{Netns: ns, Hostname: "own", Security: &sec,
 		Argv: []string{"sh", "-c", "echo layer > /tmp/written && echo ready && exec sleep 30"}}
-	ctr := exec.Command(self, run.Args()...)
-	ctr.SysProcAttr = SysProcAttr()
-	ctr.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	ctr := confinedCommand(self, run)
 	stdout, err := ctr.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -94,19 +94,29 @@ func testNetns(t *testing.T, what string) string {
 	return ns
 }
 
+// containerTest prepares a test that starts containers. They enter
+// network and mount namespaces, which takes root (CI runs as root): the
+// test is skipped without. It returns a network namespace for the test
+// and the test binary, which is the containers' entry point too.
+func containerTest(t *testing.T, what string) (ns, self string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("containers enter network and mount namespaces: needs root; CI runs as root")
+	}
+	ns = testNetns(t, what)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, self
+}
+
 // TestShimOutlivesAgent: a container started through its shim keeps
 // running when the process that started it lets go, is found again by
 // its state directory (as a restarted agent finds it), stops on SIGTERM
 // with its exit code recorded, and its output is in its log.
 func TestShimOutlivesAgent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("containers enter network and mount namespaces: needs root; CI runs as root")
-	}
-	ns := testNetns(t, "shim")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, self := containerTest(t, "shim")
 	dir := t.TempDir()
 	start := func(name string, argv ...string) (*Process, string, string) {
 		t.Helper()
@@ -200,14 +210,7 @@ func running(pid int) bool {
 // sends it its output; with stdinOnce its stdin ends with the client's;
 // with a tty it has a terminal. Attach returns when the container exits.
 func TestAttach(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("containers enter network and mount namespaces: needs root; CI runs as root")
-	}
-	ns := testNetns(t, "attach")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, self := containerTest(t, "attach")
 	// Each input is sent once the output so far has the line before it:
 	// a shell's read may take more than its line from a pipe.
 	cases := []struct {
