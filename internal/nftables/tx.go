@@ -186,18 +186,12 @@ func (t *Tx) AddChain(c *Chain) {
 
 // FlushChain deletes every rule of a chain.
 func (t *Tx) FlushChain(name string) {
-	m := t.msg(msgDelRule, 0, "flush chain", name)
-	t.str(unix.NFTA_RULE_TABLE, t.table)
-	t.str(unix.NFTA_RULE_CHAIN, name)
-	t.end(m)
+	t.byName(msgDelRule, "flush chain", unix.NFTA_RULE_TABLE, unix.NFTA_RULE_CHAIN, name)
 }
 
 // DeleteChain deletes an empty chain nothing refers to.
 func (t *Tx) DeleteChain(name string) {
-	m := t.msg(msgDelChain, 0, "delete chain", name)
-	t.str(unix.NFTA_CHAIN_TABLE, t.table)
-	t.str(unix.NFTA_CHAIN_NAME, name)
-	t.end(m)
+	t.byName(msgDelChain, "delete chain", unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, name)
 }
 
 // AddRule appends a rule to a chain, after the anonymous sets it uses.
@@ -347,17 +341,21 @@ func (t *Tx) verdictData(v Verdict) {
 
 // DeleteSet deletes a named set or map.
 func (t *Tx) DeleteSet(name string) {
-	m := t.msg(msgDelSet, 0, "delete set", name)
-	t.str(unix.NFTA_SET_TABLE, t.table)
-	t.str(unix.NFTA_SET_NAME, name)
-	t.end(m)
+	t.byName(msgDelSet, "delete set", unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, name)
 }
 
 // FlushSet deletes every element of a set or map.
 func (t *Tx) FlushSet(name string) {
-	m := t.msg(msgDelSetElem, 0, "flush set", name)
-	t.str(unix.NFTA_SET_ELEM_LIST_TABLE, t.table)
-	t.str(unix.NFTA_SET_ELEM_LIST_SET, name)
+	t.byName(msgDelSetElem, "flush set", unix.NFTA_SET_ELEM_LIST_TABLE, unix.NFTA_SET_ELEM_LIST_SET, name)
+}
+
+// byName adds a message of type typ whose only attributes name its
+// object: the table (tableAttr) and the object in it (nameAttr). The
+// deletes and flushes are such messages.
+func (t *Tx) byName(typ uint16, kind string, tableAttr, nameAttr uint16, name string) {
+	m := t.msg(typ, 0, kind, name)
+	t.str(tableAttr, t.table)
+	t.str(nameAttr, name)
 	t.end(m)
 }
 
