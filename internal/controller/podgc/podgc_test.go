@@ -39,18 +39,6 @@ func TestCollect(t *testing.T) {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	left := func() []string {
-		l, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, p := range l.Items {
-			names = append(names, p.Name)
-		}
-		slices.Sort(names)
-		return names
-	}
 	steps := []struct {
 		after time.Duration
 		want  []string
@@ -63,7 +51,7 @@ func TestCollect(t *testing.T) {
 	for _, s := range steps {
 		clock = start.Add(s.after)
 		c.Sync(ctx)
-		if got := left(); !slices.Equal(got, s.want) {
+		if got := podNames(t, client); !slices.Equal(got, s.want) {
 			t.Fatalf("after %s: pods %v, want %v", s.after, got, s.want)
 		}
 	}
@@ -98,18 +86,24 @@ func TestTerminatedThreshold(t *testing.T) {
 			factory.Start(ctx.Done())
 			factory.WaitForCacheSync(ctx.Done())
 			c.Sync(ctx)
-			l, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, p := range l.Items {
-				names = append(names, p.Name)
-			}
-			slices.Sort(names)
-			if !slices.Equal(names, tc.want) {
+			if names := podNames(t, client); !slices.Equal(names, tc.want) {
 				t.Errorf("pods %v, want %v", names, tc.want)
 			}
 		})
 	}
+}
+
+// podNames lists the pods left in namespace default, sorted.
+func podNames(t *testing.T, client *fake.Clientset) []string {
+	t.Helper()
+	l, err := client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range l.Items {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	return names
 }
