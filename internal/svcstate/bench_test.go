@@ -10,27 +10,13 @@ import (
 	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
 )
 
-func benchSlice(i int, firstReady bool) *discovery.EndpointSlice {
-	name := fmt.Sprintf("svc-%05d", i)
-	opts := []SliceOption{SlicePort("http", tcp, 8080)}
-	for j := range 10 {
-		var eo []EndpointOption
-		if j == 0 && !firstReady {
-			eo = append(eo, NotReady())
-		}
-		opts = append(opts, Endpoint(fmt.Sprintf("10.%d.%d.%d", 128+j, (i>>8)&255, i&255), fmt.Sprintf("node-%d", j), eo...))
-	}
-	return Slice("bench", name, name+"-abc", opts...)
-}
-
 // trackerWith returns a tracker holding n services of 10 endpoints each,
 // already snapshotted.
 func trackerWith(n int) *svcstate.Tracker {
 	tr := newTracker("node-0")
 	for i := range n {
-		tr.OnServiceAdd(Service("bench", fmt.Sprintf("svc-%05d", i),
-			fmt.Sprintf("10.%d.%d.%d", 96+i>>16, (i>>8)&255, i&255), Port("http", tcp, 80, 0)))
-		tr.OnEndpointSliceAdd(benchSlice(i, true))
+		tr.OnServiceAdd(BenchService(i))
+		tr.OnEndpointSliceAdd(BenchSlice(i, true))
 	}
 	tr.Snapshot()
 	return tr
@@ -46,8 +32,8 @@ func BenchmarkSnapshotOneEndpointChange(b *testing.B) {
 			const rotate = 100
 			var versions [2][rotate]*discovery.EndpointSlice
 			for i := range rotate {
-				versions[0][i] = benchSlice(i*(n/rotate), false)
-				versions[1][i] = benchSlice(i*(n/rotate), true)
+				versions[0][i] = BenchSlice(i*(n/rotate), false)
+				versions[1][i] = BenchSlice(i*(n/rotate), true)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -229,25 +229,11 @@ func TestJumpRules(t *testing.T) {
 func benchWorld(n int) (*svcstate.Tracker, *svcstate.Snapshot) {
 	tr := quietTracker()
 	for i := range n {
-		name := fmt.Sprintf("svc-%05d", i)
-		tr.OnServiceAdd(Service("bench", name, fmt.Sprintf("10.%d.%d.%d", 96+(i>>16), (i>>8)&255, i&255), Port("http", tcp, 80, 0)))
-		tr.OnEndpointSliceAdd(benchSlice(i, true))
+		tr.OnServiceAdd(BenchService(i))
+		tr.OnEndpointSliceAdd(BenchSlice(i, true))
 	}
 	snap, _ := tr.Snapshot()
 	return tr, snap
-}
-
-func benchSlice(i int, firstReady bool) *discovery.EndpointSlice {
-	name := fmt.Sprintf("svc-%05d", i)
-	opts := []SliceOption{SlicePort("http", tcp, 8080)}
-	for j := range 10 {
-		var eo []EndpointOption
-		if j == 0 && !firstReady {
-			eo = append(eo, NotReady())
-		}
-		opts = append(opts, Endpoint(fmt.Sprintf("10.%d.%d.%d", 128+j, (i>>8)&255, i&255), fmt.Sprintf("node-%d", j), eo...))
-	}
-	return Slice("bench", name, name+"-abc", opts...)
 }
 
 // BenchmarkBuildFull is the CPU cost of rendering every chain; the
@@ -279,7 +265,7 @@ func BenchmarkBuildPartial(b *testing.B) {
 				b.ResetTimer()
 				var size int
 				for i := range b.N {
-					tr.OnEndpointSliceUpdate(nil, benchSlice(i%n, i/n%2 == 1))
+					tr.OnEndpointSliceUpdate(nil, BenchSlice(i%n, i/n%2 == 1))
 					snap, ch := tr.Snapshot()
 					rs := iptables.Build(nodeConfig, iptables.Input{Snapshot: snap, Changed: ch.Ports, Previous: prev, EditTopLevel: edit})
 					prev, size = rs.State, len(rs.Data)

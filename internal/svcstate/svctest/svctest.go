@@ -3,6 +3,7 @@
 package svctest
 
 import (
+	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -212,4 +213,28 @@ func NodeHints(nodes ...string) EndpointOption {
 			e.Hints.ForNodes = append(e.Hints.ForNodes, discovery.ForNode{Name: n})
 		}
 	}
+}
+
+// BenchService is the i-th service of the benchmarks' clusters:
+// bench/svc-NNNNN, a ClusterIP in 10.96.0.0/12 that i picks, port http
+// 80/TCP.
+func BenchService(i int) *v1.Service {
+	return Service("bench", fmt.Sprintf("svc-%05d", i),
+		fmt.Sprintf("10.%d.%d.%d", 96+(i>>16), (i>>8)&255, i&255), Port("http", v1.ProtocolTCP, 80, 0))
+}
+
+// BenchSlice is the EndpointSlice of BenchService(i): ten endpoints, one
+// on each of node-0 … node-9, port http 8080/TCP. The first is not ready
+// unless firstReady, so that benchmarks can flip one endpoint.
+func BenchSlice(i int, firstReady bool) *discovery.EndpointSlice {
+	name := fmt.Sprintf("svc-%05d", i)
+	opts := []SliceOption{SlicePort("http", v1.ProtocolTCP, 8080)}
+	for j := range 10 {
+		var eo []EndpointOption
+		if j == 0 && !firstReady {
+			eo = append(eo, NotReady())
+		}
+		opts = append(opts, Endpoint(fmt.Sprintf("10.%d.%d.%d", 128+j, (i>>8)&255, i&255), fmt.Sprintf("node-%d", j), eo...))
+	}
+	return Slice("bench", name, name+"-abc", opts...)
 }
