@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/freeport"
 	"github.com/svcnet/svcnet/internal/syncbuf"
 )
 
@@ -168,12 +169,7 @@ func udpAsk(t *testing.T, addr, msg string, wait time.Duration) string {
 // closedPort is a loopback port nothing listens on (TCP and UDP).
 func closedPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	l.Close()
+	_, port, _ := net.SplitHostPort(freeport.Addr(t))
 	return port
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
+	"github.com/svcnet/svcnet/internal/freeport"
 )
 
 type clock struct{ t atomic.Int64 }
@@ -345,19 +346,6 @@ func startCounted(t *testing.T) (*dnstest.Upstream, *countingListener) {
 	return dnstest.StartUpstreamOn(t, pc, cl), cl
 }
 
-// refusedAddr is a TCP and UDP address with nothing listening: a DNS
-// replica whose process died.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestTCP(t *testing.T) {
 	t.Run("every question over one kept connection", func(t *testing.T) {
 		up, conns := startCounted(t)
@@ -402,7 +390,7 @@ func TestTCP(t *testing.T) {
 		if a.Queries() != 5 || b.Queries() != 5 {
 			t.Errorf("replicas asked %d and %d times, want 5 each", a.Queries(), b.Queries())
 		}
-		dead := refusedAddr(t)
+		dead := freeport.Addr(t)
 		if err := f.SetUpstreams([]string{dead, b.Addr}); err != nil {
 			t.Fatal(err)
 		}

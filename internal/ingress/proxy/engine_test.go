@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/freeport"
 	"github.com/svcnet/svcnet/internal/ingress/route"
 	"github.com/svcnet/svcnet/internal/ingress/upstream"
 )
@@ -120,7 +121,7 @@ func testEngine(t *testing.T, serveFront func(testing.TB, *Proxy, int) *front) {
 		"big":       {cannedPod(t, big, false)},
 		"short":     {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\nabc", true)},
 		"garbage":   {cannedPod(t, "SSH-2.0-OpenSSH\r\n\r\n", true)},
-		"refused":   {refused(t), refused(t)},
+		"refused":   {freeport.Addr(t), freeport.Addr(t)},
 		"flaky":     {mute, mute, echo(t, "f")},
 		"mute":      {mute},
 		"headbody":  {cannedPod(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello", false)},

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/svcnet/svcnet/internal/freeport"
 )
 
 // FuzzHandler sends requests with fuzzed hosts, paths, queries and
@@ -47,7 +49,7 @@ func fuzzProxy(t *testing.T) *Proxy {
 	if fuzzed != nil {
 		return fuzzed
 	}
-	p, _ := setup(t, Options{MaxBodyBytes: 100}, map[string][]string{"alpha": {refused(t)}, "beta": {refused(t)}, "empty": nil})
+	p, _ := setup(t, Options{MaxBodyBytes: 100}, map[string][]string{"alpha": {freeport.Addr(t)}, "beta": {freeport.Addr(t)}, "empty": nil})
 	// Kept for the whole run: the first test's cleanup must not close it.
 	fuzzed = New(Options{MaxBodyBytes: 100})
 	fuzzed.Set(p.cfg.Load().router, p.cfg.Load().ups)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/freeport"
 	"github.com/svcnet/svcnet/internal/syncbuf"
 )
 
@@ -78,17 +79,6 @@ func upgradeEcho(c net.Conn) {
 		}
 		fmt.Fprint(c, "echo "+line)
 	}
-}
-
-// refused is an address nothing listens on.
-func refused(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // setup serves one Ingress whose backends are given by service name.
@@ -189,14 +179,14 @@ func TestHeaders(t *testing.T) {
 
 func TestRetryOnConnectError(t *testing.T) {
 	a := echo(t, "a")
-	_, url := setup(t, Options{}, map[string][]string{"alpha": {refused(t), refused(t), a}})
+	_, url := setup(t, Options{}, map[string][]string{"alpha": {freeport.Addr(t), freeport.Addr(t), a}})
 	for i := 0; i < 6; i++ {
 		resp, got := do(t, "POST", url+"/alpha", "app.example", strings.NewReader("payload"))
 		if resp.StatusCode != 200 || got.Pod != "a" || got.Body != "payload" {
 			t.Fatalf("request %d: %d from %q body %q", i, resp.StatusCode, got.Pod, got.Body)
 		}
 	}
-	_, url = setup(t, Options{}, map[string][]string{"alpha": {refused(t)}})
+	_, url = setup(t, Options{}, map[string][]string{"alpha": {freeport.Addr(t)}})
 	if resp, _ := do(t, "GET", url+"/alpha", "app.example", nil); resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("every endpoint refused: %d, want 502", resp.StatusCode)
 	}
@@ -274,11 +264,11 @@ func TestUpgradeAndStreaming(t *testing.T) {
 	// Another endpoint joins: the tunnel stays. Its pod leaves: the
 	// tunnel is closed.
 	u := p.cfg.Load().ups[0]
-	u.Set([]string{ws, refused(t)})
+	u.Set([]string{ws, freeport.Addr(t)})
 	if err := echoes(c, br); err != nil {
 		t.Fatalf("after an unrelated endpoint change: %v", err)
 	}
-	u.Set([]string{refused(t)})
+	u.Set([]string{freeport.Addr(t)})
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := br.ReadString('\n'); err != io.EOF {
 		t.Fatalf("the tunnel to a pod that left: read %v, want EOF", err)

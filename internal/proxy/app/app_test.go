@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/svcnet/svcnet/internal/freeport"
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy"
@@ -122,15 +122,6 @@ func TestNodePortAddresses(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -165,7 +156,7 @@ func TestRunIPTables(t *testing.T) {
 	hc := &healthcheck.Loopback{}
 	o := Defaults()
 	o.HostnameOverride, o.ClusterCIDR = "node-1", "10.244.0.0/16"
-	o.MetricsBindAddress, o.HealthzBindAddress = freeAddr(t), freeAddr(t)
+	o.MetricsBindAddress, o.HealthzBindAddress = freeport.Addr(t), freeport.Addr(t)
 	done := make(chan error, 1)
 	go func() {
 		done <- RunWith(ctx, o, client, OS{IPTables: kernel, Conntrack: ct, Interfaces: StaticInterfaces{nodeIP},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/svcnet/svcnet/internal/freeport"
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
@@ -239,7 +240,7 @@ func TestRestartCarriesTraffic(t *testing.T) {
 		Slice("default", "web", "web-1", SlicePort("http", v1.ProtocolTCP, 8080), Endpoint(webPod.Addr().String(), "node-1")))
 	o := Defaults()
 	o.HostnameOverride = "node-1"
-	o.MetricsBindAddress, o.HealthzBindAddress = freeAddr(t), freeAddr(t)
+	o.MetricsBindAddress, o.HealthzBindAddress = freeport.Addr(t), freeport.Addr(t)
 	linkDeleted := make(chan struct{})
 	var once sync.Once
 	ipvsAccess := &IPVSAccess{
@@ -304,7 +305,7 @@ func TestRunDualStack(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		o := Defaults()
 		o.HostnameOverride = "node-1"
-		o.MetricsBindAddress, o.HealthzBindAddress = freeAddr(t), freeAddr(t)
+		o.MetricsBindAddress, o.HealthzBindAddress = freeport.Addr(t), freeport.Addr(t)
 		os.Conntrack, os.Interfaces, os.HealthCheckListener = &conntrack.Fake{}, StaticInterfaces{}, &healthcheck.Loopback{}
 		done := make(chan error, 1)
 		client := fake.NewClientset(objects()...)

@@ -1,0 +1,23 @@
+// Package freeport gives tests a loopback TCP address that nothing
+// listens on: a port the system has just handed out and taken back, for
+// a server the test starts later or for a peer that refuses connections.
+package freeport
+
+import (
+	"net"
+	"testing"
+)
+
+// Addr is "127.0.0.1:PORT" with nothing listening on PORT (over TCP,
+// and over UDP as far as the system's choice goes). Another process may
+// take the port in the meantime; tests live with that race, as they do
+// with any port.
+func Addr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
