@@ -114,27 +114,27 @@ func Trace(src Source, p trace.Packet, env trace.Env) *trace.Result {
 	p.Proto = strings.ToLower(p.Proto)
 	w := &walker{src: src, env: env, pkt: p, table: src.Family().String() + " " + TableName}
 	res := &trace.Result{Packet: p}
-	start := flow{prob: 1, dst: p.Dst}
+	start := trace.Flow{Prob: 1, Dst: p.Dst}
 	first := []string{ChainFilterPrerouting, ChainNATPrerouting}
 	if p.Local {
 		first = []string{ChainFilterOutput, ChainNATOutput, ChainFilterOutputPostDNAT}
 	}
 	for _, o := range w.hook(first, start) {
-		if o.verdict != "ACCEPT" {
-			res.Paths = append(res.Paths, o.path())
+		if o.Verdict != "ACCEPT" {
+			res.Paths = append(res.Paths, o.Path())
 			continue
 		}
 		var next []string
 		switch {
 		case p.Local:
 			next = []string{ChainNATPostrouting}
-		case w.isLocal(o.dst.Addr()):
+		case w.isLocal(o.Dst.Addr()):
 			next = []string{ChainFilterInput}
 		default:
 			next = []string{ChainFilterForward, ChainNATPostrouting}
 		}
-		for _, n := range w.hook(next, o.flow.fork()) {
-			res.Paths = append(res.Paths, n.path())
+		for _, n := range w.hook(next, o.Flow.Fork()) {
+			res.Paths = append(res.Paths, n.Path())
 		}
 	}
 	res.Warnings = w.warnings
@@ -149,32 +149,6 @@ type walker struct {
 	warnings []string
 }
 
-type flow struct {
-	prob     float64
-	dst      netip.AddrPort
-	dnat     bool
-	mark     uint32
-	masq     bool
-	steps    []trace.Step
-	affinity []string
-}
-
-func (f flow) fork() flow {
-	f.steps = slices.Clone(f.steps)
-	f.affinity = slices.Clone(f.affinity)
-	return f
-}
-
-type outcome struct {
-	flow
-	verdict string // ACCEPT, DROP, REJECT, or RETURN when a chain fell through
-}
-
-func (o outcome) path() trace.Path {
-	return trace.Path{Probability: o.prob, Steps: o.steps, Verdict: o.verdict, Dst: o.dst, DNAT: o.dnat,
-		Masquerade: o.masq, RecentSet: o.affinity}
-}
-
 func (w *walker) warn(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if !slices.Contains(w.warnings, msg) {
@@ -184,12 +158,12 @@ func (w *walker) warn(format string, args ...any) {
 
 // hook runs base chains one after the other; each accepts (or falls
 // through to its accept policy) into the next.
-func (w *walker) hook(chains []string, f flow) []outcome {
-	outs := []outcome{{flow: f, verdict: "ACCEPT"}}
+func (w *walker) hook(chains []string, f trace.Flow) []trace.Ended {
+	outs := []trace.Ended{{Flow: f, Verdict: "ACCEPT"}}
 	for _, name := range chains {
-		var next []outcome
+		var next []trace.Ended
 		for _, o := range outs {
-			if o.verdict != "ACCEPT" {
+			if o.Verdict != "ACCEPT" {
 				next = append(next, o)
 				continue
 			}
@@ -199,9 +173,9 @@ func (w *walker) hook(chains []string, f flow) []outcome {
 				next = append(next, o)
 				continue
 			}
-			for _, r := range w.walk(c, 0, o.flow, 0) {
-				if r.verdict == "RETURN" {
-					r.verdict = "ACCEPT"
+			for _, r := range w.walk(c, 0, o.Flow, 0) {
+				if r.Verdict == "RETURN" {
+					r.Verdict = "ACCEPT"
 				}
 				next = append(next, r)
 			}
@@ -212,15 +186,15 @@ func (w *walker) hook(chains []string, f flow) []outcome {
 }
 
 // walk evaluates chain c from rule i on.
-func (w *walker) walk(c *nft.Chain, i int, f flow, depth int) []outcome {
+func (w *walker) walk(c *nft.Chain, i int, f trace.Flow, depth int) []trace.Ended {
 	if depth > maxDepth {
 		w.warn("chains nest deeper than %d at %s; giving up on that path", maxDepth, c.Name)
-		return []outcome{{flow: f, verdict: "DROP"}}
+		return []trace.Ended{{Flow: f, Verdict: "DROP"}}
 	}
 	if i >= len(c.Rules) {
-		return []outcome{{flow: f, verdict: "RETURN"}}
+		return []trace.Ended{{Flow: f, Verdict: "RETURN"}}
 	}
-	return w.stmts(c, i, c.Rules[i].Stmts, f.fork(), depth)
+	return w.stmts(c, i, c.Rules[i].Stmts, f.Fork(), depth)
 }
 
 func (w *walker) step(c *nft.Chain, i int, note string) trace.Step {
@@ -233,8 +207,8 @@ func (w *walker) step(c *nft.Chain, i int, note string) trace.Step {
 // with the next rule (with what the statements before it changed, as in
 // the kernel), a verdict ends the chain or enters another, and a rule
 // that runs to its end goes on with the next rule.
-func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f flow, depth int) []outcome {
-	cont := func(f flow) []outcome { return w.walk(c, i+1, f, depth) }
+func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f trace.Flow, depth int) []trace.Ended {
+	cont := func(f trace.Flow) []trace.Ended { return w.walk(c, i+1, f, depth) }
 	for k, s := range ss {
 		switch s := s.(type) {
 		case nft.MatchAddr:
@@ -255,7 +229,7 @@ func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f flow, depth int) []
 				return cont(f)
 			}
 		case nft.MatchDport:
-			if s.Port != f.dst.Port() {
+			if s.Port != f.Dst.Port() {
 				return cont(f)
 			}
 		case nft.MatchFibLocal:
@@ -265,7 +239,7 @@ func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f flow, depth int) []
 		case nft.MatchCtNew:
 			// The traced packet is a connection's first.
 		case nft.MatchMarkClear:
-			if f.mark&s.Mark != 0 {
+			if f.Mark&s.Mark != 0 {
 				return cont(f)
 			}
 		case nft.MatchNumgen:
@@ -275,81 +249,81 @@ func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f flow, depth int) []
 				continue
 			}
 			p := 1 / float64(s.Mod)
-			skip, taken := f.fork(), f.fork()
-			skip.prob *= 1 - p
-			skip.steps = append(skip.steps, w.step(c, i, "random "+fmtProb(p)+": not taken"))
-			taken.prob *= p
-			taken.steps = append(taken.steps, w.step(c, i, "random "+fmtProb(p)+": taken"))
+			skip, taken := f.Fork(), f.Fork()
+			skip.Prob *= 1 - p
+			skip.Steps = append(skip.Steps, w.step(c, i, "random "+fmtProb(p)+": not taken"))
+			taken.Prob *= p
+			taken.Steps = append(taken.Steps, w.step(c, i, "random "+fmtProb(p)+": taken"))
 			return append(w.stmts(c, i, ss[k+1:], taken, depth), cont(skip)...)
 		case nft.SetMark:
 			if s.Xor {
-				f.mark ^= s.Mark
+				f.Mark ^= s.Mark
 			} else {
-				f.mark |= s.Mark
+				f.Mark |= s.Mark
 			}
 		case nft.VmapLookup:
 			v, ok := w.lookup(s, f)
 			if !ok {
 				return cont(f)
 			}
-			f.steps = append(f.steps, w.step(c, i, "matched "+v.String()))
+			f.Steps = append(f.Steps, w.step(c, i, "matched "+v.String()))
 			return w.verdict(c, i, v, f, depth, cont)
 		case nft.Numgen:
-			var outs []outcome
+			var outs []trace.Ended
 			p := 1 / float64(len(s.Targets))
 			for n, t := range s.Targets {
-				g := f.fork()
-				g.prob *= p
-				g.steps = append(g.steps, w.step(c, i, fmt.Sprintf("random %d of %d (probability %s)", n, len(s.Targets), fmtProb(p))))
+				g := f.Fork()
+				g.Prob *= p
+				g.Steps = append(g.Steps, w.step(c, i, fmt.Sprintf("random %d of %d (probability %s)", n, len(s.Targets), fmtProb(p))))
 				outs = append(outs, w.verdict(c, i, nft.Verdict{Kind: nft.Goto, Chain: t}, g, depth, cont)...)
 			}
 			return outs
 		case nft.UpdateSrcSet:
-			f.affinity = append(f.affinity, s.Set)
+			f.RecentSet = append(f.RecentSet, s.Set)
 		case nft.DNAT:
-			f.dst, f.dnat = s.To, true
+			f.Dst, f.DNAT = s.To, true
 		case nft.Masquerade:
-			f.masq = true
+			f.Masq = true
 		case nft.Reject:
-			f.steps = append(f.steps, w.step(c, i, ""))
-			return []outcome{{flow: f, verdict: "REJECT"}}
+			f.Steps = append(f.Steps, w.step(c, i, ""))
+			return []trace.Ended{{Flow: f, Verdict: "REJECT"}}
 		case nft.Verdict:
-			f.steps = append(f.steps, w.step(c, i, ""))
+			f.Steps = append(f.Steps, w.step(c, i, ""))
 			return w.verdict(c, i, s, f, depth, cont)
 		default:
 			w.warn("cannot trace %T", s)
 			return cont(f)
 		}
 	}
-	f.steps = append(f.steps, w.step(c, i, ""))
+	f.Steps = append(f.Steps, w.step(c, i, ""))
 	return cont(f)
 }
 
 func fmtProb(p float64) string { return strconv.FormatFloat(p, 'f', 10, 64) }
 
 // verdict applies v, reached by rule i of c; cont continues c after it.
-func (w *walker) verdict(c *nft.Chain, i int, v nft.Verdict, f flow, depth int, cont func(flow) []outcome) []outcome {
+func (w *walker) verdict(c *nft.Chain, i int, v nft.Verdict, f trace.Flow, depth int, cont func(trace.Flow) []trace.Ended) []trace.Ended {
 	switch v.Kind {
 	case nft.Accept:
-		return []outcome{{flow: f, verdict: "ACCEPT"}}
+		return []trace.Ended{{Flow: f, Verdict: "ACCEPT"}}
 	case nft.Drop:
-		return []outcome{{flow: f, verdict: "DROP"}}
+		return []trace.Ended{{Flow: f, Verdict: "DROP"}}
 	case nft.Return:
-		return []outcome{{flow: f, verdict: "RETURN"}}
+		return []trace.Ended{{Flow: f, Verdict: "RETURN"}}
 	}
 	target, err := w.src.Chain(v.Chain)
 	if err != nil {
 		w.warn("%s rule %d: %v", c.Name, i+1, err)
-		return []outcome{{flow: f, verdict: "DROP"}}
+		return []trace.Ended{{Flow: f, Verdict: "DROP"}}
 	}
 	outs := w.walk(target, 0, f, depth+1)
 	if v.Kind == nft.Goto {
 		return outs // the target's return is the caller's
 	}
-	var all []outcome
+	var all []trace.Ended
 	for _, o := range outs {
-		if o.verdict == "RETURN" {
-			all = append(all, cont(o.flow)...)
+		if o.Verdict == "RETURN" {
+			all = append(all, cont(o.Flow)...)
 		} else {
 			all = append(all, o)
 		}
@@ -357,11 +331,11 @@ func (w *walker) verdict(c *nft.Chain, i int, v nft.Verdict, f flow, depth int, 
 	return all
 }
 
-func (w *walker) addr(src bool, f flow) netip.Addr {
+func (w *walker) addr(src bool, f trace.Flow) netip.Addr {
 	if src {
 		return w.pkt.Src
 	}
-	return f.dst.Addr()
+	return f.Dst.Addr()
 }
 
 func (w *walker) isLocal(a netip.Addr) bool {
@@ -383,7 +357,7 @@ func (w *walker) inSet(set string, a netip.Addr) bool {
 	return false
 }
 
-func (w *walker) lookup(s nft.VmapLookup, f flow) (nft.Verdict, bool) {
+func (w *walker) lookup(s nft.VmapLookup, f trace.Flow) (nft.Verdict, bool) {
 	elems, err := w.src.Elements(s.Map)
 	if err != nil {
 		w.warn("%v", err)
@@ -393,9 +367,9 @@ func (w *walker) lookup(s nft.VmapLookup, f flow) (nft.Verdict, bool) {
 	if err != nil {
 		return nft.Verdict{}, false
 	}
-	key := nft.Key{Proto: proto, Port: f.dst.Port()}
+	key := nft.Key{Proto: proto, Port: f.Dst.Port()}
 	if s.Daddr {
-		key.Addr = f.dst.Addr()
+		key.Addr = f.Dst.Addr()
 	}
 	for _, e := range elems {
 		if e.Key == key {

@@ -107,26 +107,37 @@ type walker struct {
 	warnings []string
 }
 
-// flow is the state of one branch of the walk.
-type flow struct {
-	prob      float64
-	dst       netip.AddrPort
-	dnat      bool
-	mark      uint32
-	masq      bool
-	steps     []Step
-	recentSet []string
+// Flow is the state of one branch of a walk through a node's rules, in
+// the iptables walker here and the nftables one: how likely the branch
+// is, where the packet goes (after DNAT), its mark, whether it is
+// masqueraded, the steps so far and the affinity sets it was added to.
+type Flow struct {
+	Prob      float64
+	Dst       netip.AddrPort
+	DNAT      bool
+	Mark      uint32
+	Masq      bool
+	Steps     []Step
+	RecentSet []string
 }
 
-func (f flow) fork() flow {
-	f.steps = slices.Clone(f.steps)
-	f.recentSet = slices.Clone(f.recentSet)
+// Fork copies f for a branch of its own: branches share no steps.
+func (f Flow) Fork() Flow {
+	f.Steps = slices.Clone(f.Steps)
+	f.RecentSet = slices.Clone(f.RecentSet)
 	return f
 }
 
-type outcome struct {
-	flow
-	verdict string // ACCEPT, DROP, REJECT, or RETURN when a chain fell through
+// Ended is a flow at the end of a chain and the verdict it ended with.
+type Ended struct {
+	Flow
+	Verdict string // ACCEPT, DROP, REJECT, or RETURN when a chain fell through
+}
+
+// Path is the outcome as a Result reports it.
+func (o Ended) Path() Path {
+	return Path{Probability: o.Prob, Steps: o.Steps, Verdict: o.Verdict, Dst: o.Dst, DNAT: o.DNAT,
+		Masquerade: o.Masq, RecentSet: o.RecentSet}
 }
 
 // Trace walks p through rs: nat PREROUTING (or OUTPUT), the filter chain
@@ -135,17 +146,17 @@ func Trace(rs *Ruleset, p Packet, env Env) *Result {
 	p.Proto = strings.ToLower(p.Proto)
 	w := &walker{rs: rs, env: env, pkt: p}
 	res := &Result{Packet: p}
-	start := flow{prob: 1, dst: p.Dst}
+	start := Flow{Prob: 1, Dst: p.Dst}
 	natIn := "PREROUTING"
 	if p.Local {
 		natIn = "OUTPUT"
 	}
 	for _, o := range w.builtin("nat", natIn, start) {
-		if o.verdict != "ACCEPT" {
-			res.Paths = append(res.Paths, o.path())
+		if o.Verdict != "ACCEPT" {
+			res.Paths = append(res.Paths, o.Path())
 			continue
 		}
-		toNode := w.isLocal(o.dst.Addr())
+		toNode := w.isLocal(o.Dst.Addr())
 		filterChain, natOut := "FORWARD", "POSTROUTING"
 		switch {
 		case p.Local:
@@ -153,13 +164,13 @@ func Trace(rs *Ruleset, p Packet, env Env) *Result {
 		case toNode:
 			filterChain, natOut = "INPUT", "INPUT"
 		}
-		for _, fo := range w.builtin("filter", filterChain, o.flow.fork()) {
-			if fo.verdict != "ACCEPT" {
-				res.Paths = append(res.Paths, fo.path())
+		for _, fo := range w.builtin("filter", filterChain, o.Flow.Fork()) {
+			if fo.Verdict != "ACCEPT" {
+				res.Paths = append(res.Paths, fo.Path())
 				continue
 			}
-			for _, po := range w.builtin("nat", natOut, fo.flow.fork()) {
-				res.Paths = append(res.Paths, po.path())
+			for _, po := range w.builtin("nat", natOut, fo.Flow.Fork()) {
+				res.Paths = append(res.Paths, po.Path())
 			}
 		}
 	}
@@ -167,24 +178,19 @@ func Trace(rs *Ruleset, p Packet, env Env) *Result {
 	return res
 }
 
-func (o outcome) path() Path {
-	return Path{Probability: o.prob, Steps: o.steps, Verdict: o.verdict, Dst: o.dst, DNAT: o.dnat,
-		Masquerade: o.masq, RecentSet: o.recentSet}
-}
-
 // builtin walks a built-in chain; a missing table or chain accepts.
-func (w *walker) builtin(table, chain string, f flow) []outcome {
+func (w *walker) builtin(table, chain string, f Flow) []Ended {
 	t := w.rs.Tables[table]
 	if t == nil || t.Chains[chain] == nil {
-		return []outcome{{flow: f, verdict: "ACCEPT"}}
+		return []Ended{{Flow: f, Verdict: "ACCEPT"}}
 	}
 	c := t.Chains[chain]
 	outs := w.walkFrom(t, c, 0, f, 0)
 	for i := range outs {
-		if outs[i].verdict == "RETURN" {
+		if outs[i].Verdict == "RETURN" {
 			policy := cmp.Or(c.Policy, "ACCEPT")
-			outs[i].steps = append(outs[i].steps, Step{Table: table, Chain: chain, Note: "policy " + policy})
-			outs[i].verdict = policy
+			outs[i].Steps = append(outs[i].Steps, Step{Table: table, Chain: chain, Note: "policy " + policy})
+			outs[i].Verdict = policy
 		}
 	}
 	return outs
@@ -199,103 +205,103 @@ func (w *walker) warn(format string, args ...any) {
 
 // walkFrom evaluates chain c from rule i on. Random matches fork the
 // flow; every fork is followed to its end.
-func (w *walker) walkFrom(t *Table, c *Chain, i int, f flow, depth int) []outcome {
+func (w *walker) walkFrom(t *Table, c *Chain, i int, f Flow, depth int) []Ended {
 	if depth > maxDepth {
 		w.warn("chains nest deeper than %d at %s; giving up on that path", maxDepth, c.Name)
-		return []outcome{{flow: f, verdict: "DROP"}}
+		return []Ended{{Flow: f, Verdict: "DROP"}}
 	}
 	for ; i < len(c.Rules); i++ {
 		r := c.Rules[i]
 		p, note := w.match(r, &f)
 		if p <= 0 {
 			if note != "" {
-				f.steps = append(f.steps, Step{Table: t.Name, Chain: c.Name, Rule: r, Note: note})
+				f.Steps = append(f.Steps, Step{Table: t.Name, Chain: c.Name, Rule: r, Note: note})
 			}
 			continue
 		}
 		if p < 1 {
-			skip := f.fork()
-			skip.prob *= 1 - p
-			skip.steps = append(skip.steps, Step{Table: t.Name, Chain: c.Name, Rule: r, Note: fmt.Sprintf("random %s: not taken", fmtProb(p))})
-			taken := f.fork()
-			taken.prob *= p
-			taken.steps = append(taken.steps, Step{Table: t.Name, Chain: c.Name, Rule: r, Note: fmt.Sprintf("random %s: taken", fmtProb(p))})
+			skip := f.Fork()
+			skip.Prob *= 1 - p
+			skip.Steps = append(skip.Steps, Step{Table: t.Name, Chain: c.Name, Rule: r, Note: fmt.Sprintf("random %s: not taken", fmtProb(p))})
+			taken := f.Fork()
+			taken.Prob *= p
+			taken.Steps = append(taken.Steps, Step{Table: t.Name, Chain: c.Name, Rule: r, Note: fmt.Sprintf("random %s: taken", fmtProb(p))})
 			outs := w.target(t, c, i, r, taken, depth)
 			return append(outs, w.walkFrom(t, c, i+1, skip, depth)...)
 		}
-		f.steps = append(f.steps, Step{Table: t.Name, Chain: c.Name, Rule: r, Note: note})
+		f.Steps = append(f.Steps, Step{Table: t.Name, Chain: c.Name, Rule: r, Note: note})
 		return w.target(t, c, i, r, f, depth)
 	}
-	return []outcome{{flow: f, verdict: "RETURN"}}
+	return []Ended{{Flow: f, Verdict: "RETURN"}}
 }
 
 // target applies r's target to f, which matched it, and continues the
 // walk of c after r where the target does not end it.
-func (w *walker) target(t *Table, c *Chain, i int, r *Rule, f flow, depth int) []outcome {
-	next := func(f flow) []outcome { return w.walkFrom(t, c, i+1, f, depth) }
+func (w *walker) target(t *Table, c *Chain, i int, r *Rule, f Flow, depth int) []Ended {
+	next := func(f Flow) []Ended { return w.walkFrom(t, c, i+1, f, depth) }
 	if r.recent != nil && r.recent.set {
-		f.recentSet = append(f.recentSet, r.recent.name)
+		f.RecentSet = append(f.RecentSet, r.recent.name)
 	}
 	switch r.Target {
 	case "":
 		return next(f)
 	case "ACCEPT", "DROP", "REJECT", "RETURN":
-		return []outcome{{flow: f, verdict: r.Target}}
+		return []Ended{{Flow: f, Verdict: r.Target}}
 	case "MARK":
 		if r.hasSetMark {
-			f.mark = (f.mark &^ r.setMarkMask) ^ r.setMark
+			f.Mark = (f.Mark &^ r.setMarkMask) ^ r.setMark
 		}
-		f.mark = (f.mark | r.orMark) ^ r.xorMark
+		f.Mark = (f.Mark | r.orMark) ^ r.xorMark
 		return next(f)
 	case "LOG":
 		return next(f)
 	case "DNAT":
-		dst, ok := parseDestination(r.toDestination, f.dst.Port())
+		dst, ok := parseDestination(r.toDestination, f.Dst.Port())
 		if !ok {
 			w.warn("rule %s #%d: cannot read --to-destination %q", c.Name, r.Num, r.toDestination)
-			return []outcome{{flow: f, verdict: "DROP"}}
+			return []Ended{{Flow: f, Verdict: "DROP"}}
 		}
-		f.dst, f.dnat = dst, true
-		return []outcome{{flow: f, verdict: "ACCEPT"}}
+		f.Dst, f.DNAT = dst, true
+		return []Ended{{Flow: f, Verdict: "ACCEPT"}}
 	case "REDIRECT":
 		// To the node itself: loopback for its own traffic, else the
 		// address the packet arrived on (we take the first local one).
 		port, err := strconv.ParseUint(strings.Split(r.toPorts, "-")[0], 10, 16)
 		if r.toPorts == "" {
-			port, err = uint64(f.dst.Port()), nil
+			port, err = uint64(f.Dst.Port()), nil
 		}
 		to := netip.MustParseAddr("127.0.0.1")
-		if f.dst.Addr().Is6() {
+		if f.Dst.Addr().Is6() {
 			to = netip.IPv6Loopback()
 		}
 		if !w.pkt.Local {
-			if i := slices.IndexFunc(w.env.LocalAddrs, func(a netip.Addr) bool { return a.Is4() == f.dst.Addr().Is4() }); i >= 0 {
+			if i := slices.IndexFunc(w.env.LocalAddrs, func(a netip.Addr) bool { return a.Is4() == f.Dst.Addr().Is4() }); i >= 0 {
 				to = w.env.LocalAddrs[i]
 			}
 		}
 		if err != nil {
 			w.warn("rule %s #%d: cannot read --to-ports %q", c.Name, r.Num, r.toPorts)
-			return []outcome{{flow: f, verdict: "DROP"}}
+			return []Ended{{Flow: f, Verdict: "DROP"}}
 		}
-		f.dst, f.dnat = netip.AddrPortFrom(to, uint16(port)), true
-		return []outcome{{flow: f, verdict: "ACCEPT"}}
+		f.Dst, f.DNAT = netip.AddrPortFrom(to, uint16(port)), true
+		return []Ended{{Flow: f, Verdict: "ACCEPT"}}
 	case "MASQUERADE", "SNAT":
-		f.masq = true
-		return []outcome{{flow: f, verdict: "ACCEPT"}}
+		f.Masq = true
+		return []Ended{{Flow: f, Verdict: "ACCEPT"}}
 	}
 	sub := t.Chains[r.Target]
 	if sub == nil {
 		w.warn("rule %s #%d jumps to %s, which is not in the dump", c.Name, r.Num, r.Target)
 		return next(f)
 	}
-	var outs []outcome
+	var outs []Ended
 	for _, o := range w.walkFrom(t, sub, 0, f, depth+1) {
-		if o.verdict != "RETURN" {
+		if o.Verdict != "RETURN" {
 			outs = append(outs, o)
 		} else if r.Goto {
 			outs = append(outs, o) // -g returns to our caller
 		} else {
-			outs = append(outs, next(o.flow.fork())...)
+			outs = append(outs, next(o.Flow.Fork())...)
 		}
 	}
 	return outs
@@ -303,7 +309,7 @@ func (w *walker) target(t *Table, c *Chain, i int, r *Rule, f flow, depth int) [
 
 // match returns the probability that r matches f, and a note for the
 // trace where the answer is worth explaining.
-func (w *walker) match(r *Rule, f *flow) (float64, string) {
+func (w *walker) match(r *Rule, f *Flow) (float64, string) {
 	if len(r.Unsupported) > 0 {
 		w.warn("rule %s #%d uses %s, which the tracer cannot evaluate; treated as not matching",
 			r.Chain, r.Num, strings.Join(r.Unsupported, ", "))
@@ -315,10 +321,10 @@ func (w *walker) match(r *Rule, f *flow) (float64, string) {
 	if r.src != nil && r.src.prefix.Contains(w.pkt.Src) == r.src.neg {
 		return 0, ""
 	}
-	if r.dst != nil && r.dst.prefix.Contains(f.dst.Addr()) == r.dst.neg {
+	if r.dst != nil && r.dst.prefix.Contains(f.Dst.Addr()) == r.dst.neg {
 		return 0, ""
 	}
-	if r.dport != nil && (f.dst.Port() >= r.dport.lo && f.dst.Port() <= r.dport.hi) == r.dport.neg {
+	if r.dport != nil && (f.Dst.Port() >= r.dport.lo && f.Dst.Port() <= r.dport.hi) == r.dport.neg {
 		return 0, ""
 	}
 	if r.sport != nil && (w.pkt.SrcPort >= r.sport.lo && w.pkt.SrcPort <= r.sport.hi) == r.sport.neg {
@@ -327,14 +333,14 @@ func (w *walker) match(r *Rule, f *flow) (float64, string) {
 	if r.srcType != nil && w.isLocal(w.pkt.Src) == r.srcType.neg {
 		return 0, ""
 	}
-	if r.dstType != nil && w.isLocal(f.dst.Addr()) == r.dstType.neg {
+	if r.dstType != nil && w.isLocal(f.Dst.Addr()) == r.dstType.neg {
 		return 0, ""
 	}
-	if r.mark != nil && (f.mark&r.mark.mask == r.mark.value) == r.mark.neg {
+	if r.mark != nil && (f.Mark&r.mark.mask == r.mark.value) == r.mark.neg {
 		return 0, ""
 	}
 	if r.ctstate != nil {
-		in := slices.Contains(r.ctstate.states, "NEW") || (f.dnat && slices.Contains(r.ctstate.states, "DNAT"))
+		in := slices.Contains(r.ctstate.states, "NEW") || (f.DNAT && slices.Contains(r.ctstate.states, "DNAT"))
 		if in == r.ctstate.neg {
 			return 0, ""
 		}
