@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -158,10 +158,7 @@ func intOrPercentIsZero(v *intstr.IntOrString) bool {
 }
 
 func validateSelectorImmutable(sel, old *metav1.LabelSelector) field.ErrorList {
-	if !apiequality.Semantic.DeepEqual(sel, old) {
-		return field.ErrorList{field.Invalid(field.NewPath("spec", "selector"), sel, "field is immutable")}
-	}
-	return nil
+	return apimachineryvalidation.ValidateImmutableField(sel, old, field.NewPath("spec", "selector"))
 }
 
 func selectorString(sel *metav1.LabelSelector) string {

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
@@ -104,18 +105,13 @@ var Job = &registry.Kind{
 		j, o := obj.(*batchv1.Job), old.(*batchv1.Job)
 		var errs field.ErrorList
 		spec := field.NewPath("spec")
-		if !apiequality.Semantic.DeepEqual(j.Spec.Selector, o.Spec.Selector) {
-			errs = append(errs, field.Invalid(spec.Child("selector"), j.Spec.Selector, "field is immutable"))
-		}
+		errs = append(errs, apimachineryvalidation.ValidateImmutableField(j.Spec.Selector, o.Spec.Selector, spec.Child("selector"))...)
+		// The template is not printed in the error: it is long.
 		if !apiequality.Semantic.DeepEqual(j.Spec.Template, o.Spec.Template) {
-			errs = append(errs, field.Invalid(spec.Child("template"), "", "field is immutable"))
+			errs = append(errs, field.Invalid(spec.Child("template"), "", apimachineryvalidation.FieldImmutableErrorMsg))
 		}
-		if !apiequality.Semantic.DeepEqual(j.Spec.Completions, o.Spec.Completions) {
-			errs = append(errs, field.Invalid(spec.Child("completions"), j.Spec.Completions, "field is immutable"))
-		}
-		if !apiequality.Semantic.DeepEqual(j.Spec.CompletionMode, o.Spec.CompletionMode) {
-			errs = append(errs, field.Invalid(spec.Child("completionMode"), j.Spec.CompletionMode, "field is immutable"))
-		}
+		errs = append(errs, apimachineryvalidation.ValidateImmutableField(j.Spec.Completions, o.Spec.Completions, spec.Child("completions"))...)
+		errs = append(errs, apimachineryvalidation.ValidateImmutableField(j.Spec.CompletionMode, o.Spec.CompletionMode, spec.Child("completionMode"))...)
 		return errs
 	},
 	Table: &registry.Table{

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -42,10 +42,7 @@ var ServiceCIDR = &registry.Kind{
 		if len(o.Spec.CIDRs) == 1 && len(n.Spec.CIDRs) == 2 && n.Spec.CIDRs[0] == o.Spec.CIDRs[0] {
 			return errs
 		}
-		if !apiequality.Semantic.DeepEqual(n.Spec.CIDRs, o.Spec.CIDRs) {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "cidrs"), n.Spec.CIDRs, "field is immutable"))
-		}
-		return errs
+		return append(errs, apimachineryvalidation.ValidateImmutableField(n.Spec.CIDRs, o.Spec.CIDRs, field.NewPath("spec", "cidrs"))...)
 	},
 	Table: &registry.Table{
 		Columns: []registry.Column{
@@ -111,10 +108,7 @@ var IPAddress = &registry.Kind{
 	},
 	ValidateUpdate: func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		n, o := obj.(*networkingv1.IPAddress), old.(*networkingv1.IPAddress)
-		if !apiequality.Semantic.DeepEqual(n.Spec.ParentRef, o.Spec.ParentRef) {
-			return field.ErrorList{field.Invalid(field.NewPath("spec", "parentRef"), n.Spec.ParentRef, "field is immutable")}
-		}
-		return nil
+		return apimachineryvalidation.ValidateImmutableField(n.Spec.ParentRef, o.Spec.ParentRef, field.NewPath("spec", "parentRef"))
 	},
 	Table: &registry.Table{
 		Columns: []registry.Column{
