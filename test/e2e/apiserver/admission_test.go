@@ -18,7 +18,7 @@ import (
 // IngressClass (the newest of several); one naming a class by field or
 // by the deprecated annotation keeps it, and updates are left alone.
 func TestDefaultIngressClass(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.StartAPIServer(t) // its own: the default class is chosen among all the cluster's IngressClasses
 	c := s.Client()
 	ctx := framework.Context(t, 2*time.Minute)
 	ings := c.NetworkingV1().Ingresses("default")

@@ -82,7 +82,7 @@ func listServices(t *testing.T, c kubernetes.Interface) []corev1.Service {
 }
 
 func TestConcurrentAllocationAndRestart(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.StartAPIServer(t) // its own: it counts all services, and restarts the server
 	c := s.Client()
 	created := createConcurrently(t, c, "burst", 200)
 	for _, svc := range created {

@@ -15,12 +15,15 @@ import (
 
 // crontabs is the CustomResourceDefinition of Kubernetes' own
 // documentation, with a schema, a default, printer columns and a short name.
+// Its group, GROUP, is the test's own on the shared server (UniqueName):
+// CRDs are cluster-scoped, and one deleted by a run of the test may still
+// be going when the next run (-count) creates its own.
 const crontabs = `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: crontabs.stable.example.com}
+metadata: {name: crontabs.GROUP}
 spec:
-  group: stable.example.com
+  group: GROUP
   scope: Namespaced
   names: {plural: crontabs, singular: crontab, kind: CronTab, shortNames: [ct]}
   versions:
@@ -47,14 +50,18 @@ spec:
 // by the schema), listed with the CRD's columns, watched, and go with the
 // CRD.
 func TestCustomResources(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
+	group := framework.UniqueName("e2e-crd") + ".example.com"
 	admin := framework.NewKubectl(t, "1.33", s.Kubeconfig)
-	admin.MustRun(crontabs, "apply", "-f", "-")
-	admin.MustRun("", "wait", "--for=condition=Established", "crd/crontabs.stable.example.com", "--timeout=30s")
+	admin.MustRun(strings.ReplaceAll(crontabs, "GROUP", group), "apply", "-f", "-")
+	// Should the test stop early: another kind CronTab would make the
+	// short names of a later run's ambiguous.
+	t.Cleanup(func() { _, _, _ = admin.Run("", "delete", "crd", "crontabs."+group, "--ignore-not-found") })
+	admin.MustRun("", "wait", "--for=condition=Established", "crd/crontabs."+group, "--timeout=30s")
 	for _, version := range framework.KubectlVersions {
 		t.Run(version, func(t *testing.T) {
 			k := framework.NewKubectl(t, version, s.Kubeconfig)
-			ns := "crd-" + strings.ReplaceAll(version, ".", "-")
+			ns := framework.UniqueName("e2e-crd-" + strings.ReplaceAll(version, ".", "-"))
 			k.MustRun("", "create", "namespace", ns)
 			n := []string{"-n", ns}
 			// Discovery may lag the Established condition by a moment.
@@ -85,7 +92,7 @@ func TestCustomResources(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Second)
-			k.MustRun("apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: nightly}\nspec: {cronSpec: '0 3 * * *', image: backup}\n",
+			k.MustRun("apiVersion: "+group+"/v1\nkind: CronTab\nmetadata: {name: nightly}\nspec: {cronSpec: '0 3 * * *', image: backup}\n",
 				append(n, "apply", "-f", "-")...)
 			if got := k.MustRun("", append(n, "get", "crontab", "nightly", "-o", "jsonpath={.spec.replicas}")...); got != "1" {
 				t.Errorf("the schema's default: replicas = %q", got)
@@ -93,7 +100,7 @@ func TestCustomResources(t *testing.T) {
 			if out := k.MustRun("", append(n, "get", "ct")...); !strings.Contains(out, "SPEC") || !strings.Contains(out, "0 3 * * *") {
 				t.Errorf("printer columns:\n%s", out)
 			}
-			errOut := k.MustFail("apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: bad}\nspec: {replicas: 0}\n", append(n, "apply", "-f", "-")...)
+			errOut := k.MustFail("apiVersion: "+group+"/v1\nkind: CronTab\nmetadata: {name: bad}\nspec: {replicas: 0}\n", append(n, "apply", "-f", "-")...)
 			if !strings.Contains(errOut, "spec.replicas") || !strings.Contains(errOut, "should be greater than or equal to 1") {
 				t.Errorf("schema validation: %s", errOut)
 			}
@@ -106,12 +113,12 @@ func TestCustomResources(t *testing.T) {
 					t.Errorf("watch: want %q in\n%s", want, watchOut.String())
 				}
 			}
-			k.MustRun("apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: weekly}\nspec: {cronSpec: '0 3 * * 0'}\n", append(n, "apply", "-f", "-")...)
+			k.MustRun("apiVersion: "+group+"/v1\nkind: CronTab\nmetadata: {name: weekly}\nspec: {cronSpec: '0 3 * * 0'}\n", append(n, "apply", "-f", "-")...)
 		})
 	}
-	admin.MustRun("", "delete", "crd", "crontabs.stable.example.com")
+	admin.MustRun("", "delete", "crd", "crontabs."+group)
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		_, errOut, err := admin.Run("", "get", "crontabs", "-A")
+		_, errOut, err := admin.Run("", "get", "crontabs."+group, "-A")
 		return err != nil && strings.Contains(errOut, "the server doesn't have a resource type"), nil
 	})
 	if err != nil {

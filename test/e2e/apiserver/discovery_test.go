@@ -18,7 +18,7 @@ import (
 // TestDiscoveryAndOpenAPI: kubectl finds every served kind and explains
 // them from the served OpenAPI schemas; tables have kube-apiserver's columns.
 func TestDiscoveryAndOpenAPI(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.StartAPIServer(t) // its own: discovery lists what other tests' CRDs would change, and it reads all the logs
 	// The server and the CRD server behind it register each health
 	// check path once.
 	defer func() {

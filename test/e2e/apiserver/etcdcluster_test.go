@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/svcnet/svcnet/internal/freeport"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
@@ -45,8 +46,8 @@ func TestEtcdCluster(t *testing.T) {
 	var initial, clients []string
 	for i := range 3 {
 		name := fmt.Sprintf("m%d", i+1)
-		peer := "https://" + freeLoopback(t)
-		m := &etcdMember{name: name, client: "https://" + freeLoopback(t)}
+		peer := "https://" + freeport.Addr(t)
+		m := &etcdMember{name: name, client: "https://" + freeport.Addr(t)}
 		m.args = []string{"etcd", "--name", name, "--data-dir", filepath.Join(dir, name),
 			"--listen-client-urls", m.client, "--advertise-client-urls", m.client,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
@@ -170,17 +171,6 @@ func TestEtcdCluster(t *testing.T) {
 			t.Errorf("member %s: %v", m.name, err)
 		}
 	}
-}
-
-// freeLoopback returns a loopback address with a port free right now.
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
@@ -353,7 +343,7 @@ func TestKubernetesEndpointsFollowAPIServers(t *testing.T) {
 	store := framework.StartEtcd(t)
 	// One port on three loopback addresses: the endpoints carry one port
 	// for all servers, as kube-apiserver's do.
-	_, port, _ := net.SplitHostPort(freeLoopback(t))
+	_, port, _ := net.SplitHostPort(freeport.Addr(t))
 	// The advertised addresses are only published, never dialed (an
 	// endpoint may not be loopback).
 	binds := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}

@@ -46,11 +46,12 @@ spec:
 // TestKubectl drives the oldest and the newest installed kubectl through a
 // user's daily commands, with their default flags.
 func TestKubectl(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
 	for _, version := range framework.KubectlVersions {
 		t.Run(version, func(t *testing.T) {
 			k := framework.NewKubectl(t, version, s.Kubeconfig)
-			ns := "kubectl-" + strings.ReplaceAll(version, ".", "-")
+			// Created and deleted with kubectl, as a user would.
+			ns := framework.UniqueName("e2e-kubectl-" + strings.ReplaceAll(version, ".", "-"))
 			k.MustRun("", "create", "namespace", ns)
 			k.Kubeconfig = s.Kubeconfig
 			n := []string{"-n", ns}

@@ -43,10 +43,11 @@ func ownedBy(name string, owner *corev1.ConfigMap, block bool) *corev1.ConfigMap
 
 // TestGarbageCollection deletes owners with each propagation policy.
 func TestGarbageCollection(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
 	c := s.Client()
 	ctx := framework.Context(t, 2*time.Minute)
-	cms := c.CoreV1().ConfigMaps("default")
+	ns := s.CreateNamespace("gc")
+	cms := c.CoreV1().ConfigMaps(ns)
 	mk := func(cm *corev1.ConfigMap) *corev1.ConfigMap {
 		t.Helper()
 		out, err := cms.Create(ctx, cm, metav1.CreateOptions{})
@@ -64,8 +65,8 @@ func TestGarbageCollection(t *testing.T) {
 		if err := cms.Delete(ctx, "bg-owner", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "child collected", gone(c, "default", "bg-child"))
-		eventually(t, "grandchild collected", gone(c, "default", "bg-grandchild"))
+		eventually(t, "child collected", gone(c, ns, "bg-child"))
+		eventually(t, "grandchild collected", gone(c, ns, "bg-grandchild"))
 	})
 
 	t.Run("orphan", func(t *testing.T) {
@@ -74,7 +75,7 @@ func TestGarbageCollection(t *testing.T) {
 		if err := cms.Delete(ctx, "or-owner", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "owner deleted", gone(c, "default", "or-owner"))
+		eventually(t, "owner deleted", gone(c, ns, "or-owner"))
 		child, err := cms.Get(ctx, "or-child", metav1.GetOptions{})
 		if err != nil || len(child.OwnerReferences) != 0 {
 			t.Fatalf("orphaned child: %v, owners %v", err, child.OwnerReferences)
@@ -104,8 +105,8 @@ func TestGarbageCollection(t *testing.T) {
 		if _, err := cms.Patch(ctx, "fg-child", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "child gone", gone(c, "default", "fg-child"))
-		eventually(t, "owner gone after its child", gone(c, "default", "fg-owner"))
+		eventually(t, "child gone", gone(c, ns, "fg-child"))
+		eventually(t, "owner gone after its child", gone(c, ns, "fg-owner"))
 	})
 
 	t.Run("some owners left", func(t *testing.T) {
@@ -125,39 +126,42 @@ func TestGarbageCollection(t *testing.T) {
 
 // TestNamespaceDeletion deletes a namespace with content in it.
 func TestNamespaceDeletion(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
 	c := s.Client()
 	ctx := framework.Context(t, time.Minute)
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}, metav1.CreateOptions{}); err != nil {
+	doomed := framework.UniqueName("e2e-doomed")
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: doomed}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"a", "b"} {
-		if _, err := c.CoreV1().ConfigMaps("doomed").Create(ctx, configMap(n, nil), metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().ConfigMaps(doomed).Create(ctx, configMap(n, nil), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.CoreV1().Services("doomed").Create(ctx, nodePortService("svc"), metav1.CreateOptions{}); err != nil {
+	if _, err := c.CoreV1().Services(doomed).Create(ctx, nodePortService("svc"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+	if err := c.CoreV1().Namespaces().Delete(ctx, doomed, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// While it terminates nothing new may be created in it.
-	if _, err := c.CoreV1().ConfigMaps("doomed").Create(ctx, configMap("late", nil), metav1.CreateOptions{}); err == nil {
-		if ns, err2 := c.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{}); err2 == nil && ns.DeletionTimestamp != nil {
+	if _, err := c.CoreV1().ConfigMaps(doomed).Create(ctx, configMap("late", nil), metav1.CreateOptions{}); err == nil {
+		if ns, err2 := c.CoreV1().Namespaces().Get(ctx, doomed, metav1.GetOptions{}); err2 == nil && ns.DeletionTimestamp != nil {
 			t.Error("created an object in a terminating namespace")
 		}
 	} else if !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) {
 		t.Errorf("create in terminating namespace: %v, want Forbidden", err)
 	}
 	eventually(t, "namespace removed", func(ctx context.Context) bool {
-		_, err := c.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+		_, err := c.CoreV1().Namespaces().Get(ctx, doomed, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	if l, err := c.CoreV1().Services("doomed").List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+	if l, err := c.CoreV1().Services(doomed).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
 		t.Errorf("services left in the deleted namespace: %v %v", err, l)
 	}
-	// The system namespaces cannot be deleted.
+	// The system namespaces cannot be deleted. (Were that to regress, this
+	// would delete them under the other tests on the shared server too:
+	// this test's failure says why theirs fail.)
 	for _, ns := range []string{"default", "kube-system", "kube-public"} {
 		err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 		if !apierrors.IsForbidden(err) {
@@ -169,10 +173,11 @@ func TestNamespaceDeletion(t *testing.T) {
 // TestPodDeletionAndBinding: pods on a node delete gracefully, unbound
 // pods at once; binding places a pod once.
 func TestPodDeletionAndBinding(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
 	c := s.Client()
 	ctx := framework.Context(t, time.Minute)
-	pods := c.CoreV1().Pods("default")
+	ns := s.CreateNamespace("poddeletion")
+	pods := c.CoreV1().Pods(ns)
 	newPod := func(name string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "svcnet/echo"}}}}
@@ -223,31 +228,31 @@ func TestPodDeletionAndBinding(t *testing.T) {
 		t.Errorf("unscheduled pod after delete: %v", err)
 	}
 	// Finalizers hold an object until they are removed.
-	if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held",
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held",
 		Finalizers: []string{"example.com/hold"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.CoreV1().ConfigMaps("default").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+	if err := c.CoreV1().ConfigMaps(ns).Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	held, err := c.CoreV1().ConfigMaps("default").Get(ctx, "held", metav1.GetOptions{})
+	held, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "held", metav1.GetOptions{})
 	if err != nil || held.DeletionTimestamp == nil {
 		t.Fatalf("finalizer did not hold: %v", err)
 	}
-	if _, err := c.CoreV1().ConfigMaps("default").Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := c.CoreV1().ConfigMaps(ns).Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "released object gone", gone(c, "default", "held"))
+	eventually(t, "released object gone", gone(c, ns, "held"))
 	// deletecollection.
 	for _, n := range []string{"x1", "x2", "x3"} {
-		if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap(n, map[string]string{"batch": "x"}), metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, configMap(n, map[string]string{"batch": "x"}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.CoreV1().ConfigMaps("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "batch=x"}); err != nil {
+	if err := c.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "batch=x"}); err != nil {
 		t.Fatal(err)
 	}
-	if l, _ := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: "batch=x"}); len(l.Items) != 0 {
+	if l, _ := c.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch=x"}); len(l.Items) != 0 {
 		t.Errorf("deletecollection left %d", len(l.Items))
 	}
 }

@@ -35,7 +35,7 @@ import (
 // and a certificate of the cluster CA (which every component's kubeconfig
 // holds) are all refused; the API server's etcd client certificate works.
 func TestEtcdMutualTLS(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.StartAPIServer(t) // its own: it reads etcd's ports and keys in the data directory
 	port, _ := framework.EtcdPorts(t, s.DataDir)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	pki := filepath.Join(s.DataDir, "pki")
@@ -90,7 +90,7 @@ func TestExternalEtcdTLS(t *testing.T) {
 // TestDataDirPrivate: nothing in the API server's data directory —
 // etcd's data, keys, kubeconfigs, tokens — is readable by other users.
 func TestDataDirPrivate(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.StartAPIServer(t) // its own: it walks the data directory
 	err := filepath.WalkDir(s.DataDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -395,15 +395,16 @@ func TestMaxRequestsInFlight(t *testing.T) {
 // size limit and garbage bodies each get an error answer, and the server
 // goes on serving.
 func TestBadInputAnswered(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
 	client := s.Client()
 	ctx := framework.Context(t, 60*time.Second)
-	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "target"}}, metav1.CreateOptions{}); err != nil {
+	ns := s.CreateNamespace("badinput-answered")
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "target"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "target"}, AddressType: discoveryv1.AddressTypeIPv4,
 		Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}}}
-	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+	if _, err := client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rt, err := rest.TransportFor(s.Config("admin"))
@@ -416,18 +417,18 @@ func TestBadInputAnswered(t *testing.T) {
 		name, method, path, contentType, body string
 		want                                  []int
 	}{
-		{"JSON patch, not JSON", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/json-patch+json", `[{"op":`, []int{400, 422}},
-		{"JSON patch, bad op", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/json-patch+json", `[{"op":"fly","path":"/x"}]`, []int{400, 422, 500}},
-		{"merge patch, not an object", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/merge-patch+json", `[1,2]`, []int{400, 422}},
-		{"strategic patch, wrong types", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/strategic-merge-patch+json", `{"data":[1]}`, []int{400, 422}},
-		{"strategic patch that panics the library", "PATCH", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/target", "application/strategic-merge-patch+json",
+		{"JSON patch, not JSON", "PATCH", "/api/v1/namespaces/" + ns + "/configmaps/target", "application/json-patch+json", `[{"op":`, []int{400, 422}},
+		{"JSON patch, bad op", "PATCH", "/api/v1/namespaces/" + ns + "/configmaps/target", "application/json-patch+json", `[{"op":"fly","path":"/x"}]`, []int{400, 422, 500}},
+		{"merge patch, not an object", "PATCH", "/api/v1/namespaces/" + ns + "/configmaps/target", "application/merge-patch+json", `[1,2]`, []int{400, 422}},
+		{"strategic patch, wrong types", "PATCH", "/api/v1/namespaces/" + ns + "/configmaps/target", "application/strategic-merge-patch+json", `{"data":[1]}`, []int{400, 422}},
+		{"strategic patch that panics the library", "PATCH", "/apis/discovery.k8s.io/v1/namespaces/" + ns + "/endpointslices/target", "application/strategic-merge-patch+json",
 			`{"$setElementOrder/ports":[{"port":81}],"ports":[{"port":81}]}`, []int{400}},
-		{"apply patch, not YAML", "PATCH", "/api/v1/namespaces/default/configmaps/target?fieldManager=t", "application/apply-patch+yaml", "\t: :\n\x00", []int{400, 422}},
-		{"unknown patch type", "PATCH", "/api/v1/namespaces/default/configmaps/target", "application/x-unknown", `{}`, []int{415}},
-		{"body over 3 MiB", "POST", "/api/v1/namespaces/default/configmaps", "application/json", big, []int{413}},
-		{"garbage JSON", "POST", "/api/v1/namespaces/default/configmaps", "application/json", "{\"metadata\":", []int{400}},
-		{"garbage protobuf", "POST", "/api/v1/namespaces/default/configmaps", "application/vnd.kubernetes.protobuf", "k8s\x00\xff\xff\xff", []int{400, 415}},
-		{"wrong kind in body", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`, []int{400}},
+		{"apply patch, not YAML", "PATCH", "/api/v1/namespaces/" + ns + "/configmaps/target?fieldManager=t", "application/apply-patch+yaml", "\t: :\n\x00", []int{400, 422}},
+		{"unknown patch type", "PATCH", "/api/v1/namespaces/" + ns + "/configmaps/target", "application/x-unknown", `{}`, []int{415}},
+		{"body over 3 MiB", "POST", "/api/v1/namespaces/" + ns + "/configmaps", "application/json", big, []int{413}},
+		{"garbage JSON", "POST", "/api/v1/namespaces/" + ns + "/configmaps", "application/json", "{\"metadata\":", []int{400}},
+		{"garbage protobuf", "POST", "/api/v1/namespaces/" + ns + "/configmaps", "application/vnd.kubernetes.protobuf", "k8s\x00\xff\xff\xff", []int{400, 415}},
+		{"wrong kind in body", "POST", "/api/v1/namespaces/" + ns + "/configmaps", "application/json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`, []int{400}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -447,7 +448,7 @@ func TestBadInputAnswered(t *testing.T) {
 			}
 		})
 	}
-	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "target", metav1.GetOptions{}); err != nil {
+	if _, err := client.CoreV1().ConfigMaps(ns).Get(ctx, "target", metav1.GetOptions{}); err != nil {
 		t.Errorf("the server stopped serving: %v", err)
 	}
 }

@@ -32,7 +32,7 @@ func configMap(name string, labels map[string]string) *corev1.ConfigMap {
 // TestContentTypes reads and writes, lists and watches with protobuf and
 // with JSON clients.
 func TestContentTypes(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
 	for _, ct := range []string{"application/vnd.kubernetes.protobuf", "application/json"} {
 		t.Run(ct, func(t *testing.T) {
 			cfg := s.Config("admin")
@@ -42,10 +42,12 @@ func TestContentTypes(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := framework.Context(t, time.Minute)
-			ns := "ct-" + map[bool]string{true: "proto", false: "json"}[strings.Contains(ct, "protobuf")]
+			// The namespace too is written in the content type.
+			ns := framework.UniqueName("e2e-ct-" + map[bool]string{true: "proto", false: "json"}[strings.Contains(ct, "protobuf")])
 			if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 			// Only the test's own: the namespace also gets kube-root-ca.crt.
 			mine := metav1.ListOptions{FieldSelector: "metadata.name=a"}
 			w, err := c.CoreV1().ConfigMaps(ns).Watch(ctx, mine)
@@ -75,16 +77,17 @@ func TestContentTypes(t *testing.T) {
 // TestStreamingList asks for a list as a watch stream (sendInitialEvents),
 // as client-go informers do, and expects the initial-events-end bookmark.
 func TestStreamingList(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
 	c := s.Client()
 	ctx := framework.Context(t, time.Minute)
+	ns := s.CreateNamespace("streaming")
 	for i := range 5 {
-		if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap(fmt.Sprintf("cm-%d", i), map[string]string{"test": "streaming"}), metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("cm-%d", i), map[string]string{"test": "streaming"}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w, err := c.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{
-		// The test's own (default also holds kube-root-ca.crt).
+	w, err := c.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{
+		// The test's own (the namespace also holds kube-root-ca.crt).
 		LabelSelector:        "test=streaming",
 		SendInitialEvents:    ptr.To(true),
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
@@ -116,7 +119,7 @@ func TestStreamingList(t *testing.T) {
 // the server restarts: it reconnects and resumes its watch instead of
 // listing everything again.
 func TestInformerSurvivesRestart(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.StartAPIServer(t) // its own: it restarts the server
 	c := s.Client()
 	ctx := framework.Context(t, 3*time.Minute)
 	for i := range 100 {
@@ -174,11 +177,13 @@ func rawClient(t *testing.T, s *framework.APIServer) *http.Client {
 // TestBadInput sends what a broken client might, and expects a Status with
 // the right code, and the stored data unharmed.
 func TestBadInput(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
 	hc := rawClient(t, s)
 	c := s.Client()
 	ctx := framework.Context(t, time.Minute)
-	if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap("keep", nil), metav1.CreateOptions{}); err != nil {
+	ns := s.CreateNamespace("badinput")
+	nowhere := framework.UniqueName("e2e-nowhere") // never created
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, configMap("keep", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	huge := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"huge"},"data":{"k":"` + strings.Repeat("x", 4<<20) + `"}}`
@@ -187,19 +192,19 @@ func TestBadInput(t *testing.T) {
 		code                            int
 		msg                             string
 	}{
-		{"malformed JSON", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"apiVersion":"v1","kind":`, 400, "ConfigMap"},
-		{"malformed YAML", "POST", "/api/v1/namespaces/default/configmaps", "application/yaml", "apiVersion: v1\nkind: [", 400, ""},
-		{"garbage protobuf", "POST", "/api/v1/namespaces/default/configmaps", "application/vnd.kubernetes.protobuf", "\x00\x01garbage", 400, ""},
-		{"wrong kind", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}`, 400, "Secret"},
-		{"unknown resource", "GET", "/api/v1/namespaces/default/frobnicators", "", "", 404, ""},
-		{"unsupported field selector", "GET", "/api/v1/namespaces/default/configmaps?fieldSelector=spec.nothing%3Dx", "", "", 400, "field label not supported: spec.nothing"},
-		{"bad label selector", "GET", "/api/v1/namespaces/default/configmaps?labelSelector=a%3D%3D%3D", "", "", 400, ""},
-		{"stale resourceVersion", "PUT", "/api/v1/namespaces/default/configmaps/keep", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"keep","resourceVersion":"1"},"data":{"k":"lost"}}`, 409, "the object has been modified"},
-		{"oversized body", "POST", "/api/v1/namespaces/default/configmaps", "application/json", huge, 413, ""},
-		{"name mismatch", "PUT", "/api/v1/namespaces/default/configmaps/keep", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other"}}`, 400, "does not match"},
-		{"invalid value", "POST", "/api/v1/namespaces/default/services", "application/json", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"ports":[{"port":700000}]}}`, 422, "spec.ports[0].port"},
-		{"unknown namespace", "POST", "/api/v1/namespaces/nowhere/configmaps", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`, 404, `nowhere\" not found`},
-		{"bad patch", "PATCH", "/api/v1/namespaces/default/configmaps/keep", "application/json-patch+json", `[{"op":"frob"}]`, 422, ""},
+		{"malformed JSON", "POST", "/api/v1/namespaces/" + ns + "/configmaps", "application/json", `{"apiVersion":"v1","kind":`, 400, "ConfigMap"},
+		{"malformed YAML", "POST", "/api/v1/namespaces/" + ns + "/configmaps", "application/yaml", "apiVersion: v1\nkind: [", 400, ""},
+		{"garbage protobuf", "POST", "/api/v1/namespaces/" + ns + "/configmaps", "application/vnd.kubernetes.protobuf", "\x00\x01garbage", 400, ""},
+		{"wrong kind", "POST", "/api/v1/namespaces/" + ns + "/configmaps", "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}`, 400, "Secret"},
+		{"unknown resource", "GET", "/api/v1/namespaces/" + ns + "/frobnicators", "", "", 404, ""},
+		{"unsupported field selector", "GET", "/api/v1/namespaces/" + ns + "/configmaps?fieldSelector=spec.nothing%3Dx", "", "", 400, "field label not supported: spec.nothing"},
+		{"bad label selector", "GET", "/api/v1/namespaces/" + ns + "/configmaps?labelSelector=a%3D%3D%3D", "", "", 400, ""},
+		{"stale resourceVersion", "PUT", "/api/v1/namespaces/" + ns + "/configmaps/keep", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"keep","resourceVersion":"1"},"data":{"k":"lost"}}`, 409, "the object has been modified"},
+		{"oversized body", "POST", "/api/v1/namespaces/" + ns + "/configmaps", "application/json", huge, 413, ""},
+		{"name mismatch", "PUT", "/api/v1/namespaces/" + ns + "/configmaps/keep", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other"}}`, 400, "does not match"},
+		{"invalid value", "POST", "/api/v1/namespaces/" + ns + "/services", "application/json", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"ports":[{"port":700000}]}}`, 422, "spec.ports[0].port"},
+		{"unknown namespace", "POST", "/api/v1/namespaces/" + nowhere + "/configmaps", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`, 404, nowhere + `\" not found`},
+		{"bad patch", "PATCH", "/api/v1/namespaces/" + ns + "/configmaps/keep", "application/json-patch+json", `[{"op":"frob"}]`, 422, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,7 +229,7 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	cm, err := c.CoreV1().ConfigMaps("default").Get(ctx, "keep", metav1.GetOptions{})
+	cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "keep", metav1.GetOptions{})
 	if err != nil || cm.Data["k"] != "keep" {
 		t.Fatalf("stored object harmed: %v %+v", err, cm)
 	}
@@ -235,21 +240,22 @@ func TestBadInput(t *testing.T) {
 
 // TestListPagingAndSelectors lists in pages and by label and field.
 func TestListPagingAndSelectors(t *testing.T) {
-	s := framework.StartAPIServer(t)
+	s := framework.SharedAPIServer(t)
 	c := s.Client()
 	ctx := framework.Context(t, time.Minute)
+	ns := s.CreateNamespace("paging")
 	for i := range 25 {
 		labels := map[string]string{"parity": []string{"even", "odd"}[i%2]}
-		if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap(fmt.Sprintf("cm-%02d", i), labels), metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("cm-%02d", i), labels), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	seen := map[string]bool{}
-	// The test's own (default also holds kube-root-ca.crt).
+	// The test's own (the namespace also holds kube-root-ca.crt).
 	opts := metav1.ListOptions{Limit: 10, LabelSelector: "parity"}
 	pages := 0
 	for {
-		l, err := c.CoreV1().ConfigMaps("default").List(ctx, opts)
+		l, err := c.CoreV1().ConfigMaps(ns).List(ctx, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,29 +271,32 @@ func TestListPagingAndSelectors(t *testing.T) {
 	if pages != 3 || len(seen) != 25 {
 		t.Errorf("paging: %d pages, %d objects; want 3, 25", pages, len(seen))
 	}
-	l, err := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: "parity=odd"})
+	l, err := c.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: "parity=odd"})
 	if err != nil || len(l.Items) != 12 {
 		t.Errorf("label selector: %v, %d items, want 12", err, len(l.Items))
 	}
-	l, err = c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cm-07"})
+	l, err = c.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cm-07"})
 	if err != nil || len(l.Items) != 1 || l.Items[0].Name != "cm-07" {
 		t.Errorf("field selector: %v %v", err, l)
 	}
-	// Pods by node and phase, the selectors node agents and kubectl use.
-	for i, node := range []string{"n1", "n2", "n1"} {
+	// Pods by node and phase, the selectors node agents and kubectl use,
+	// across namespaces as a node agent lists: the node names are the
+	// test's own, as other tests' pods share the server.
+	n1, n2 := framework.UniqueName("e2e-paging-n1"), framework.UniqueName("e2e-paging-n2")
+	for i, node := range []string{n1, n2, n1} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i)},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "svcnet/echo"}}}}
-		if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pl, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=n1,status.phase=Pending"})
+	pl, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n1 + ",status.phase=Pending"})
 	if err != nil || len(pl.Items) != 2 {
-		t.Errorf("pods on n1: %v, %d, want 2", err, len(pl.Items))
+		t.Errorf("pods on %s: %v, %d, want 2", n1, err, len(pl.Items))
 	}
 	// A list at a recent resourceVersion is served exactly.
 	rv := l.ResourceVersion
-	if _, err := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact}); err != nil {
+	if _, err := c.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact}); err != nil {
 		t.Errorf("list at exact resourceVersion %s: %v", rv, err)
 	}
 }
@@ -295,7 +304,7 @@ func TestListPagingAndSelectors(t *testing.T) {
 // TestCompactedResourceVersion: once etcd has compacted a revision, lists
 // and watches from it answer 410 Gone, and clients relist.
 func TestCompactedResourceVersion(t *testing.T) {
-	s := framework.StartAPIServer(t, "--etcd-compaction-interval", "1s")
+	s := framework.StartAPIServer(t, "--etcd-compaction-interval", "1s") // its own: a flag, and a restart
 	c := s.Client()
 	ctx := framework.Context(t, time.Minute)
 	first, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap("old", nil), metav1.CreateOptions{})

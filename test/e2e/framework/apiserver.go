@@ -106,7 +106,11 @@ type APIServer struct {
 	cmd        *exec.Cmd
 	done       chan struct{}
 	logs       *bytes.Buffer
-	mu         sync.Mutex
+	// mu guards logs. A pointer: a view of the shared server (see
+	// SharedAPIServer) is a copy of this struct, and must lock the same.
+	mu *sync.Mutex
+	// shared marks such a view: the server is not its test's to stop.
+	shared bool
 }
 
 var urlLine = regexp.MustCompile(`svcnet API server at (https://\S+)`)
@@ -132,6 +136,7 @@ func StartAPIServerFor(t testing.TB, s *APIServer) *APIServer {
 // Start starts (or restarts) the process on the same data directory.
 func (s *APIServer) Start() {
 	s.t.Helper()
+	s.mustOwn("Start")
 	args := append([]string{"apiserver", "--data-dir", s.DataDir, "--secure-port", "0"}, s.Args...)
 	if s.URL != "" {
 		// A restart keeps the port, so that clients reconnect.
@@ -143,8 +148,13 @@ func (s *APIServer) Start() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	if s.mu == nil {
+		s.mu = &sync.Mutex{}
+	}
+	s.mu.Lock()
 	s.logs = &bytes.Buffer{}
-	cmd.Stderr = &lockedWriter{w: s.logs, mu: &s.mu}
+	cmd.Stderr = &lockedWriter{w: s.logs, mu: s.mu}
+	s.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
@@ -194,12 +204,24 @@ func (s *APIServer) WaitReady() {
 
 // Stop stops the process (SIGTERM, then SIGKILL).
 func (s *APIServer) Stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
+	s.mustOwn("Stop")
+	if !s.stop() {
 		return
+	}
+	if s.t.Failed() {
+		s.t.Logf("svcnet apiserver logs:\n%s", s.Logs())
+	}
+}
+
+// stop stops the process (SIGTERM, then SIGKILL) and reports whether it
+// was running.
+func (s *APIServer) stop() bool {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return false
 	}
 	select {
 	case <-s.done:
-		return
+		return false
 	default:
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
@@ -209,13 +231,12 @@ func (s *APIServer) Stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	}
-	if s.t.Failed() {
-		s.t.Logf("svcnet apiserver logs:\n%s", s.Logs())
-	}
+	return true
 }
 
 // Kill ends the server at once (SIGKILL), as a crash would.
 func (s *APIServer) Kill() {
+	s.mustOwn("Kill")
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
@@ -226,12 +247,16 @@ func (s *APIServer) Kill() {
 // Restart stops and starts the server on the same data and port.
 func (s *APIServer) Restart() {
 	s.t.Helper()
+	s.mustOwn("Restart")
 	s.Stop()
 	s.Start()
 }
 
 // Logs returns what the server wrote to stderr.
 func (s *APIServer) Logs() string {
+	if s.mu == nil {
+		return "" // never started
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.logs.String()
