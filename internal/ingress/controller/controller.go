@@ -237,7 +237,7 @@ func (c *Controller) syncRoutes() {
 	snap, ch := c.tracker.Snapshot()
 	c.pool.Update(snap, ch.Services)
 	certs, certProblems := c.certificates(table, c.defaultCertificate())
-	c.cfg.Proxy.Set(table, c.pool.For(table.Backends, snap))
+	c.cfg.Proxy.Set(table, c.pool.For(table.BackendRefs(), snap))
 	c.cfg.Proxy.SetCerts(certs)
 	c.table = table
 	c.report(append(problems, certProblems...))

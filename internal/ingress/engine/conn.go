@@ -63,8 +63,8 @@ type conn struct {
 	out      []byte    // for the client, not written yet
 	due      time.Time // when its wait times out (sweep); zero: none
 
-	head   []byte // the head the pod gets
-	fwd    h1.Forwarded
+	head   []byte       // the head the pod gets
+	fwd    h1.Forwarded // the connection's; RequestID the request's
 	id     [32]byte
 	resp   h1.Response
 	frame  int
@@ -205,7 +205,7 @@ func (c *conn) begin() {
 		hex.Encode(c.id[:], raw[:])
 		x.ID = c.id[:]
 	}
-	c.fwd = h1.Forwarded{For: c.ip, Proto: "http", Port: x.Port, RequestID: x.ID}
+	c.fwd.RequestID = x.ID
 	c.head = h1.AppendRequest(c.head[:0], h, &c.fwd)
 	c.active, c.tried, c.due, c.lastErr = true, 0, time.Time{}, nil
 	c.state = stSend

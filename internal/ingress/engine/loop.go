@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ingress/h1"
 	"github.com/svcnet/svcnet/internal/ingress/upstream"
 )
 
@@ -134,7 +135,7 @@ func (l *loop) run() {
 			return
 		}
 		wait := -1
-		if l.clients > 0 || l.idle.Len() > 0 {
+		if l.clients > 0 || !l.idle.Empty() {
 			wait = int(sweepEvery / time.Millisecond)
 		}
 		n, err := unix.EpollWait(l.epfd, l.events[:], wait)
@@ -202,6 +203,7 @@ func (l *loop) accept() {
 		if host, _, err := net.SplitHostPort(c.ip); err == nil {
 			c.ip = host
 		}
+		c.fwd = h1.Forwarded{For: c.ip, Proto: "http", Port: c.x.Port}
 		if !l.register(c.fd, c) {
 			unix.Close(c.fd)
 			c.release()

@@ -86,11 +86,6 @@ func (p *Idle[C]) Expire(before time.Time, drop func(C)) {
 	}
 }
 
-// Len is the number of connections kept.
-func (p *Idle[C]) Len() int {
-	n := 0
-	for _, l := range p.list {
-		n += len(l)
-	}
-	return n
-}
+// Empty reports whether no connection is kept (an endpoint's list goes
+// when its last connection does).
+func (p *Idle[C]) Empty() bool { return len(p.list) == 0 }

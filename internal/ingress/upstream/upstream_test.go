@@ -84,8 +84,8 @@ func TestIdle(t *testing.T) {
 	var dropped []int
 	p.Expire(now.Add(time.Second), func(c int) { dropped = append(dropped, c) })
 	slices.Sort(dropped)
-	if !slices.Equal(dropped, []int{1, 4}) || p.Len() != 0 {
-		t.Fatalf("Expire dropped %v, %d left", dropped, p.Len())
+	if !slices.Equal(dropped, []int{1, 4}) || !p.Empty() {
+		t.Fatalf("Expire dropped %v, empty after: %v", dropped, p.Empty())
 	}
 	if _, _, ok := p.Take("a"); ok {
 		t.Fatal("Take from an empty endpoint")
