@@ -117,9 +117,11 @@ func testIPVSGracefulTermination(t *testing.T, c *cluster) {
 }
 
 // testIPVSSourceHashing (--ipvs-scheduler sh): every connection of one
-// client reaches the same endpoint; clients spread.
-func testIPVSSourceHashing(t *testing.T) {
-	c := newCluster(t, "ipvs", 4, "--ipvs-scheduler", "sh")
+// client reaches the same endpoint; clients spread. c's proxy restarts
+// with that scheduler.
+func testIPVSSourceHashing(t *testing.T, c *cluster) {
+	c.proxy.Stop()
+	c.startProxy("ipvs", "--ipvs-scheduler", "sh")
 	c.waitEndpoints(0)
 	svc := c.service("hashed", nil)
 	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]), ready(c.pods[2]))
@@ -147,17 +149,17 @@ func testIPVSSourceHashing(t *testing.T) {
 // (ipvs, iptables, ipvs, nftables), as an operator changing
 // --proxy-mode does: each start removes what the previous mode left in
 // the kernel, and the Service works through the cluster IP and the node
-// port in every mode.
-func testIPVSModeSwitch(t *testing.T) {
-	c := newCluster(t, "ipvs", 2)
+// port in every mode. The first step restarts c's proxy in ipvs mode.
+func testIPVSModeSwitch(t *testing.T, c *cluster) {
 	svc := c.service("switch", nodePort(nil))
 	c.slice(svc, httpPort, v1.ProtocolTCP, ready(c.pods[0]), ready(c.pods[1]))
 	for i, mode := range []string{"ipvs", "iptables", "ipvs", "nftables"} {
-		if i > 0 {
-			c.proxy.Stop()
-			c.startProxy(mode)
-		}
+		start := time.Now()
+		c.proxy.Stop()
+		stopped := time.Now()
+		c.startProxy(mode)
 		c.waitEndpoints(2)
+		synced := time.Now()
 		for _, u := range []struct {
 			from *framework.Netns
 			url  string
@@ -185,6 +187,8 @@ func testIPVSModeSwitch(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+		t.Logf("step %d, %s mode: stop %v, start and sync %v, traffic and the others' state gone %v", i, mode,
+			stopped.Sub(start).Round(time.Millisecond), synced.Sub(stopped).Round(time.Millisecond), time.Since(synced).Round(time.Millisecond))
 		for m, state := range left {
 			if m != mode && state != "" {
 				t.Errorf("step %d, %s mode: the %s mode's state is left: %s", i, mode, m, state)

@@ -33,14 +33,17 @@ func TestProxyIPVS(t *testing.T) {
 	}) {
 		return
 	}
-	testProxy(t, "ipvs")
-	t.Run("source hashing keeps a client on one endpoint", testIPVSSourceHashing)
-	t.Run("switching modes to and from ipvs cleans up the other's state", testIPVSModeSwitch)
+	// The VM's emulated CPU makes a cluster slow to start: these two
+	// scenarios restart the proxy of the one the shared ones ran on.
+	c := testProxy(t, "ipvs")
+	t.Run("source hashing keeps a client on one endpoint", func(t *testing.T) { testIPVSSourceHashing(t, c.in(t)) })
+	t.Run("switching modes to and from ipvs cleans up the other's state", func(t *testing.T) { testIPVSModeSwitch(t, c.in(t)) })
 }
 
 // testProxy runs every scenario against one node running `svcnet proxy`
-// in mode, one after the other (each cleans up its services).
-func testProxy(t *testing.T, mode string) {
+// in mode, one after the other (each cleans up its services), and returns
+// the cluster, its services gone.
+func testProxy(t *testing.T, mode string) *cluster {
 	c := newCluster(t, mode, 4)
 	// The API server's own default/kubernetes service has no endpoints.
 	c.waitEndpoints(0)
@@ -65,15 +68,19 @@ func testProxy(t *testing.T, mode string) {
 		if strings.HasPrefix(sc.name, "ipvs:") && mode != "ipvs" {
 			continue
 		}
-		t.Run(sc.name, func(t *testing.T) {
-			sub := *c
-			sub.t = t
-			sc.run(t, &sub)
-		})
+		t.Run(sc.name, func(t *testing.T) { sc.run(t, c.in(t)) })
 		// The scenario's services are gone: wait until the proxy has
 		// removed them too, before the next one counts endpoints.
 		c.waitEndpoints(0)
 	}
+	return c
+}
+
+// in is c for subtest t: what the subtest creates, t cleans up.
+func (c *cluster) in(t *testing.T) *cluster {
+	sub := *c
+	sub.t = t
+	return &sub
 }
 
 const connections = 300
