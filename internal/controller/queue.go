@@ -1,7 +1,7 @@
 // Package controller holds what svcnet's controllers share: a keyed,
-// rate-limited work queue with its worker loop, informer-event helpers and
-// create/delete expectations. The controllers live in the folders below,
-// one each.
+// rate-limited work queue with its worker loop, the lookup of a queued
+// key, informer-event helpers, create/delete expectations and the writing
+// of workload pods. The controllers live in the folders below, one each.
 package controller
 
 import (

@@ -74,18 +74,15 @@ func nodeReady(n *corev1.Node) bool {
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return 0, nil
-	}
-	ds, err := c.sets.DaemonSets(ns).Get(name)
-	if apierrors.IsNotFound(err) {
+	ds, gone, err := controller.Lookup(key, c.sets.DaemonSets)
+	if gone {
 		c.expect.Forget(key)
 		return 0, nil
 	}
 	if err != nil || ds.DeletionTimestamp != nil {
 		return 0, err
 	}
+	ns := ds.Namespace
 	if !c.expect.Satisfied(key) {
 		return 100 * time.Millisecond, nil
 	}
@@ -98,25 +95,13 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, err
 	}
 	steps := Plan(ds, nodes, owned)
-	if len(steps.Create) > 0 {
-		c.expect.ExpectCreations(key, len(steps.Create))
+	w := controller.PodWriter{Client: c.client, Recorder: c.recorder}
+	failed, err := w.CreateExpected(ctx, c.expect, key, ds, steps.Create, func(p *corev1.Pod) string { return "Created pod on node " + p.Spec.NodeName })
+	if err != nil {
+		return 0, fmt.Errorf("create pod of %s on %s: %w", key, failed.Spec.NodeName, err)
 	}
-	for i, p := range steps.Create {
-		if _, err := c.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			for range len(steps.Create) - i {
-				c.expect.CreationObserved(key)
-			}
-			c.recorder.Eventf(ds, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
-			return 0, fmt.Errorf("create pod of %s on %s: %w", key, p.Spec.NodeName, err)
-		}
-		c.recorder.Eventf(ds, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod on node %s", p.Spec.NodeName)
-	}
-	for _, p := range steps.Delete {
-		err := c.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return 0, err
-		}
-		c.recorder.Eventf(ds, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", p.Name)
+	if err := w.Delete(ctx, ds, steps.Delete, func(p *corev1.Pod) string { return "Deleted pod: " + p.Name }); err != nil {
+		return 0, err
 	}
 	if !apiequality.Semantic.DeepEqual(ds.Status, steps.Status) {
 		upd := ds.DeepCopy()

@@ -84,19 +84,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return 0, nil
-	}
-	d, err := c.deployments.Deployments(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return 0, nil // the garbage collector removes its replica sets
-	}
-	if err != nil {
-		return 0, err
-	}
-	if d.DeletionTimestamp != nil {
-		return 0, nil
+	d, gone, err := controller.Lookup(key, c.deployments.Deployments)
+	if gone || err != nil || d.DeletionTimestamp != nil {
+		return 0, err // the garbage collector removes the replica sets of a gone deployment
 	}
 	all, err := c.ownedSets(d)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
@@ -48,18 +47,15 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return 0, nil
-	}
-	job, err := c.jobs.Jobs(ns).Get(name)
-	if apierrors.IsNotFound(err) {
+	job, gone, err := controller.Lookup(key, c.jobs.Jobs)
+	if gone {
 		c.expect.Forget(key)
 		return 0, nil
 	}
 	if err != nil || job.DeletionTimestamp != nil {
 		return 0, err
 	}
+	ns := job.Namespace
 	// Pods created but not yet seen would be created twice.
 	if !c.expect.Satisfied(key) {
 		return 100 * time.Millisecond, nil
@@ -71,33 +67,19 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	wasFinished := Finished(&job.Status)
 	steps := Plan(job, owned, time.Now())
 	if steps.Expired {
-		err := c.client.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{
+		err := c.client.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{
 			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground), Preconditions: &metav1.Preconditions{UID: &job.UID}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return 0, err
 		}
 		return 0, nil
 	}
-	if len(steps.Create) > 0 {
-		c.expect.ExpectCreations(key, len(steps.Create))
+	w := controller.PodWriter{Client: c.client, Recorder: c.recorder}
+	if _, err := w.CreateExpected(ctx, c.expect, key, job, steps.Create, func(p *corev1.Pod) string { return "Created pod: " + p.Name }); err != nil {
+		return 0, fmt.Errorf("create pod of job %s: %w", key, err)
 	}
-	for i, p := range steps.Create {
-		created, err := c.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-		if err != nil {
-			for range len(steps.Create) - i {
-				c.expect.CreationObserved(key) // never coming
-			}
-			c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
-			return 0, fmt.Errorf("create pod of job %s: %w", key, err)
-		}
-		c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %s", created.Name)
-	}
-	for _, p := range steps.Delete {
-		err := c.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return 0, err
-		}
-		c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", p.Name)
+	if err := w.Delete(ctx, job, steps.Delete, func(p *corev1.Pod) string { return "Deleted pod: " + p.Name }); err != nil {
+		return 0, err
 	}
 	if !apiequality.Semantic.DeepEqual(job.Status, steps.Status) {
 		upd := job.DeepCopy()

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/svcnet/svcnet/internal/controller"
@@ -42,20 +41,11 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 func (c *Controller) Run(ctx context.Context, workers int) { c.queue.Run(ctx, workers) }
 
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return 0, nil
+	set, gone, err := controller.Lookup(key, c.sets.StatefulSets)
+	if gone || err != nil || set.DeletionTimestamp != nil {
+		return 0, err // the garbage collector removes the pods of a gone set
 	}
-	set, err := c.sets.StatefulSets(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return 0, nil // the garbage collector removes its pods
-	}
-	if err != nil {
-		return 0, err
-	}
-	if set.DeletionTimestamp != nil {
-		return 0, nil
-	}
+	ns := set.Namespace
 	owned, ok, err := controller.ControlledPods(c.pods, ns, set.Spec.Selector, set.UID)
 	if !ok || err != nil {
 		return 0, err
@@ -71,12 +61,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		c.recorder.Eventf(set, corev1.EventTypeNormal, "SuccessfulCreate", "create Pod %s in StatefulSet %s successful", p.Name, set.Name)
 	}
-	for _, p := range steps.Delete {
-		err := c.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return 0, fmt.Errorf("delete pod %s: %w", p.Name, err)
-		}
-		c.recorder.Eventf(set, corev1.EventTypeNormal, "SuccessfulDelete", "delete Pod %s in StatefulSet %s successful", p.Name, set.Name)
+	w := controller.PodWriter{Client: c.client, Recorder: c.recorder}
+	if err := w.Delete(ctx, set, steps.Delete, func(p *corev1.Pod) string {
+		return fmt.Sprintf("delete Pod %s in StatefulSet %s successful", p.Name, set.Name)
+	}); err != nil {
+		return 0, err
 	}
 	if !apiequality.Semantic.DeepEqual(set.Status, steps.Status) {
 		upd := set.DeepCopy()
