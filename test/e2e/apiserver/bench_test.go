@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,8 +33,8 @@ func BenchmarkAPIServer10kServices(b *testing.B) {
 	b.Logf("created %d services in %s", benchServices, createServices(b, []*framework.APIServer{s}, benchServices))
 	b.Run("WatchLatency", func(b *testing.B) {
 		w := watchLatency(b, []*framework.APIServer{s}, benchServices)
-		report(b, "all-watchers", w.all)
-		report(b, "write", w.writes)
+		framework.ReportLatencies(b, "all-watchers", w.all)
+		framework.ReportLatencies(b, "write", w.writes)
 	})
 	b.Run("List", func(b *testing.B) { benchList(b, s) })
 }
@@ -161,16 +160,6 @@ func watchLatency(b *testing.B, servers []*framework.APIServer, services int) la
 	return out
 }
 
-func report(b *testing.B, name string, d []time.Duration) {
-	slices.Sort(d)
-	pct := func(p float64) float64 {
-		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.5), name+"-p50-ms")
-	b.ReportMetric(pct(0.99), name+"-p99-ms")
-	b.ReportMetric(float64(d[len(d)-1].Microseconds())/1000, name+"-max-ms")
-}
-
 // benchList lists every service, as a consistent read (what informers and
 // kubectl ask for) and from the watch cache (resourceVersion 0), in
 // protobuf and JSON.
@@ -200,7 +189,7 @@ func benchList(b *testing.B, s *framework.APIServer) {
 						b.Fatalf("listed %d services", len(l.Items))
 					}
 				}
-				report(b, "list", times)
+				framework.ReportLatencies(b, "list", times)
 			})
 		}
 	}

@@ -25,10 +25,10 @@ func BenchmarkControlPlanes(b *testing.B) {
 			took := createServices(b, servers, services)
 			w := watchLatency(b, servers, services)
 			b.ReportMetric(float64(services)/took.Seconds(), "creates/s")
-			report(b, "all-watchers", w.all)
-			report(b, "local-watchers", w.local)
+			framework.ReportLatencies(b, "all-watchers", w.all)
+			framework.ReportLatencies(b, "local-watchers", w.local)
 			if n > 1 {
-				report(b, "remote-watchers", w.remote)
+				framework.ReportLatencies(b, "remote-watchers", w.remote)
 			}
 		})
 	}

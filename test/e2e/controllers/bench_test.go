@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -109,8 +108,8 @@ func BenchmarkEndpointSliceLatency(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	report(b, "from-pod-event", fromEvent)
-	report(b, "from-write", fromWrite)
+	framework.ReportLatencies(b, "from-pod-event", fromEvent)
+	framework.ReportLatencies(b, "from-write", fromWrite)
 }
 
 type podEvent struct {
@@ -223,14 +222,4 @@ func populate(b *testing.B, ctx context.Context, client kubernetes.Interface) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	b.Fatal("endpoint slices did not list every pod in 3 minutes")
-}
-
-func report(b *testing.B, name string, d []time.Duration) {
-	slices.Sort(d)
-	pct := func(p float64) float64 {
-		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.5), name+"-p50-ms")
-	b.ReportMetric(pct(0.99), name+"-p99-ms")
-	b.ReportMetric(float64(d[len(d)-1].Microseconds())/1000, name+"-max-ms")
 }

@@ -201,14 +201,14 @@ func BenchmarkDNSPropagation(b *testing.B) {
 					b.Logf("svcnet, %d Services, during the rate runs: %d garbage collections (%.3f s of pauses), heap %.0f → %.0f MiB; memo %.0f hits, %.0f misses, %.0f stale, %.0f resets",
 						n, n1-n0, pause1-pause0, heap0/(1<<20), heap1/(1<<20), memo("hit"), memo("miss"), memo("stale"), resets1-resets0)
 				}
-				b.ReportMetric(ms(percentile(r.lat, 50)), name+"-p50-ms")
-				b.ReportMetric(ms(percentile(r.lat, 99)), name+"-p99-ms")
+				b.ReportMetric(ms(framework.Percentile(r.lat, 50)), name+"-p50-ms")
+				b.ReportMetric(ms(framework.Percentile(r.lat, 99)), name+"-p99-ms")
 				b.ReportMetric(ms(r.lat[len(r.lat)-1]), name+"-max-ms")
 				b.ReportMetric(r.rss/(1<<20), name+"-rss-MiB")
 				b.ReportMetric(r.qps, name+"-max-qps")
 				b.ReportMetric(r.firstQPS, name+"-first-qps")
 				b.Logf("%s, %d Services: new Service answered p50 %s p99 %s max %s after the create returned; RSS %.0f MiB; %.0f q/s flat out (every name asked once first: %.0f q/s)",
-					name, n, percentile(r.lat, 50), percentile(r.lat, 99), r.lat[len(r.lat)-1], r.rss/(1<<20), r.qps, r.firstQPS)
+					name, n, framework.Percentile(r.lat, 50), framework.Percentile(r.lat, 99), r.lat[len(r.lat)-1], r.rss/(1<<20), r.qps, r.firstQPS)
 			}
 			if n == sizes[len(sizes)-1] && len(sizes) > 1 && *benchPairs > 0 {
 				for name, ratio := range pairedRates(b, up.Addr, names[:sizes[0]], queries, len(names), sizes[len(sizes)-1], servers) {
@@ -399,13 +399,6 @@ func rssBytes(b *testing.B, pid int) float64 {
 	}
 	b.Fatalf("no VmRSS for pid %d", pid)
 	return 0
-}
-
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(math.Ceil(float64(p)/100*float64(len(sorted))))-1)]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

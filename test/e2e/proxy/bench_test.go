@@ -262,17 +262,17 @@ func benchmarkProxy(b *testing.B, mode string) {
 			}
 			sb.StopTimer()
 			sb.ReportMetric(bp.fullSync.Seconds(), "full-sync-s")
-			sb.ReportMetric(ms(percentile(partials, 50)), "partial-sync-p50-ms")
-			sb.ReportMetric(ms(percentile(latencies, 50)), "latency-p50-ms")
-			sb.ReportMetric(ms(percentile(latencies, 99)), "latency-p99-ms")
+			sb.ReportMetric(ms(framework.Percentile(partials, 50)), "partial-sync-p50-ms")
+			sb.ReportMetric(ms(framework.Percentile(latencies, 50)), "latency-p50-ms")
+			sb.ReportMetric(ms(framework.Percentile(latencies, 99)), "latency-p99-ms")
 			sb.ReportMetric(ms(slices.Max(append(latencies, 0))), "latency-max-ms")
 			rss, hwm := memory(bp.proc.PID())
 			sb.ReportMetric(float64(hwm)/(1<<20), "peak-rss-MiB")
 			sb.ReportMetric(0, "ns/op")
 			if len(latencies) > 1 {
 				sb.Logf("%s mode, %d services, %d changes: full sync %s; partial sync p50 %s p99 %s; programming latency p50 %s p99 %s max %s; RSS %d MiB (peak %d MiB)",
-					mode, n, len(latencies), bp.fullSync, percentile(partials, 50), percentile(partials, 99),
-					percentile(latencies, 50), percentile(latencies, 99), slices.Max(latencies), rss>>20, hwm>>20)
+					mode, n, len(latencies), bp.fullSync, framework.Percentile(partials, 50), framework.Percentile(partials, 99),
+					framework.Percentile(latencies, 50), framework.Percentile(latencies, 99), slices.Max(latencies), rss>>20, hwm>>20)
 			}
 		})
 	}
@@ -301,13 +301,3 @@ func memory(pid int) (rss, peak int64) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	return s[min(max(i-1, 0), len(s)-1)]
-}

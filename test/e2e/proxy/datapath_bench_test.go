@@ -70,10 +70,10 @@ func BenchmarkFirstPacket(b *testing.B) {
 					for range b.N {
 						lat = firstPacket(b, mode, n)
 					}
-					p50s[mode][i] = append(p50s[mode][i], percentile(lat, 50))
-					p99s[mode][i] = append(p99s[mode][i], percentile(lat, 99))
-					b.ReportMetric(float64(percentile(lat, 50).Microseconds()), "connect-p50-µs")
-					b.ReportMetric(float64(percentile(lat, 99).Microseconds()), "connect-p99-µs")
+					p50s[mode][i] = append(p50s[mode][i], framework.Percentile(lat, 50))
+					p99s[mode][i] = append(p99s[mode][i], framework.Percentile(lat, 99))
+					b.ReportMetric(float64(framework.Percentile(lat, 50).Microseconds()), "connect-p50-µs")
+					b.ReportMetric(float64(framework.Percentile(lat, 99).Microseconds()), "connect-p99-µs")
 					b.ReportMetric(0, "ns/op")
 				})
 			}
@@ -86,7 +86,7 @@ func BenchmarkFirstPacket(b *testing.B) {
 				b.Logf("no figures for %s mode at %d services (filtered out or failed)", mode, n)
 				return
 			}
-			p50, p99 := percentile(p50s[mode][i], 50), percentile(p99s[mode][i], 50)
+			p50, p99 := framework.Percentile(p50s[mode][i], 50), framework.Percentile(p99s[mode][i], 50)
 			results[mode] = append(results[mode], p50)
 			// Printed, not logged: a parent benchmark's log is not shown.
 			fmt.Printf("first packet: %s mode, %d services: connect p50 %s p99 %s (medians of %d rounds of %d connects)\n",
