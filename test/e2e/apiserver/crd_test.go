@@ -2,8 +2,6 @@ package apiserver_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -84,14 +82,7 @@ func TestCustomResources(t *testing.T) {
 				t.Errorf("kubectl explain of the custom resource: %s %s", out, errOut)
 			}
 
-			watch := exec.Command(k.Path, append(n, "get", "ct", "-w", "--output-watch-events")...)
-			watch.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "HOME="+t.TempDir())
-			var watchOut strings.Builder
-			watch.Stdout = &watchOut
-			if err := watch.Start(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Second)
+			stopWatch := k.Watch(append(n, "ct")...)
 			k.MustRun("apiVersion: "+group+"/v1\nkind: CronTab\nmetadata: {name: nightly}\nspec: {cronSpec: '0 3 * * *', image: backup}\n",
 				append(n, "apply", "-f", "-")...)
 			if got := k.MustRun("", append(n, "get", "crontab", "nightly", "-o", "jsonpath={.spec.replicas}")...); got != "1" {
@@ -105,12 +96,10 @@ func TestCustomResources(t *testing.T) {
 				t.Errorf("schema validation: %s", errOut)
 			}
 			k.MustRun("", append(n, "delete", "crontab", "nightly")...)
-			time.Sleep(time.Second)
-			_ = watch.Process.Kill()
-			_ = watch.Wait()
+			watchOut := stopWatch()
 			for _, want := range []string{"ADDED", "nightly", "DELETED"} {
-				if !strings.Contains(watchOut.String(), want) {
-					t.Errorf("watch: want %q in\n%s", want, watchOut.String())
+				if !strings.Contains(watchOut, want) {
+					t.Errorf("watch: want %q in\n%s", want, watchOut)
 				}
 			}
 			k.MustRun("apiVersion: "+group+"/v1\nkind: CronTab\nmetadata: {name: weekly}\nspec: {cronSpec: '0 3 * * 0'}\n", append(n, "apply", "-f", "-")...)

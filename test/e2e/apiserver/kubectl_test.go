@@ -3,12 +3,10 @@ package apiserver_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -145,22 +143,13 @@ func TestKubectl(t *testing.T) {
 			}
 
 			// get -w sees a change as it happens.
-			watch := exec.Command(k.Path, append(n, "get", "services", "-w", "--output-watch-events")...)
-			watch.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "HOME="+t.TempDir())
-			var watchOut strings.Builder
-			watch.Stdout = &watchOut
-			if err := watch.Start(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Second)
+			stopWatch := k.Watch(append(n, "services")...)
 			k.MustRun("", append(n, "create", "service", "clusterip", "watched", "--tcp=80")...)
 			k.MustRun("", append(n, "delete", "service", "watched")...)
-			time.Sleep(time.Second)
-			_ = watch.Process.Kill()
-			_ = watch.Wait()
+			watchOut := stopWatch()
 			for _, want := range []string{"ADDED", "watched", "DELETED"} {
-				if !strings.Contains(watchOut.String(), want) {
-					t.Errorf("get -w: want %q in\n%s", want, watchOut.String())
+				if !strings.Contains(watchOut, want) {
+					t.Errorf("get -w: want %q in\n%s", want, watchOut)
 				}
 			}
 

@@ -55,13 +55,18 @@ func (k *Kubectl) For(t testing.TB) *Kubectl {
 	return &c
 }
 
+func (k *Kubectl) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, k.Path, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "HOME="+k.t.TempDir())
+	cmd.Env = append(cmd.Env, k.Env...)
+	return cmd
+}
+
 // Run runs kubectl with stdin and returns stdout, stderr and the error.
 func (k *Kubectl) Run(stdin string, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, k.Path, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "HOME="+k.t.TempDir())
-	cmd.Env = append(cmd.Env, k.Env...)
+	cmd := k.command(ctx, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -87,4 +92,24 @@ func (k *Kubectl) MustFail(stdin string, args ...string) string {
 		k.t.Fatalf("kubectl %s succeeded, want failure\nstdout: %s", strings.Join(args, " "), out)
 	}
 	return errOut
+}
+
+// Watch starts `kubectl get <args> -w --output-watch-events` and gives
+// the watch a second to be established. stop gives it a second more to
+// print the last events, ends it and returns what it printed.
+func (k *Kubectl) Watch(args ...string) (stop func() string) {
+	k.t.Helper()
+	cmd := k.command(context.Background(), append(append([]string{"get"}, args...), "-w", "--output-watch-events")...)
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		k.t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	return func() string {
+		time.Sleep(time.Second)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return out.String()
+	}
 }
