@@ -15,12 +15,12 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/proxy/proxytest"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
 	"github.com/svcnet/svcnet/internal/svcstate"
 	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
@@ -67,30 +67,10 @@ func (w *world) sync() {
 
 func (w *world) lastRestore() string { return string(w.fake.Restores[len(w.fake.Restores)-1]) }
 
-// webSlice is the slice of service web-<i> with n endpoints, the first
-// one ready or not.
-func webSlice(i, n int, firstReady bool) *discovery.EndpointSlice {
-	name := fmt.Sprintf("web-%d", i)
-	opts := []SliceOption{SlicePort("http", tcp, 8080)}
-	for j := range n {
-		var eo []EndpointOption
-		if j == 0 && !firstReady {
-			eo = append(eo, NotReady())
-		}
-		opts = append(opts, Endpoint(fmt.Sprintf("10.244.%d.%d", 2+j, i), fmt.Sprintf("node-%d", j), eo...))
-	}
-	return Slice("default", name, name+"-abc", opts...)
-}
-
-func webService(i int) *v1.Service {
-	return Service("default", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.96.1.%d", i), Port("http", tcp, 80, int32(30000+i)),
-		Type(v1.ServiceTypeNodePort))
-}
-
 func (w *world) addWeb(n int) {
 	for i := range n {
-		w.tracker.OnServiceAdd(webService(i))
-		w.tracker.OnEndpointSliceAdd(webSlice(i, 3, true))
+		w.tracker.OnServiceAdd(proxytest.WebService(i))
+		w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(i, 3, true))
 	}
 }
 
@@ -189,7 +169,7 @@ func testPartialSync(t *testing.T, edit bool) {
 	w.assertMatchesFullSync()
 
 	// One endpoint of one service stops being ready.
-	w.tracker.OnEndpointSliceUpdate(nil, webSlice(7, 3, false))
+	w.tracker.OnEndpointSliceUpdate(nil, proxytest.WebSlice(7, 3, false))
 	w.sync()
 	partial := w.lastRestore()
 	if n := count(partial, ":KUBE-SVC-"); n != 1 {
@@ -215,12 +195,12 @@ func testPartialSync(t *testing.T, edit bool) {
 	w.assertMatchesFullSync()
 
 	// The endpoint comes back.
-	w.tracker.OnEndpointSliceUpdate(nil, webSlice(7, 3, true))
+	w.tracker.OnEndpointSliceUpdate(nil, proxytest.WebSlice(7, 3, true))
 	w.sync()
 	w.assertMatchesFullSync()
 
 	// A service goes away: its chains go with it.
-	w.tracker.OnServiceDelete(webService(3))
+	w.tracker.OnServiceDelete(proxytest.WebService(3))
 	w.sync()
 	if n := count(w.lastRestore(), "\n-X "); n != 5 { // SVC, EXT, 3 SEP
 		t.Errorf("deleted %d chains, want 5:\n%s", n, w.lastRestore())
@@ -231,7 +211,7 @@ func testPartialSync(t *testing.T, edit bool) {
 	w.assertMatchesFullSync()
 
 	// A service loses all its endpoints: REJECT in filter, chains gone.
-	w.tracker.OnEndpointSliceDelete(webSlice(4, 3, true))
+	w.tracker.OnEndpointSliceDelete(proxytest.WebSlice(4, 3, true))
 	w.sync()
 	if !strings.Contains(w.lastRestore(), `"default/web-4:http has no endpoints"`) {
 		t.Errorf("no REJECT rule:\n%s", w.lastRestore())
@@ -239,8 +219,8 @@ func testPartialSync(t *testing.T, edit bool) {
 	w.assertMatchesFullSync()
 
 	// A new service, and one whose cluster IP rules change.
-	w.tracker.OnServiceAdd(webService(60))
-	w.tracker.OnEndpointSliceAdd(webSlice(60, 2, true))
+	w.tracker.OnServiceAdd(proxytest.WebService(60))
+	w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(60, 2, true))
 	w.tracker.OnServiceUpdate(nil, Service("default", "web-5", "10.96.1.5", Port("http", tcp, 8080, 31005),
 		Type(v1.ServiceTypeNodePort), ExternalIPs("203.0.113.5")))
 	w.sync()
@@ -258,7 +238,7 @@ func TestEditingSyncFailsOverToFull(t *testing.T) {
 	// Someone flushes KUBE-SERVICES: the next edit's -D cannot find its
 	// rule, the restore fails as a whole, and the retry is full.
 	w.fake.Flush("nat", "KUBE-SERVICES")
-	w.tracker.OnServiceDelete(webService(1))
+	w.tracker.OnServiceDelete(proxytest.WebService(1))
 	w.now = w.now.Add(time.Second)
 	if err := w.proxier.Sync(context.Background()); err == nil {
 		t.Fatal("edit of a flushed chain succeeded")
@@ -273,7 +253,7 @@ func TestNothingChangedNoRestore(t *testing.T) {
 	w.sync()
 	n := len(w.fake.Restores)
 	// An identical rewrite of a slice is an event but not a change.
-	s := webSlice(1, 3, true)
+	s := proxytest.WebSlice(1, 3, true)
 	s.ResourceVersion = "2"
 	w.tracker.OnEndpointSliceUpdate(nil, s)
 	w.sync()
@@ -291,7 +271,7 @@ func TestFailedSyncIsRetriedInFull(t *testing.T) {
 	w.addWeb(5)
 	w.sync()
 	w.fake.FailRestore = func([]byte) error { return errors.New("iptables-restore: line 7 failed") }
-	w.tracker.OnEndpointSliceUpdate(nil, webSlice(2, 3, false))
+	w.tracker.OnEndpointSliceUpdate(nil, proxytest.WebSlice(2, 3, false))
 	w.now = w.now.Add(time.Second)
 	if err := w.proxier.Sync(context.Background()); err == nil {
 		t.Fatal("sync succeeded")
@@ -368,7 +348,7 @@ func TestNetworkProgrammingLatency(t *testing.T) {
 	w.addWeb(1)
 	w.sync()
 	trigger := w.now.Add(-3 * time.Second)
-	s := webSlice(0, 3, false)
+	s := proxytest.WebSlice(0, 3, false)
 	s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: trigger.Format(time.RFC3339Nano)}
 	w.tracker.OnEndpointSliceUpdate(nil, s)
 	w.sync() // now = trigger + 4s
@@ -399,7 +379,7 @@ func TestCanaryIsCheckedAfterAChangeIsApplied(t *testing.T) {
 	w.fake.FlushAll("filter") // the canary goes with it; nat is intact
 	w.now = w.now.Add(time.Minute)
 	n := len(w.fake.Restores)
-	w.tracker.OnEndpointSliceUpdate(nil, webSlice(1, 3, false))
+	w.tracker.OnEndpointSliceUpdate(nil, proxytest.WebSlice(1, 3, false))
 	w.sync()
 	// The change went in first, as a partial sync...
 	if len(w.fake.Restores) != n+1 || count(w.lastRestore(), ":KUBE-SVC-") != 1 {

@@ -14,6 +14,7 @@ import (
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/proxy/proxytest"
 	"github.com/svcnet/svcnet/internal/svcstate"
 	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
 )
@@ -36,16 +37,16 @@ func TestLargeClusterDropsEndpointComments(t *testing.T) {
 	cfg := nodeConfig
 	cfg.LargeClusterEndpoints = 5
 	tr := quietTracker()
-	tr.OnServiceAdd(webService(1))
-	tr.OnEndpointSliceAdd(webSlice(1, 3, true))
+	tr.OnServiceAdd(proxytest.WebService(1))
+	tr.OnEndpointSliceAdd(proxytest.WebSlice(1, 3, true))
 	snap, ch := tr.Snapshot()
 	small := iptables.Build(cfg, iptables.Input{Snapshot: snap, Changed: ch.Ports})
 	if !strings.Contains(string(small.Data), `-> 10.244.2.1:8080"`) {
 		t.Fatalf("small cluster lacks endpoint comments:\n%s", small.Data)
 	}
 	// Growing past the threshold rewrites every chain without comments.
-	tr.OnServiceAdd(webService(2))
-	tr.OnEndpointSliceAdd(webSlice(2, 3, true))
+	tr.OnServiceAdd(proxytest.WebService(2))
+	tr.OnEndpointSliceAdd(proxytest.WebSlice(2, 3, true))
 	snap, ch = tr.Snapshot()
 	large := iptables.Build(cfg, iptables.Input{Snapshot: snap, Changed: ch.Ports, Previous: small.State})
 	if !large.Full || strings.Contains(string(large.Data), "-> 10.244.") || count(string(large.Data), ":KUBE-SVC-") != 2 {

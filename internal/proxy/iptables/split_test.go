@@ -13,6 +13,7 @@ import (
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
+	"github.com/svcnet/svcnet/internal/proxy/proxytest"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
 	"github.com/svcnet/svcnet/internal/svcstate"
 )
@@ -85,12 +86,12 @@ func TestSplitSyncsStayCoherent(t *testing.T) {
 			// Many changes at once: one endpoint less here, twenty
 			// services gone (100 stale chains), a new one.
 			restores = 0
-			w.tracker.OnEndpointSliceUpdate(nil, webSlice(7, 3, false))
+			w.tracker.OnEndpointSliceUpdate(nil, proxytest.WebSlice(7, 3, false))
 			for i := 10; i < n; i++ {
-				w.tracker.OnServiceDelete(webService(i))
+				w.tracker.OnServiceDelete(proxytest.WebService(i))
 			}
-			w.tracker.OnServiceAdd(webService(40))
-			w.tracker.OnEndpointSliceAdd(webSlice(40, 3, true))
+			w.tracker.OnServiceAdd(proxytest.WebService(40))
+			w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(40, 3, true))
 			w.sync()
 			if restores < 10 {
 				t.Errorf("big partial sync took %d restores", restores)
@@ -99,7 +100,7 @@ func TestSplitSyncsStayCoherent(t *testing.T) {
 
 			// A small change is one restore, as without splitting.
 			restores = 0
-			w.tracker.OnEndpointSliceUpdate(nil, webSlice(7, 3, true))
+			w.tracker.OnEndpointSliceUpdate(nil, proxytest.WebSlice(7, 3, true))
 			w.sync()
 			if restores != 1 {
 				t.Errorf("small change took %d restores", restores)

@@ -6,6 +6,7 @@ package proxytest
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -450,4 +451,27 @@ func Snapshot(objects []any) *svcstate.Snapshot {
 	Feed(tr, objects)
 	snap, _ := tr.Snapshot()
 	return snap
+}
+
+// WebService is web-<i>, the i-th of a run of alike NodePort services
+// that tests scale up: ClusterIP 10.96.1.<i>, port http 80/TCP on node
+// port 30000+i, and opts.
+func WebService(i int, opts ...st.ServiceOption) *v1.Service {
+	return st.Service("default", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.96.1.%d", i),
+		append([]st.ServiceOption{st.Port("http", v1.ProtocolTCP, 80, int32(30000+i)), st.Type(v1.ServiceTypeNodePort)}, opts...)...)
+}
+
+// WebSlice is WebService(i)'s slice: n endpoints 10.244.<2+j>.<i> on
+// node-<j>, port http 8080/TCP, the first one ready or not.
+func WebSlice(i, n int, firstReady bool) *discovery.EndpointSlice {
+	name := fmt.Sprintf("web-%d", i)
+	opts := []st.SliceOption{st.SlicePort("http", v1.ProtocolTCP, 8080)}
+	for j := range n {
+		var eo []st.EndpointOption
+		if j == 0 && !firstReady {
+			eo = append(eo, st.NotReady())
+		}
+		opts = append(opts, st.Endpoint(fmt.Sprintf("10.244.%d.%d", 2+j, i), fmt.Sprintf("node-%d", j), eo...))
+	}
+	return st.Slice("default", name, name+"-abc", opts...)
 }

@@ -10,12 +10,12 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
+	"github.com/svcnet/svcnet/internal/proxy/proxytest"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
 	"github.com/svcnet/svcnet/internal/svcstate"
 	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
@@ -23,24 +23,6 @@ import (
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func webService(i int, opts ...ServiceOption) *v1.Service {
-	return Service("default", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.96.1.%d", i),
-		append([]ServiceOption{Port("http", v1.ProtocolTCP, 80, int32(30000+i)), Type(v1.ServiceTypeNodePort)}, opts...)...)
-}
-
-func webSlice(i, n int, firstReady bool) *discovery.EndpointSlice {
-	name := fmt.Sprintf("web-%d", i)
-	opts := []SliceOption{SlicePort("http", v1.ProtocolTCP, 8080)}
-	for j := range n {
-		var eo []EndpointOption
-		if j == 0 && !firstReady {
-			eo = append(eo, NotReady())
-		}
-		opts = append(opts, Endpoint(fmt.Sprintf("10.244.%d.%d", 2+j, i), fmt.Sprintf("node-%d", j), eo...))
-	}
-	return Slice("default", name, name+"-abc", opts...)
-}
 
 // ourTables returns iptables-save output of the filter and nat tables in
 // a comparable form: our chains only (KUBE-), counters dropped, chains
@@ -145,22 +127,22 @@ func TestEditingSyncsOnTheKernel(t *testing.T) {
 				}
 			}
 			for i := range 20 {
-				tracker.OnServiceAdd(webService(i))
-				tracker.OnEndpointSliceAdd(webSlice(i, 3, true))
+				tracker.OnServiceAdd(proxytest.WebService(i))
+				tracker.OnEndpointSliceAdd(proxytest.WebSlice(i, 3, true))
 			}
 			check("first sync")
-			tracker.OnEndpointSliceUpdate(nil, webSlice(7, 3, false))
+			tracker.OnEndpointSliceUpdate(nil, proxytest.WebSlice(7, 3, false))
 			check("one endpoint unready")
-			tracker.OnServiceDelete(webService(3))
+			tracker.OnServiceDelete(proxytest.WebService(3))
 			check("service deleted")
-			tracker.OnEndpointSliceDelete(webSlice(4, 3, true))
+			tracker.OnEndpointSliceDelete(proxytest.WebSlice(4, 3, true))
 			check("service without endpoints")
-			tracker.OnServiceAdd(webService(40))
-			tracker.OnEndpointSliceAdd(webSlice(40, 2, true))
-			tracker.OnServiceUpdate(nil, webService(5, ExternalIPs("203.0.113.5"), ResourceVersion("2")))
+			tracker.OnServiceAdd(proxytest.WebService(40))
+			tracker.OnEndpointSliceAdd(proxytest.WebSlice(40, 2, true))
+			tracker.OnServiceUpdate(nil, proxytest.WebService(5, ExternalIPs("203.0.113.5"), ResourceVersion("2")))
 			check("service added, external IP added")
 			for i := 10; i < 20; i++ {
-				tracker.OnServiceDelete(webService(i))
+				tracker.OnServiceDelete(proxytest.WebService(i))
 			}
 			check("ten services deleted at once")
 
@@ -168,7 +150,7 @@ func TestEditingSyncsOnTheKernel(t *testing.T) {
 			// find the rule it deletes, fails as a whole, and the retry is
 			// a full sync that repairs everything.
 			ns.Run(binary, "-t", "nat", "-F", "KUBE-SERVICES")
-			tracker.OnServiceDelete(webService(1))
+			tracker.OnServiceDelete(proxytest.WebService(1))
 			if err := p.Sync(ctx); err == nil {
 				t.Error("an edit of a flushed chain succeeded")
 			}
@@ -201,8 +183,8 @@ func TestCleanupOnTheKernel(t *testing.T) {
 	ex := &utiliptables.Exec{Netns: ns.Name, Binary: "iptables"}
 	tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-0", Logger: quiet})
 	for i := range 5 {
-		tracker.OnServiceAdd(webService(i, LoadBalancer(fmt.Sprintf("198.51.100.%d", i)), SourceRanges("203.0.113.0/24")))
-		tracker.OnEndpointSliceAdd(webSlice(i, 3, true))
+		tracker.OnServiceAdd(proxytest.WebService(i, LoadBalancer(fmt.Sprintf("198.51.100.%d", i)), SourceRanges("203.0.113.0/24")))
+		tracker.OnEndpointSliceAdd(proxytest.WebSlice(i, 3, true))
 	}
 	p, err := iptables.NewProxier(iptables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: tracker, Logger: quiet}, Executor: ex})
 	if err != nil {
