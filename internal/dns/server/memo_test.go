@@ -274,24 +274,9 @@ func TestWildcardAnswersFromTheAskedAddress(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.listen+" asked at "+tc.ask, func(t *testing.T) {
 			if strings.Contains(tc.ask, ":") || strings.HasPrefix(tc.listen, "[") {
-				if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
-					t.Skip("no IPv6 loopback")
-				} else {
-					l.Close()
-				}
+				needIPv6Loopback(t)
 			}
-			s, err := New(Options{Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Listen(tc.listen); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { _ = s.Serve(ctx); close(done) }()
-			t.Cleanup(func() { cancel(); <-done })
-			s.SetIndex(buildIndex(fixture()), time.Time{})
+			s := startAt(t, tc.listen, Options{}, buildIndex(fixture()))
 			_, port, _ := net.SplitHostPort(s.Addr())
 			c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
 			for range 3 { // the first from the full path, then from the memo

@@ -54,6 +54,12 @@ func buildIndex(c dnstest.Cluster) *index.Index {
 // start runs a server on 127.0.0.1 with a random port until the test ends.
 func start(t *testing.T, opts Options, idx *index.Index) *Server {
 	t.Helper()
+	return startAt(t, "127.0.0.1:0", opts, idx)
+}
+
+// startAt is start listening on addr.
+func startAt(t *testing.T, addr string, opts Options, idx *index.Index) *Server {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
@@ -61,7 +67,7 @@ func start(t *testing.T, opts Options, idx *index.Index) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Listen("127.0.0.1:0"); err != nil {
+	if err := s.Listen(addr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -79,6 +85,16 @@ func start(t *testing.T, opts Options, idx *index.Index) *Server {
 		s.SetIndex(idx, time.Time{})
 	}
 	return s
+}
+
+// needIPv6Loopback skips the test where ::1 cannot be listened on.
+func needIPv6Loopback(t *testing.T) {
+	t.Helper()
+	c, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback})
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	c.Close()
 }
 
 func upstreamWith(t *testing.T, up *dnstest.Upstream) *forward.Forwarder {
@@ -641,23 +657,8 @@ func TestSockaddr(t *testing.T) {
 
 // TestIPv6Loopback answers a client over IPv6, UDP and TCP.
 func TestIPv6Loopback(t *testing.T) {
-	if c, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback}); err != nil {
-		t.Skipf("no IPv6 loopback here: %v", err)
-	} else {
-		c.Close()
-	}
-	s, err := New(Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Listen("[::1]:0"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
-	s.SetIndex(buildIndex(fixture()), time.Time{})
+	needIPv6Loopback(t)
+	s := startAt(t, "[::1]:0", Options{}, buildIndex(fixture()))
 	for _, network := range []string{"udp", "tcp"} {
 		r := exchange(t, s.Addr(), network, question("kubernetes.default.svc.cluster.local.", dns.TypeA))
 		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
