@@ -117,6 +117,16 @@ func (env *agnhostEnv) run(ctx context.Context, args []string) error {
 	return cmd(ctx, env, args[1:])
 }
 
+// closers are the listeners and servers a subcommand has open.
+type closers []io.Closer
+
+// closeAll closes them, as the subcommand that opened them returns.
+func (cs *closers) closeAll() {
+	for _, c := range *cs {
+		c.Close()
+	}
+}
+
 func (env *agnhostEnv) logger() *log.Logger {
 	return log.New(env.stderr, "", log.LstdFlags)
 }

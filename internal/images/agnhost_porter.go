@@ -33,12 +33,8 @@ func agnhostPorter(ctx context.Context, env *agnhostEnv, args []string) error {
 		return err
 	}
 	logger := env.logger()
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close()
-		}
-	}()
+	var open closers
+	defer open.closeAll()
 	for _, kv := range os.Environ() {
 		key, value, _ := strings.Cut(kv, "=")
 		var kind, port string
@@ -70,14 +66,14 @@ func agnhostPorter(ctx context.Context, env *agnhostEnv, args []string) error {
 				l = tls.NewListener(l, tlsConfig)
 			}
 			srv := &http.Server{Handler: porterHandler(value, *jsonResponse), ErrorLog: logger}
-			closers = append(closers, srv)
+			open = append(open, srv)
 			go func() { logger.Printf("server on port %q stopped: %v", port, srv.Serve(l)) }()
 		case "SERVE_UDP_PORT_":
 			pc, err := net.ListenPacket("udp", addr)
 			if err != nil {
 				return fmt.Errorf("porter: UDP: failed to listen on port %s: %w", port, err)
 			}
-			closers = append(closers, pc)
+			open = append(open, pc)
 			env.announce(key, pc.LocalAddr())
 			logger.Printf("Started UDP server on port %s", port)
 			go porterUDP(pc, value, logger)

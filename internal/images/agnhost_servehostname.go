@@ -38,18 +38,14 @@ func agnhostServeHostname(ctx context.Context, env *agnhostEnv, args []string) e
 	logger := env.logger()
 	addr := env.addr("", strconv.Itoa(*port))
 	failed := make(chan error, 3)
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close()
-		}
-	}()
+	var open closers
+	defer open.closeAll()
 	if *doTCP {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("serve-hostname: %w", err)
 		}
-		closers = append(closers, l)
+		open = append(open, l)
 		env.announce("tcp", l.Addr())
 		go func() {
 			for {
@@ -69,7 +65,7 @@ func agnhostServeHostname(ctx context.Context, env *agnhostEnv, args []string) e
 		if err != nil {
 			return fmt.Errorf("serve-hostname: %w", err)
 		}
-		closers = append(closers, pc)
+		open = append(open, pc)
 		env.announce("udp", pc.LocalAddr())
 		go func() {
 			buf := make([]byte, 16)
@@ -97,7 +93,7 @@ func agnhostServeHostname(ctx context.Context, env *agnhostEnv, args []string) e
 			}
 			io.WriteString(w, name)
 		})}
-		closers = append(closers, srv)
+		open = append(open, srv)
 		go func() { failed <- srv.Serve(l) }()
 	}
 	logger.Printf("Serving on port %d.", *port)
