@@ -185,59 +185,55 @@ var ClusterRole = &registry.Kind{
 }
 
 // RoleBinding describes RoleBindings.
-var RoleBinding = &registry.Kind{
-	Resource: gr("rolebindings"), Singular: "rolebinding", Version: "v1", Namespaced: true,
-	New:     func() runtime.Object { return &rbacv1.RoleBinding{} },
-	NewList: func() runtime.Object { return &rbacv1.RoleBindingList{} },
-	PrepareForCreate: func(_ context.Context, obj runtime.Object) {
+var RoleBinding = bindingKind("rolebindings", "rolebinding", true,
+	func() runtime.Object { return &rbacv1.RoleBinding{} },
+	func() runtime.Object { return &rbacv1.RoleBindingList{} },
+	func(obj runtime.Object) (*rbacv1.RoleRef, []rbacv1.Subject) {
 		b := obj.(*rbacv1.RoleBinding)
-		defaultBinding(&b.RoleRef, b.Subjects)
-	},
-	PrepareForUpdate: func(_ context.Context, obj, _ runtime.Object) {
-		b := obj.(*rbacv1.RoleBinding)
-		defaultBinding(&b.RoleRef, b.Subjects)
-	},
-	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
-		b := obj.(*rbacv1.RoleBinding)
-		errs := registry.ValidateMeta(b, true, validName)
-		errs = append(errs, validateRoleRef(b.RoleRef, false, field.NewPath("roleRef"))...)
-		return append(errs, validateSubjects(b.Subjects, false, field.NewPath("subjects"))...)
-	},
-	ValidateUpdate: func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return immutableRoleRef(obj.(*rbacv1.RoleBinding).RoleRef, old.(*rbacv1.RoleBinding).RoleRef)
-	},
-	Table: &registry.Table{Columns: bindingColumns, Row: func(obj runtime.Object) []any {
-		b := obj.(*rbacv1.RoleBinding)
-		return append([]any{roleRefColumn(b.RoleRef), registry.CreationAge(b)}, subjectColumns(b.Subjects)...)
-	}},
-}
+		return &b.RoleRef, b.Subjects
+	})
 
 // ClusterRoleBinding describes ClusterRoleBindings.
-var ClusterRoleBinding = &registry.Kind{
-	Resource: gr("clusterrolebindings"), Singular: "clusterrolebinding", Version: "v1",
-	New:     func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
-	NewList: func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
-	PrepareForCreate: func(_ context.Context, obj runtime.Object) {
+var ClusterRoleBinding = bindingKind("clusterrolebindings", "clusterrolebinding", false,
+	func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
+	func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
+	func(obj runtime.Object) (*rbacv1.RoleRef, []rbacv1.Subject) {
 		b := obj.(*rbacv1.ClusterRoleBinding)
-		defaultBinding(&b.RoleRef, b.Subjects)
-	},
-	PrepareForUpdate: func(_ context.Context, obj, _ runtime.Object) {
-		b := obj.(*rbacv1.ClusterRoleBinding)
-		defaultBinding(&b.RoleRef, b.Subjects)
-	},
-	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
-		b := obj.(*rbacv1.ClusterRoleBinding)
-		errs := registry.ValidateMeta(b, false, validName)
-		errs = append(errs, validateRoleRef(b.RoleRef, true, field.NewPath("roleRef"))...)
-		return append(errs, validateSubjects(b.Subjects, true, field.NewPath("subjects"))...)
-	},
-	ValidateUpdate: func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return immutableRoleRef(obj.(*rbacv1.ClusterRoleBinding).RoleRef, old.(*rbacv1.ClusterRoleBinding).RoleRef)
-	},
-	Table: &registry.Table{Columns: bindingColumns, Row: func(obj runtime.Object) []any {
-		b := obj.(*rbacv1.ClusterRoleBinding)
-		return append([]any{roleRefColumn(b.RoleRef), registry.CreationAge(b)}, subjectColumns(b.Subjects)...)
-	}},
+		return &b.RoleRef, b.Subjects
+	})
+
+// bindingKind describes RoleBindings (namespaced) or ClusterRoleBindings:
+// the same fields, defaulted and checked alike, but that a cluster-wide
+// binding may refer to ClusterRoles only and needs its service accounts'
+// namespaces. parts gives a binding's roleRef and subjects.
+func bindingKind(resource, singular string, namespaced bool, newObj, newList func() runtime.Object,
+	parts func(runtime.Object) (*rbacv1.RoleRef, []rbacv1.Subject)) *registry.Kind {
+	return &registry.Kind{
+		Resource: gr(resource), Singular: singular, Version: "v1", Namespaced: namespaced,
+		New:     newObj,
+		NewList: newList,
+		PrepareForCreate: func(_ context.Context, obj runtime.Object) {
+			defaultBinding(parts(obj))
+		},
+		PrepareForUpdate: func(_ context.Context, obj, _ runtime.Object) {
+			defaultBinding(parts(obj))
+		},
+		Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
+			ref, subjects := parts(obj)
+			errs := registry.ValidateMeta(obj, namespaced, validName)
+			errs = append(errs, validateRoleRef(*ref, !namespaced, field.NewPath("roleRef"))...)
+			return append(errs, validateSubjects(subjects, !namespaced, field.NewPath("subjects"))...)
+		},
+		ValidateUpdate: func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+			ref, _ := parts(obj)
+			oldRef, _ := parts(old)
+			return immutableRoleRef(*ref, *oldRef)
+		},
+		Table: &registry.Table{Columns: bindingColumns, Row: func(obj runtime.Object) []any {
+			ref, subjects := parts(obj)
+			return append([]any{roleRefColumn(*ref), registry.CreationAge(obj)}, subjectColumns(subjects)...)
+		}},
+	}
 }
 
 // Kinds are the served RBAC kinds.
