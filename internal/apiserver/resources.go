@@ -118,11 +118,12 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	add(core.Pod, "", registry.NewREST(core.Pod, pods))
 	add(core.Pod, "status", registry.NewStatusREST(core.Pod, pods))
 	add(core.Pod, "binding", &core.BindingREST{Store: pods})
-	add(core.Pod, "log", &core.LogREST{Pods: pods, Nodes: nodes})
-	add(core.Pod, "exec", &core.ExecREST{Pods: pods, Nodes: nodes})
-	add(core.Pod, "attach", &core.AttachREST{Pods: pods, Nodes: nodes})
-	add(core.Pod, "portforward", &core.PortForwardREST{Pods: pods, Nodes: nodes})
-	add(core.Pod, "proxy", &core.PodProxyREST{Pods: pods, Nodes: nodes})
+	onNode := core.PodNode{Pods: pods, Nodes: nodes}
+	add(core.Pod, "log", &core.LogREST{PodNode: onNode})
+	add(core.Pod, "exec", &core.ExecREST{PodNode: onNode})
+	add(core.Pod, "attach", &core.AttachREST{PodNode: onNode})
+	add(core.Pod, "portforward", &core.PortForwardREST{PodNode: onNode})
+	add(core.Pod, "proxy", &core.PodProxyREST{PodNode: onNode})
 	if nodes != nil {
 		// metrics.k8s.io, from the node agents (what metrics-server adds
 		// to a cluster).

@@ -30,6 +30,17 @@ type NodeConnection interface {
 	Transport() http.RoundTripper
 }
 
+// PodNode is what the pod subresources that a node agent serves hold:
+// the pods, to find a pod's node, and the connection to nodes. Each is
+// a subresource of Pod.
+type PodNode struct {
+	Pods  *genericregistry.Store
+	Nodes NodeConnection
+}
+
+func (PodNode) New() runtime.Object { return &corev1.Pod{} }
+func (PodNode) Destroy()            {}
+
 // nodeTarget finds the pod, its container (the only one when none is
 // named) and the base URL of its node's agent.
 func nodeTarget(ctx context.Context, pods *genericregistry.Store, nodes NodeConnection, name, container string) (*corev1.Pod, string, *url.URL, error) {
@@ -85,13 +96,7 @@ func defaultContainer(pod *corev1.Pod, container string) (string, error) {
 }
 
 // LogREST serves pods/log by streaming from the pod's node agent.
-type LogREST struct {
-	Pods  *genericregistry.Store
-	Nodes NodeConnection
-}
-
-func (r *LogREST) New() runtime.Object { return &corev1.Pod{} }
-func (r *LogREST) Destroy()            {}
+type LogREST struct{ PodNode }
 
 // NewGetOptions implements rest.GetterWithOptions.
 func (r *LogREST) NewGetOptions() (runtime.Object, bool, string) {
@@ -135,13 +140,7 @@ func (r *LogREST) Get(ctx context.Context, name string, opts runtime.Object) (ru
 }
 
 // ExecREST serves pods/exec by proxying the stream to the node agent.
-type ExecREST struct {
-	Pods  *genericregistry.Store
-	Nodes NodeConnection
-}
-
-func (r *ExecREST) New() runtime.Object { return &corev1.Pod{} }
-func (r *ExecREST) Destroy()            {}
+type ExecREST struct{ PodNode }
 
 // NewConnectOptions implements rest.Connecter.
 func (r *ExecREST) NewConnectOptions() (runtime.Object, bool, string) {
@@ -173,13 +172,7 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 // AttachREST serves pods/attach (kubectl attach, kubectl run -i) by
 // proxying the stream to the node agent, which joins the container's
 // shim.
-type AttachREST struct {
-	Pods  *genericregistry.Store
-	Nodes NodeConnection
-}
-
-func (r *AttachREST) New() runtime.Object { return &corev1.Pod{} }
-func (r *AttachREST) Destroy()            {}
+type AttachREST struct{ PodNode }
 
 // NewConnectOptions implements rest.Connecter.
 func (r *AttachREST) NewConnectOptions() (runtime.Object, bool, string) {
@@ -223,13 +216,7 @@ func streamToNode(loc *url.URL, transport http.RoundTripper, responder rest.Resp
 
 // PortForwardREST serves pods/portforward by proxying the streams to the
 // node agent.
-type PortForwardREST struct {
-	Pods  *genericregistry.Store
-	Nodes NodeConnection
-}
-
-func (r *PortForwardREST) New() runtime.Object { return &corev1.Pod{} }
-func (r *PortForwardREST) Destroy()            {}
+type PortForwardREST struct{ PodNode }
 
 // NewConnectOptions implements rest.Connecter.
 func (r *PortForwardREST) NewConnectOptions() (runtime.Object, bool, string) {

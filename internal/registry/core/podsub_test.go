@@ -120,7 +120,7 @@ func TestLogREST(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &LogREST{Pods: podStore(), Nodes: tc.nodes}
+			r := &LogREST{PodNode: PodNode{Pods: podStore(), Nodes: tc.nodes}}
 			obj, err := r.Get(podCtx(), tc.pod, &tc.opts)
 			if registrytest.ExpectError(t, err, tc.check) {
 				return
@@ -155,16 +155,16 @@ func TestExecAndAttach(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run("exec/"+tc.name, func(t *testing.T) {
-			h, err := (&ExecREST{Pods: podStore(), Nodes: tc.nodes}).Connect(podCtx(), tc.pod, &corev1.PodExecOptions{Command: tc.command, Stdout: true}, nil)
+			h, err := (&ExecREST{PodNode: PodNode{Pods: podStore(), Nodes: tc.nodes}}).Connect(podCtx(), tc.pod, &corev1.PodExecOptions{Command: tc.command, Stdout: true}, nil)
 			checkConnect(t, h, err, tc.check)
 		})
 		t.Run("attach/"+tc.name, func(t *testing.T) {
-			h, err := (&AttachREST{Pods: podStore(), Nodes: tc.nodes}).Connect(podCtx(), tc.pod, &corev1.PodAttachOptions{Stdout: true}, nil)
+			h, err := (&AttachREST{PodNode: PodNode{Pods: podStore(), Nodes: tc.nodes}}).Connect(podCtx(), tc.pod, &corev1.PodAttachOptions{Stdout: true}, nil)
 			checkConnect(t, h, err, tc.check)
 		})
 	}
 	t.Run("exec without a command", func(t *testing.T) {
-		_, err := (&ExecREST{Pods: podStore(), Nodes: agents{}}).Connect(podCtx(), "web", &corev1.PodExecOptions{}, nil)
+		_, err := (&ExecREST{PodNode: PodNode{Pods: podStore(), Nodes: agents{}}}).Connect(podCtx(), "web", &corev1.PodExecOptions{}, nil)
 		if !apierrors.IsBadRequest(err) {
 			t.Errorf("error %v, want BadRequest", err)
 		}
@@ -201,7 +201,7 @@ func TestPortForward(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := (&PortForwardREST{Pods: podStore(), Nodes: tc.nodes}).Connect(podCtx(), tc.pod, &corev1.PodPortForwardOptions{Ports: []int32{8080}}, nil)
+			h, err := (&PortForwardREST{PodNode: PodNode{Pods: podStore(), Nodes: tc.nodes}}).Connect(podCtx(), tc.pod, &corev1.PodPortForwardOptions{Ports: []int32{8080}}, nil)
 			checkConnect(t, h, err, tc.check)
 		})
 	}

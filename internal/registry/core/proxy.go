@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/proxy"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 )
 
@@ -71,13 +70,7 @@ func proxyPrefix(p string) string {
 
 // PodProxyREST is pods/proxy: HTTP to a port of the pod
 // ("name", "name:port" or "scheme:name:port").
-type PodProxyREST struct {
-	Pods  *genericregistry.Store
-	Nodes NodeConnection
-}
-
-func (r *PodProxyREST) New() runtime.Object { return &corev1.Pod{} }
-func (r *PodProxyREST) Destroy()            {}
+type PodProxyREST struct{ PodNode }
 
 // NewConnectOptions implements rest.Connecter; the rest of the URL is the path.
 func (r *PodProxyREST) NewConnectOptions() (runtime.Object, bool, string) {
