@@ -11,47 +11,37 @@ import (
 
 // ServiceHandler adapts the tracker to a Service informer.
 func (t *Tracker) ServiceHandler() cache.ResourceEventHandler {
-	return t.ofFamily(serviceOfFamily, cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if s, ok := obj.(*v1.Service); ok {
-				t.OnServiceAdd(s)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, _ := oldObj.(*v1.Service)
-			if n, ok := newObj.(*v1.Service); ok {
-				t.OnServiceUpdate(o, n)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if s, ok := unwrapTombstone(obj).(*v1.Service); ok {
-				t.OnServiceDelete(s)
-			}
-		},
-	})
+	return t.ofFamily(serviceOfFamily, typedHandler(t.OnServiceAdd, t.OnServiceUpdate, t.OnServiceDelete))
 }
 
 // EndpointSliceHandler adapts the tracker to a discovery.k8s.io/v1
 // EndpointSlice informer.
 func (t *Tracker) EndpointSliceHandler() cache.ResourceEventHandler {
-	return t.ofFamily(sliceOfFamily, cache.ResourceEventHandlerFuncs{
+	return t.ofFamily(sliceOfFamily, typedHandler(t.OnEndpointSliceAdd, t.OnEndpointSliceUpdate, t.OnEndpointSliceDelete))
+}
+
+// typedHandler passes an informer's objects of type T to add, update and
+// delete; others are ignored. An update's old object is nil when it is
+// not a T, and a delete the informer missed gives its last known object.
+func typedHandler[T any](add func(T), update func(old, cur T), del func(T)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if s, ok := obj.(*discovery.EndpointSlice); ok {
-				t.OnEndpointSliceAdd(s)
+			if o, ok := obj.(T); ok {
+				add(o)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			o, _ := oldObj.(*discovery.EndpointSlice)
-			if n, ok := newObj.(*discovery.EndpointSlice); ok {
-				t.OnEndpointSliceUpdate(o, n)
+			o, _ := oldObj.(T)
+			if n, ok := newObj.(T); ok {
+				update(o, n)
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if s, ok := unwrapTombstone(obj).(*discovery.EndpointSlice); ok {
-				t.OnEndpointSliceDelete(s)
+			if o, ok := unwrapTombstone(obj).(T); ok {
+				del(o)
 			}
 		},
-	})
+	}
 }
 
 // ofFamily passes h only the objects of the tracker's family, if it has
