@@ -46,29 +46,21 @@ func ContainerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, svc
 		set(e.Name, e.Value)
 	}
 	for _, from := range c.EnvFrom {
+		var ref dataRef
 		switch {
 		case from.ConfigMapRef != nil:
-			cm, err := src.ConfigMap(ctx, pod.Namespace, from.ConfigMapRef.Name)
-			if err != nil {
-				if apierrors.IsNotFound(err) && ptr.Deref(from.ConfigMapRef.Optional, false) {
-					continue
-				}
-				return nil, fmt.Errorf("configmap %q: %w", from.ConfigMapRef.Name, err)
-			}
-			for k, v := range cm.Data {
-				set(from.Prefix+k, v)
-			}
+			ref = dataRef{"configmap", from.ConfigMapRef.Name, from.ConfigMapRef.Optional}
 		case from.SecretRef != nil:
-			sec, err := src.Secret(ctx, pod.Namespace, from.SecretRef.Name)
-			if err != nil {
-				if apierrors.IsNotFound(err) && ptr.Deref(from.SecretRef.Optional, false) {
-					continue
-				}
-				return nil, fmt.Errorf("secret %q: %w", from.SecretRef.Name, err)
-			}
-			for k, v := range sec.Data {
-				set(from.Prefix+k, string(v))
-			}
+			ref = dataRef{"secret", from.SecretRef.Name, from.SecretRef.Optional}
+		default:
+			continue
+		}
+		data, err := ref.read(ctx, src, pod.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range data {
+			set(from.Prefix+k, v)
 		}
 	}
 	for _, e := range c.Env {
@@ -97,43 +89,66 @@ func envValue(ctx context.Context, pod *corev1.Pod, e corev1.EnvVar, vars map[st
 		v, err := fieldValue(pod, vf.FieldRef.FieldPath)
 		return v, false, err
 	case vf.ConfigMapKeyRef != nil:
-		ref := vf.ConfigMapKeyRef
-		cm, err := src.ConfigMap(ctx, pod.Namespace, ref.Name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && ptr.Deref(ref.Optional, false) {
-				return "", true, nil
-			}
-			return "", false, fmt.Errorf("env %s: configmap %q: %w", e.Name, ref.Name, err)
-		}
-		v, ok := cm.Data[ref.Key]
-		if !ok {
-			if ptr.Deref(ref.Optional, false) {
-				return "", true, nil
-			}
-			return "", false, fmt.Errorf("env %s: configmap %q has no key %q", e.Name, ref.Name, ref.Key)
-		}
-		return v, false, nil
+		r := vf.ConfigMapKeyRef
+		return dataRef{"configmap", r.Name, r.Optional}.value(ctx, src, pod.Namespace, e.Name, r.Key)
 	case vf.SecretKeyRef != nil:
-		ref := vf.SecretKeyRef
-		sec, err := src.Secret(ctx, pod.Namespace, ref.Name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && ptr.Deref(ref.Optional, false) {
-				return "", true, nil
-			}
-			return "", false, fmt.Errorf("env %s: secret %q: %w", e.Name, ref.Name, err)
-		}
-		v, ok := sec.Data[ref.Key]
-		if !ok {
-			if ptr.Deref(ref.Optional, false) {
-				return "", true, nil
-			}
-			return "", false, fmt.Errorf("env %s: secret %q has no key %q", e.Name, ref.Name, ref.Key)
-		}
-		return string(v), false, nil
+		r := vf.SecretKeyRef
+		return dataRef{"secret", r.Name, r.Optional}.value(ctx, src, pod.Namespace, e.Name, r.Key)
 	case vf.ResourceFieldRef != nil:
 		return "0", false, nil // svcnet sets no resource limits
 	}
 	return "", true, nil
+}
+
+// dataRef names a ConfigMap or a Secret of the pod's namespace that
+// variables come from.
+type dataRef struct {
+	kind     string // "configmap" or "secret"
+	name     string
+	optional *bool
+}
+
+// read returns the object's data, a Secret's as strings; none, with no
+// error, when the object is missing and optional.
+func (r dataRef) read(ctx context.Context, src EnvSource, ns string) (data map[string]string, err error) {
+	if r.kind == "secret" {
+		var sec *corev1.Secret
+		if sec, err = src.Secret(ctx, ns, r.name); err == nil {
+			data = make(map[string]string, len(sec.Data))
+			for k, v := range sec.Data {
+				data[k] = string(v)
+			}
+		}
+	} else {
+		var cm *corev1.ConfigMap
+		if cm, err = src.ConfigMap(ctx, ns, r.name); err == nil {
+			data = cm.Data
+		}
+	}
+	if err != nil {
+		if apierrors.IsNotFound(err) && ptr.Deref(r.optional, false) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s %q: %w", r.kind, r.name, err)
+	}
+	return data, nil
+}
+
+// value is variable env's value: the object's key. skip is true, with no
+// error, when the object or the key is missing and optional.
+func (r dataRef) value(ctx context.Context, src EnvSource, ns, env, key string) (v string, skip bool, err error) {
+	data, err := r.read(ctx, src, ns)
+	if err != nil {
+		return "", false, fmt.Errorf("env %s: %w", env, err)
+	}
+	v, ok := data[key]
+	if !ok {
+		if ptr.Deref(r.optional, false) {
+			return "", true, nil
+		}
+		return "", false, fmt.Errorf("env %s: %s %q has no key %q", env, r.kind, r.name, key)
+	}
+	return v, false, nil
 }
 
 // fieldValue resolves a downward-API field path: the pod's status fields
