@@ -37,19 +37,24 @@ type bootstrap struct {
 	port        int
 }
 
-func (b *bootstrap) run(hookCtx genericapiserver.PostStartHookContext) error {
-	client, err := kubernetes.NewForConfig(hookCtx.LoopbackClientConfig)
-	if err != nil {
-		return err
-	}
-	// The server may still be warming up; retry until it takes the writes.
-	return wait.PollUntilContextTimeout(hookCtx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := b.ensure(ctx, client); err != nil {
-			slog.Debug("bootstrap not done yet", "err", err)
-			return false, nil
+// ensureHook is a post-start hook that writes with ensure, through a
+// client of the server's own, retrying until ensure succeeds or two
+// minutes pass: the server may still be warming up and refuse writes.
+// notYet is logged with each failure.
+func ensureHook(notYet string, ensure func(context.Context, kubernetes.Interface) error) genericapiserver.PostStartHookFunc {
+	return func(hookCtx genericapiserver.PostStartHookContext) error {
+		client, err := kubernetes.NewForConfig(hookCtx.LoopbackClientConfig)
+		if err != nil {
+			return err
 		}
-		return true, nil
-	})
+		return wait.PollUntilContextTimeout(hookCtx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			if err := ensure(ctx, client); err != nil {
+				slog.Debug(notYet, "err", err)
+				return false, nil
+			}
+			return true, nil
+		})
+	}
 }
 
 func (b *bootstrap) ensure(ctx context.Context, client kubernetes.Interface) error {

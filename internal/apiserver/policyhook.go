@@ -3,14 +3,10 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/rbac"
@@ -20,20 +16,6 @@ import (
 type policyHook struct {
 	roles    []*rbacv1.ClusterRole
 	bindings []*rbacv1.ClusterRoleBinding
-}
-
-func (h *policyHook) run(hookCtx genericapiserver.PostStartHookContext) error {
-	client, err := kubernetes.NewForConfig(hookCtx.LoopbackClientConfig)
-	if err != nil {
-		return err
-	}
-	return wait.PollUntilContextTimeout(hookCtx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := h.ensure(ctx, client); err != nil {
-			slog.Debug("default RBAC policy not written yet", "err", err)
-			return false, nil
-		}
-		return true, nil
-	})
 }
 
 func (h *policyHook) ensure(ctx context.Context, client kubernetes.Interface) error {

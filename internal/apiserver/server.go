@@ -200,11 +200,11 @@ func (c *Config) build() (*Server, error) {
 	s.generic.AddPostStartHookOrDie("svcnet-crd-discovery", crdDiscovery(s.generic, crdServer.Informers))
 	s.generic.AddPostStartHookOrDie("svcnet-crd-openapi", crdOpenAPI(s.generic, crdServer.Informers))
 	b := &bootstrap{serviceIP: c.alloc.IPs.Nth(0), serviceCIDR: canonicalCIDR(opts.ServiceCIDR), advertise: opts.AdvertiseAddress, port: advertisedPort(opts, c.port)}
-	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", b.run)
+	s.generic.AddPostStartHookOrDie("svcnet-bootstrap", ensureHook("bootstrap not done yet", b.ensure))
 	if err := s.addEndpointReconciler(config.RESTOptionsGetter, b); err != nil {
 		return nil, err
 	}
-	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", policy.run)
+	s.generic.AddPostStartHookOrDie("rbac/bootstrap-roles", ensureHook("default RBAC policy not written yet", policy.ensure))
 	s.generic.AddPostStartHookOrDie("svcnet-lifecycle-controllers", lifecycleControllers(c.ca.CertPEM))
 	s.addAllocatorRepair(c.alloc, res)
 
