@@ -19,53 +19,59 @@ type policyHook struct {
 }
 
 func (h *policyHook) ensure(ctx context.Context, client kubernetes.Interface) error {
-	roles := client.RbacV1().ClusterRoles()
 	for _, want := range h.roles {
-		stored, err := roles.Get(ctx, want.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			stored, err = nil, nil
-		}
-		if err != nil {
-			return err
-		}
-		out, changed := rbac.ReconcileClusterRole(stored, want)
-		switch {
-		case !changed:
-		case stored == nil:
-			_, err = roles.Create(ctx, out, metav1.CreateOptions{})
-		default:
-			_, err = roles.Update(ctx, out, metav1.UpdateOptions{})
-		}
+		err := reconcileStored(ctx, client.RbacV1().ClusterRoles(), want.Name, func(stored *rbacv1.ClusterRole) (*rbacv1.ClusterRole, bool, bool) {
+			out, changed := rbac.ReconcileClusterRole(stored, want)
+			return out, changed, false
+		})
 		if err != nil {
 			return fmt.Errorf("ClusterRole %s: %w", want.Name, err)
 		}
 	}
-	crbs := client.RbacV1().ClusterRoleBindings()
 	for _, want := range h.bindings {
-		stored, err := crbs.Get(ctx, want.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			stored, err = nil, nil
-		}
-		if err != nil {
-			return err
-		}
-		out, changed, recreate := rbac.ReconcileClusterRoleBinding(stored, want)
-		if recreate {
-			if err := crbs.Delete(ctx, want.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
-			stored = nil
-		}
-		switch {
-		case !changed:
-		case stored == nil:
-			_, err = crbs.Create(ctx, out, metav1.CreateOptions{})
-		default:
-			_, err = crbs.Update(ctx, out, metav1.UpdateOptions{})
-		}
+		err := reconcileStored(ctx, client.RbacV1().ClusterRoleBindings(), want.Name, func(stored *rbacv1.ClusterRoleBinding) (*rbacv1.ClusterRoleBinding, bool, bool) {
+			return rbac.ReconcileClusterRoleBinding(stored, want)
+		})
 		if err != nil {
 			return fmt.Errorf("ClusterRoleBinding %s: %w", want.Name, err)
 		}
 	}
 	return nil
+}
+
+// storedObjects are the typed client of one cluster-scoped kind.
+type storedObjects[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// reconcileStored brings the stored object name to what reconcile makes
+// of it (given nil when there is none): created when there was none or
+// reconcile asks to recreate it, updated when it changed.
+func reconcileStored[T comparable](ctx context.Context, objects storedObjects[T], name string, reconcile func(stored T) (out T, changed, recreate bool)) error {
+	var none T
+	stored, err := objects.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		stored, err = none, nil
+	}
+	if err != nil {
+		return err
+	}
+	out, changed, recreate := reconcile(stored)
+	if recreate {
+		if err := objects.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		stored = none
+	}
+	switch {
+	case !changed:
+	case stored == none:
+		_, err = objects.Create(ctx, out, metav1.CreateOptions{})
+	default:
+		_, err = objects.Update(ctx, out, metav1.UpdateOptions{})
+	}
+	return err
 }
