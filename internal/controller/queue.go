@@ -26,11 +26,16 @@ type Queue struct {
 	sync  SyncFunc
 }
 
-// NewQueue returns a queue whose keys sync calls.
+// NewQueue returns a queue whose keys sync calls, a failed key retried
+// after 5ms, doubling up to 30s.
 func NewQueue(name string, sync SyncFunc) *Queue {
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	return NewQueueWith(name, workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second), sync)
+}
+
+// NewQueueWith returns a queue whose keys sync calls, failed keys retried
+// as limiter says.
+func NewQueueWith(name string, limiter workqueue.TypedRateLimiter[string], sync SyncFunc) *Queue {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
 	return &Queue{name: name, queue: q, sync: sync}
 }
 

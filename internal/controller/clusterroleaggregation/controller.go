@@ -6,7 +6,7 @@ package clusterroleaggregation
 
 import (
 	"context"
-	"log/slog"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/rbac"
 )
 
@@ -26,15 +27,15 @@ type Controller struct {
 	client kubernetes.Interface
 	roles  rbaclisters.ClusterRoleLister
 	synced cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
+	queue  *controller.Queue
 }
 
 // New watches ClusterRoles through f.
 func New(client kubernetes.Interface, f informers.SharedInformerFactory) *Controller {
 	inf := f.Rbac().V1().ClusterRoles()
-	c := &Controller{client: client, roles: inf.Lister(), synced: inf.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterrole-aggregation"})}
+	c := &Controller{client: client, roles: inf.Lister(), synced: inf.Informer().HasSynced}
+	c.queue = controller.NewQueueWith("clusterrole-aggregation", workqueue.DefaultTypedControllerRateLimiter[string](),
+		func(ctx context.Context, name string) (time.Duration, error) { return 0, c.sync(ctx, name) })
 	// Any change may matter to any aggregated role: look at them all.
 	enqueueAll := func(any) {
 		all, _ := c.roles.List(labels.Everything())
@@ -54,30 +55,9 @@ func New(client kubernetes.Interface, f informers.SharedInformerFactory) *Contro
 
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		return
+	if cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		c.queue.Run(ctx, 1)
 	}
-	go func() {
-		for c.process(ctx) {
-		}
-	}()
-	<-ctx.Done()
-}
-
-func (c *Controller) process(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	if err := c.sync(ctx, name); err != nil {
-		slog.Debug("clusterrole aggregation", "role", name, "err", err)
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
-	return true
 }
 
 func (c *Controller) sync(ctx context.Context, name string) error {

@@ -8,7 +8,6 @@ package serviceaccount
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +18,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 const (
@@ -38,7 +39,7 @@ type Controller struct {
 	sas    corelisters.ServiceAccountLister
 	cms    corelisters.ConfigMapLister
 	synced []cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
+	queue  *controller.Queue
 }
 
 // New watches namespaces through f, and through factories of its own
@@ -50,14 +51,11 @@ func New(client kubernetes.Interface, f informers.SharedInformerFactory, caPEM [
 	}
 	saF, cmF := byName(DefaultName), byName(RootCAConfigMap)
 	c := &Controller{client: client, caPEM: caPEM,
-		ns: f.Core().V1().Namespaces().Lister(), sas: saF.Core().V1().ServiceAccounts().Lister(), cms: cmF.Core().V1().ConfigMaps().Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceaccount"})}
+		ns: f.Core().V1().Namespaces().Lister(), sas: saF.Core().V1().ServiceAccounts().Lister(), cms: cmF.Core().V1().ConfigMaps().Lister()}
+	c.queue = controller.NewQueueWith("serviceaccount", workqueue.DefaultTypedControllerRateLimiter[string](),
+		func(ctx context.Context, ns string) (time.Duration, error) { return 0, c.sync(ctx, ns) })
 	byNS := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if m, ok := obj.(metav1.Object); ok {
+		if m, ok := controller.As[metav1.Object](obj); ok {
 			ns := m.GetNamespace()
 			if ns == "" {
 				ns = m.GetName() // a namespace
@@ -77,32 +75,9 @@ func New(client kubernetes.Interface, f informers.SharedInformerFactory, caPEM [
 
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
+	if cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		c.queue.Run(ctx, workers)
 	}
-	for range workers {
-		go func() {
-			for c.process(ctx) {
-			}
-		}()
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) process(ctx context.Context) bool {
-	ns, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(ns)
-	if err := c.sync(ctx, ns); err != nil {
-		slog.Debug("serviceaccount controller", "namespace", ns, "err", err)
-		c.queue.AddRateLimited(ns)
-		return true
-	}
-	c.queue.Forget(ns)
-	return true
 }
 
 func (c *Controller) sync(ctx context.Context, name string) error {
