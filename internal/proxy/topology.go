@@ -59,23 +59,19 @@ type Selection struct {
 }
 
 // Internal is the verdict for traffic to the cluster IP.
-func (s Selection) Internal(p *svcstate.ServicePort) Verdict {
-	switch {
-	case !s.HasAny:
-		return Reject
-	case p.InternalPolicyLocal && len(s.Local) == 0:
-		return Drop
-	}
-	return Forward
-}
+func (s Selection) Internal(p *svcstate.ServicePort) Verdict { return s.verdict(p.InternalPolicyLocal) }
 
 // External is the verdict for traffic from outside the cluster to a node
 // port, external IP or load-balancer IP.
-func (s Selection) External(p *svcstate.ServicePort) Verdict {
+func (s Selection) External(p *svcstate.ServicePort) Verdict { return s.verdict(p.ExternalPolicyLocal) }
+
+// verdict is Reject when no endpoint exists, Drop when the traffic policy
+// is Local and this node has none, and Forward otherwise.
+func (s Selection) verdict(policyLocal bool) Verdict {
 	switch {
 	case !s.HasAny:
 		return Reject
-	case p.ExternalPolicyLocal && len(s.Local) == 0:
+	case policyLocal && len(s.Local) == 0:
 		return Drop
 	}
 	return Forward
