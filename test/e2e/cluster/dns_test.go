@@ -99,10 +99,7 @@ spec:
   selector: {app: hostnames}
   ports: [{port: 9376}]
 `, "apply", "-f", "-")
-	c.until("3 ready hostnames pods", time.Minute, func() bool {
-		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
-		return out == "3"
-	})
+	c.waitHostnames(time.Minute)
 	podIPs := strings.Fields(k.MustRun("", "get", "pods", "-l", "app=hostnames", "-o", `jsonpath={range .items[*]}{.status.podIP} {end}`))
 	c.until("the headless name to list the 3 pods", 30*time.Second, func() bool {
 		out, err := c.exec("default/asker", "getent", "ahostsv4", "headless")

@@ -157,10 +157,7 @@ func TestLoadBalancer(t *testing.T) {
 		ip, _, _ = k.Run("", "get", "service", "lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 		return strings.HasPrefix(ip, "172.18.255.")
 	})
-	c.until("3 ready pods", time.Minute, func() bool {
-		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
-		return out == "3"
-	})
+	c.waitHostnames(time.Minute)
 	c.until("all pods through the load balancer", 30*time.Second, func() bool {
 		return len(c.names("client", 15, "curl", "-s", "--max-time", "2", ip+":80")) == 3
 	})
@@ -207,11 +204,7 @@ func TestUserspaceMode(t *testing.T) {
 	c := up(t, 2, "--proxy-mode", "userspace", "--iptables-binary", "iptables-legacy")
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
-	c.until("3 ready hostnames pods", time.Minute, func() bool {
-		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
-		return out == "3"
-	})
-	pods := podNames(c, "app=hostnames")
+	pods, _ := c.waitHostnames(time.Minute)
 	c.until("NodePort through the userspace proxy to reach all pods", 30*time.Second, func() bool {
 		return len(c.names("client", 9, "curl", "-s", "--max-time", "2", "172.18.0.12:8477")) == 3
 	})
@@ -235,11 +228,7 @@ func TestNFTablesMode(t *testing.T) {
 	c := up(t, 2, "--proxy-mode", "nftables")
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
-	c.until("3 ready hostnames pods", time.Minute, func() bool {
-		out, _, _ := k.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
-		return out == "3"
-	})
-	pods := podNames(c, "app=hostnames")
+	pods, _ := c.waitHostnames(time.Minute)
 	for _, node := range []string{"172.18.0.11", "172.18.0.12"} {
 		c.until("NodePort on "+node+" through the nftables mode to reach all pods", 30*time.Second, func() bool {
 			return len(c.names("client", 12, "curl", "-s", "--max-time", "2", node+":8477")) == 3

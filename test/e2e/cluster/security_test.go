@@ -63,10 +63,7 @@ func TestClusterSecurity(t *testing.T) {
 	c := upWithIngress(t, 1)
 	c.kubectl.MustRun(examples(t), "apply", "-f", "-")
 	c.kubectl.MustRun(confinedPods, "apply", "-f", "-")
-	c.until("the hostnames pods ready", time.Minute, func() bool {
-		out, _, _ := c.kubectl.Run("", "get", "deployment", "hostnames", "-o", "jsonpath={.status.readyReplicas}")
-		return out == "3"
-	})
+	c.waitHostnames(time.Minute)
 	c.until("the cluster DNS ready", time.Minute, func() bool {
 		out, _, _ := c.kubectl.Run("", "-n", "kube-system", "get", "deployment", "svcnet-dns", "-o", "jsonpath={.status.readyReplicas}")
 		return out != "" && out != "0"
