@@ -100,9 +100,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	var httpResults []loadgen.Result
 	var dnsOutcomes, cacheOutcomes, writeOutcomes, allocOutcomes []loadgen.Outcome
-	var ledgerMu sync.Mutex
-	acked := map[string]bool{}
-	var seq, allocSeq int
+	led := newLedger(client)
 	wg.Add(5)
 	go func() { defer wg.Done(); httpResults = loadgen.Run(ctx, targets...) }()
 	go func() {
@@ -132,37 +130,16 @@ func TestFaultsUnderLoad(t *testing.T) {
 	}()
 	go func() {
 		defer wg.Done()
-		writeOutcomes = loadgen.Every(ctx, 5, 10, func() string {
-			ledgerMu.Lock()
-			seq++
-			name := fmt.Sprintf("w-%05d", seq)
-			ledgerMu.Unlock()
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"seq": name}}
-			if _, err := client.CoreV1().ConfigMaps("ledger").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-				return apiErrorKind(err)
-			}
-			ledgerMu.Lock()
-			acked[name] = true
-			ledgerMu.Unlock()
-			return ""
-		})
+		writeOutcomes = loadgen.Every(ctx, 5, 10, led.writeConfigMap)
 	}()
 	go func() {
 		defer wg.Done()
 		allocOutcomes = loadgen.Every(ctx, 2, 4, func() string {
-			ledgerMu.Lock()
-			allocSeq++
-			name := fmt.Sprintf("alloc-%04d", allocSeq)
-			ledgerMu.Unlock()
+			name := led.name("alloc-%04d")
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
 				Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
-			if _, err := client.CoreV1().Services("ledger").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
-				return apiErrorKind(err)
-			}
-			ledgerMu.Lock()
-			acked["svc/"+name] = true
-			ledgerMu.Unlock()
-			return ""
+			_, err := client.CoreV1().Services("ledger").Create(context.Background(), svc, metav1.CreateOptions{})
+			return led.record("svc/"+name, err)
 		})
 	}()
 
@@ -299,17 +276,10 @@ func TestFaultsUnderLoad(t *testing.T) {
 	wg.Wait()
 
 	// Every acknowledged write is stored; no address or port twice.
-	cms, err := client.CoreV1().ConfigMaps("ledger").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored := led.storedConfigMaps(t)
 	svcs, err := client.CoreV1().Services("ledger").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
-	}
-	stored := map[string]bool{}
-	for _, cm := range cms.Items {
-		stored[cm.Name] = cm.Data["seq"] == cm.Name
 	}
 	ips, ports := map[string]string{}, map[int32]string{}
 	dups := 0
@@ -328,13 +298,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 			ports[p.NodePort] = s.Name
 		}
 	}
-	lost := 0
-	for name := range acked {
-		if !stored[name] {
-			lost++
-			t.Errorf("acknowledged write %s is not stored", name)
-		}
-	}
+	lost := led.lost(t, stored)
 	report := []string{fmt.Sprintf("%-46s %-26s %-26s %-26s %-26s %-16s %s", "fault", "HTTP NodePort", "HTTP LoadBalancer", "DNS via ClusterIP", "DNS via node cache", "API writes", "recovered in")}
 	cell := func(sent, failed int, kinds map[string]int) string {
 		s := fmt.Sprintf("%d/%d failed", failed, sent)
@@ -372,7 +336,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 		report = append(report, fmt.Sprintf("%-46s %-26s %-26s %-26s %-26s %-16s %.1fs", w.f.name, cells[0], cells[1], cells[2], cells[3], cells[4], w.recovered.Seconds()))
 	}
 	report = append(report, fmt.Sprintf("acknowledged writes %d, lost %d; Services created %d, ClusterIPs or NodePorts given twice: %d",
-		len(acked), lost, len(svcs.Items), dups))
+		led.acknowledged(), lost, len(svcs.Items), dups))
 	t.Logf("faults under load (20 HTTP req/s per path, 20 DNS lookups/s through the ClusterIP and 20 through node-2's cache, 7 API writes/s):\n%s", strings.Join(report, "\n"))
 	if path := os.Getenv("SVCNET_CHAOS_REPORT"); path != "" {
 		_ = os.WriteFile(path, []byte(strings.Join(report, "\n")+"\n"), 0o644)

@@ -65,29 +65,14 @@ func TestHighlyAvailableControlPlane(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	seq := 0
+	led := newLedger(client)
 	var httpResults []loadgen.Result
 	var writes []loadgen.Outcome
 	wg.Add(2)
 	go func() { defer wg.Done(); httpResults = loadgen.Run(ctx, target) }()
 	go func() {
 		defer wg.Done()
-		writes = loadgen.Every(ctx, 10, 10, func() string {
-			mu.Lock()
-			seq++
-			name := fmt.Sprintf("w-%05d", seq)
-			mu.Unlock()
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"seq": name}}
-			if _, err := client.CoreV1().ConfigMaps("ledger").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-				return apiErrorKind(err)
-			}
-			mu.Lock()
-			acked[name] = true
-			mu.Unlock()
-			return ""
-		})
+		writes = loadgen.Every(ctx, 10, 10, led.writeConfigMap)
 	}()
 
 	processOf := func(cp, what string) []string { return []string{" " + what + " ", "netns=svcnet-" + c.name + "-" + cp} }
@@ -182,21 +167,8 @@ func TestHighlyAvailableControlPlane(t *testing.T) {
 	wg.Wait()
 
 	// Every acknowledged write is stored.
-	cms, err := client.CoreV1().ConfigMaps("ledger").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := map[string]bool{}
-	for _, cm := range cms.Items {
-		stored[cm.Name] = cm.Data["seq"] == cm.Name
-	}
-	lost := 0
-	for name := range acked {
-		if !stored[name] {
-			lost++
-			t.Errorf("acknowledged write %s is not stored", name)
-		}
-	}
+	stored := led.storedConfigMaps(t)
+	lost := led.lost(t, stored)
 	var report []string
 	for _, w := range windows {
 		sent, failed, kinds := loadgen.Count(writes, w.from, w.to)
@@ -217,9 +189,9 @@ func TestHighlyAvailableControlPlane(t *testing.T) {
 		}
 	}
 	t.Logf("acknowledged writes %d, stored %d, lost %d; controller-manager leader %s, then %s\n%s",
-		len(acked), len(cms.Items), lost, firstLeader, leader(), strings.Join(report, "\n"))
-	if len(acked) < 100 {
-		t.Errorf("only %d writes acknowledged: the control plane did not serve", len(acked))
+		led.acknowledged(), len(stored), lost, firstLeader, leader(), strings.Join(report, "\n"))
+	if n := led.acknowledged(); n < 100 {
+		t.Errorf("only %d writes acknowledged: the control plane did not serve", n)
 	}
 	// Everything as before: the example still answers, a new write lands,
 	// the controllers act (a scale-up gets ready pods and endpoints).
