@@ -36,9 +36,20 @@ func StartProcessOnCPUs(t testing.TB, cpus string, args ...string) *Process {
 // benchmarks run the tools svcnet is compared with the same way.
 func StartCommandOnCPUs(t testing.TB, cpus, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Process{t: t, done: make(chan struct{}), cmd: CommandOnCPUs(cpus, bin, args...)}
+	return startCommand(t, CommandOnCPUs(cpus, bin, args...), nil)
+}
+
+// startCommand starts cmd, killed should the test binary die first, and
+// stops it when the test ends. Its output is kept, and each complete line
+// of it handed to onLine, unless nil, as it arrives.
+func startCommand(t testing.TB, cmd *exec.Cmd, onLine func(line string)) *Process {
+	t.Helper()
+	p := &Process{t: t, done: make(chan struct{}), cmd: cmd}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	w := &lockedWriter{w: &p.logs, mu: &p.mu}
+	var w interface{ Write([]byte) (int, error) } = &lockedWriter{w: &p.logs, mu: &p.mu}
+	if onLine != nil {
+		w = &lineWriter{next: w, onLine: onLine}
+	}
 	p.cmd.Stdout, p.cmd.Stderr = w, w
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os/exec"
 	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -21,20 +20,7 @@ func StartProcessIn(t testing.TB, ns *Netns, args ...string) *Process {
 // the log lines that report them.
 func StartProcessInWatched(t testing.TB, ns *Netns, onLine func(line string), args ...string) *Process {
 	t.Helper()
-	p := &Process{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command("ip", append([]string{"netns", "exec", ns.Name, Binary(t)}, args...)...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var w interface{ Write([]byte) (int, error) } = &lockedWriter{w: &p.logs, mu: &p.mu}
-	if onLine != nil {
-		w = &lineWriter{next: w, onLine: onLine}
-	}
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(p.Stop)
-	return p
+	return startCommand(t, exec.Command("ip", append([]string{"netns", "exec", ns.Name, Binary(t)}, args...)...), onLine)
 }
 
 // lineWriter passes writes on and hands out complete lines.
