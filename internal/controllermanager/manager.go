@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/daemonset"
@@ -114,30 +115,12 @@ var controllers = []struct {
 		c := endpointslicemirroring.New(d.client, d.factory, d.opts.MaxEndpointsPerSlice)
 		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
 	}},
-	{"replicaset", func(ctx context.Context, d deps) (func(context.Context), error) {
-		c := replicaset.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "replicaset-controller"))
-		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
-	}},
-	{"replicationcontroller", func(ctx context.Context, d deps) (func(context.Context), error) {
-		c := replicaset.NewReplicationManager(d.client, d.factory, controller.NewRecorder(ctx, d.client, "replication-controller"))
-		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
-	}},
-	{"daemonset", func(ctx context.Context, d deps) (func(context.Context), error) {
-		c := daemonset.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "daemonset-controller"))
-		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
-	}},
-	{"job", func(ctx context.Context, d deps) (func(context.Context), error) {
-		c := job.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "job-controller"))
-		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
-	}},
-	{"statefulset", func(ctx context.Context, d deps) (func(context.Context), error) {
-		c := statefulset.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "statefulset-controller"))
-		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
-	}},
-	{"deployment", func(ctx context.Context, d deps) (func(context.Context), error) {
-		c := deployment.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "deployment-controller"))
-		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
-	}},
+	{"replicaset", workload("replicaset-controller", replicaset.New)},
+	{"replicationcontroller", workload("replication-controller", replicaset.NewReplicationManager)},
+	{"daemonset", workload("daemonset-controller", daemonset.New)},
+	{"job", workload("job-controller", job.New)},
+	{"statefulset", workload("statefulset-controller", statefulset.New)},
+	{"deployment", workload("deployment-controller", deployment.New)},
 	{"scheduler", func(ctx context.Context, d deps) (func(context.Context), error) {
 		c := scheduler.New(d.client, d.factory, controller.NewRecorder(ctx, d.client, "default-scheduler"))
 		return func(ctx context.Context) { c.Run(ctx, 1) }, nil
@@ -162,6 +145,17 @@ var controllers = []struct {
 			controller.NewRecorder(ctx, d.client, "service-controller"))
 		return func(ctx context.Context) { c.Run(ctx, 1) }, nil
 	}},
+}
+
+// workload is the runner of a controller that newC makes from the
+// client, the factory and a recorder of events as component, run with
+// the configured number of workers.
+func workload[C interface{ Run(context.Context, int) }](component string,
+	newC func(kubernetes.Interface, informers.SharedInformerFactory, record.EventRecorder) C) runner {
+	return func(ctx context.Context, d deps) (func(context.Context), error) {
+		c := newC(d.client, d.factory, controller.NewRecorder(ctx, d.client, component))
+		return func(ctx context.Context) { c.Run(ctx, d.opts.Workers) }, nil
+	}
 }
 
 // Names lists the controllers.
