@@ -23,6 +23,16 @@ func PodReady(p *corev1.Pod) bool {
 	return false
 }
 
+// NodeReady reports whether the node's Ready condition is true.
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // PodRunningAndReady is a pod that serves: Running, Ready and not being
 // deleted (what workload controllers wait for before their next step).
 func PodRunningAndReady(p *corev1.Pod) bool {

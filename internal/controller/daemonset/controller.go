@@ -53,21 +53,12 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		UpdateFunc: func(o, n any) {
 			on, nn := o.(*corev1.Node), n.(*corev1.Node)
 			if !apiequality.Semantic.DeepEqual(on.Labels, nn.Labels) || !apiequality.Semantic.DeepEqual(on.Spec, nn.Spec) ||
-				nodeReady(on) != nodeReady(nn) {
+				controller.NodeReady(on) != controller.NodeReady(nn) {
 				all(n)
 			}
 		},
 	})
 	return c
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Run syncs until ctx ends.

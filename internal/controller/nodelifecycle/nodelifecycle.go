@@ -33,7 +33,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
-	"github.com/svcnet/svcnet/internal/controller/podendpoint"
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // Defaults of kube-controller-manager's --node-monitor-grace-period and
@@ -279,7 +279,7 @@ func (c *Controller) markUnknown(ctx context.Context, node *corev1.Node, now tim
 	}
 	for _, obj := range pods {
 		pod := obj.(*corev1.Pod)
-		if !podendpoint.PodReady(pod) {
+		if !controller.PodReady(pod) {
 			continue
 		}
 		upd := pod.DeepCopy()

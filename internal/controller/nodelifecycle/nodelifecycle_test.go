@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/svcnet/svcnet/internal/controller/podendpoint"
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 func nodeWith(ready corev1.ConditionStatus, taints ...corev1.Taint) *corev1.Node {
@@ -179,7 +179,7 @@ func TestSilentNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return podendpoint.PodReady(p)
+		return controller.PodReady(p)
 	}
 	if podReadyNow("on-silent") || !podReadyNow("on-alive") {
 		t.Errorf("pods ready: on-silent %v (want false), on-alive %v (want true)", podReadyNow("on-silent"), podReadyNow("on-alive"))

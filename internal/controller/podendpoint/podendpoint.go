@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // Port is a service port as served by one pod.
@@ -43,16 +45,6 @@ func Include(pod *corev1.Pod) bool {
 	return pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 
-// PodReady reports the pod's Ready condition.
-func PodReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // For returns the endpoint pod gives svc in the given family, or false
 // when it gives none.
 func For(svc *corev1.Service, pod *corev1.Pod, family corev1.IPFamily) (Endpoint, bool) {
@@ -63,7 +55,7 @@ func For(svc *corev1.Service, pod *corev1.Pod, family corev1.IPFamily) (Endpoint
 	if !ok {
 		return Endpoint{}, false
 	}
-	ready := PodReady(pod)
+	ready := controller.PodReady(pod)
 	terminating := pod.DeletionTimestamp != nil
 	ep := Endpoint{
 		Pod:         pod,

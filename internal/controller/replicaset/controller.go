@@ -31,7 +31,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
-	"github.com/svcnet/svcnet/internal/controller/podendpoint"
 )
 
 // burst bounds the pods created or deleted in one sync.
@@ -350,7 +349,7 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, ac
 		if labels.SelectorFromSet(tmplLabels).Matches(labels.Set(p.Labels)) {
 			st.FullyLabeledReplicas++
 		}
-		if podendpoint.PodReady(p) {
+		if controller.PodReady(p) {
 			st.ReadyReplicas++
 			if availableSince(p, rs.Spec.MinReadySeconds, now) {
 				st.AvailableReplicas++

@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/svcnet/svcnet/internal/controller/podendpoint"
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // rankForDeletion orders pods so that the ones to delete first come first,
@@ -38,7 +38,7 @@ func rankForDeletion(pods []*corev1.Pod) {
 		if phaseRank[a.Status.Phase] != phaseRank[b.Status.Phase] {
 			return phaseRank[a.Status.Phase] < phaseRank[b.Status.Phase]
 		}
-		ra, rb := podendpoint.PodReady(a), podendpoint.PodReady(b)
+		ra, rb := controller.PodReady(a), controller.PodReady(b)
 		if ra != rb {
 			return !ra
 		}

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // Fit explains why a node cannot run a pod ("" when it can).
@@ -18,13 +20,7 @@ func Fit(pod *corev1.Pod, node *corev1.Node) string {
 	if node.Spec.Unschedulable && !tolerates(pod, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}) {
 		return "node(s) were unschedulable"
 	}
-	ready := false
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			ready = true
-		}
-	}
-	if !ready {
+	if !controller.NodeReady(node) {
 		return "node(s) were not ready"
 	}
 	// nodeSelector and the required node affinity (matchExpressions and

@@ -59,7 +59,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, p
 
 func (c *Controller) nodeChanged(old, obj any) {
 	o, n := old.(*corev1.Node), obj.(*corev1.Node)
-	if nodeReady(o) != nodeReady(n) || !apiequality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses) {
+	if controller.NodeReady(o) != controller.NodeReady(n) || !apiequality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses) {
 		c.all()
 	}
 }
@@ -140,7 +140,7 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, hasFinaliz
 	}
 	var ready []*corev1.Node
 	for _, n := range nodes {
-		if nodeReady(n) {
+		if controller.NodeReady(n) {
 			ready = append(ready, n)
 		}
 	}
@@ -187,13 +187,4 @@ func (c *Controller) release(ctx context.Context, svc *corev1.Service) error {
 	}
 	c.recorder.Event(svc, corev1.EventTypeNormal, "DeletedLoadBalancer", "Deleted load balancer")
 	return nil
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

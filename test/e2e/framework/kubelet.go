@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/svcnet/svcnet/internal/controller/podendpoint"
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // HollowKubelet stands in for node agents in controller tests: it
@@ -232,7 +232,7 @@ func (k *HollowKubelet) handle(ctx context.Context, pod *corev1.Pod) {
 		}
 		return
 	}
-	if pod.Status.Phase == corev1.PodRunning && podendpoint.PodReady(pod) == wantReady {
+	if pod.Status.Phase == corev1.PodRunning && controller.PodReady(pod) == wantReady {
 		return
 	}
 	if err := k.writeStatus(ctx, pod); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
