@@ -70,17 +70,11 @@ func (r *Runner) Restore(ctx context.Context, sets []Set) error {
 		create(tmp)
 		fmt.Fprintf(&b, "flush %s\n", tmp)
 		for _, e := range s.Entries {
-			fmt.Fprintf(&b, "add %s %s", tmp, e)
-			if s.Comment != "" {
-				fmt.Fprintf(&b, " comment %q", s.Comment)
-			}
-			b.WriteString(" -exist\n")
+			writeAdd(&b, tmp, e, s.Comment)
 		}
 		fmt.Fprintf(&b, "swap %s %s\ndestroy %s\n", tmp, s.Name, tmp)
 	}
-	cmd := r.command(ctx, "restore")
-	cmd.Stdin = &b
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if err := r.restore(ctx, &b, "restore"); err != nil {
 		// ipset applies a restore line by line: the sets before the bad
 		// line were swapped in (whole), the failing one was not, and its
 		// temporary set is left over.
@@ -89,7 +83,7 @@ func (r *Runner) Restore(ctx context.Context, sets []Set) error {
 			tmps = append(tmps, tempName(s.Name))
 		}
 		_ = r.Destroy(ctx, tmps...)
-		return fmt.Errorf("ipset restore: %v: %s", err, strings.TrimSpace(string(out)))
+		return err
 	}
 	return nil
 }
@@ -113,22 +107,20 @@ func (r *Runner) Update(ctx context.Context, ds []Delta) error {
 			fmt.Fprintf(&b, "del %s %s -exist\n", d.Name, e)
 		}
 		for _, e := range d.Add {
-			fmt.Fprintf(&b, "add %s %s", d.Name, e)
-			if d.Comment != "" {
-				fmt.Fprintf(&b, " comment %q", d.Comment)
-			}
-			b.WriteString(" -exist\n")
+			writeAdd(&b, d.Name, e, d.Comment)
 		}
 	}
-	if b.Len() == 0 {
-		return nil
+	return r.restore(ctx, &b, "restore")
+}
+
+// writeAdd writes the restore line that adds entry to set, with comment
+// unless it is empty.
+func writeAdd(b *bytes.Buffer, set, entry, comment string) {
+	fmt.Fprintf(b, "add %s %s", set, entry)
+	if comment != "" {
+		fmt.Fprintf(b, " comment %q", comment)
 	}
-	cmd := r.command(ctx, "restore")
-	cmd.Stdin = &b
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("ipset restore: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	b.WriteString(" -exist\n")
 }
 
 // tempName is the name a set is filled under before the swap (at most
@@ -180,13 +172,19 @@ func (r *Runner) Destroy(ctx context.Context, names ...string) error {
 			fmt.Fprintf(&b, "destroy %s\n", n)
 		}
 	}
-	if b.Len() == 0 {
+	return r.restore(ctx, &b, "destroy")
+}
+
+// restore feeds script, if any, to `ipset restore`; what names the step
+// in the error.
+func (r *Runner) restore(ctx context.Context, script *bytes.Buffer, what string) error {
+	if script.Len() == 0 {
 		return nil
 	}
 	cmd := r.command(ctx, "restore")
-	cmd.Stdin = &b
+	cmd.Stdin = script
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("ipset destroy: %v: %s", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("ipset %s: %v: %s", what, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
