@@ -278,13 +278,22 @@ func (t *fakeTable) chainNames(table string) []string {
 	return append(names, user...)
 }
 
+// table is the table called name; the caller holds f.mu.
+func (f *Fake) table(name string) (*fakeTable, error) {
+	t, ok := f.tables[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown table %q", name)
+	}
+	return t, nil
+}
+
 // EnsureChain implements iptables.Executor.
 func (f *Fake) EnsureChain(_ context.Context, table, chain string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t, ok := f.tables[table]
-	if !ok {
-		return fmt.Errorf("unknown table %q", table)
+	t, err := f.table(table)
+	if err != nil {
+		return err
 	}
 	if _, ok := t.chains[chain]; !ok {
 		t.chains[chain] = &fakeChain{}
@@ -296,9 +305,9 @@ func (f *Fake) EnsureChain(_ context.Context, table, chain string) error {
 func (f *Fake) EnsureRule(_ context.Context, table, chain string, args ...string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t, ok := f.tables[table]
-	if !ok {
-		return fmt.Errorf("unknown table %q", table)
+	t, err := f.table(table)
+	if err != nil {
+		return err
 	}
 	c, ok := t.chains[chain]
 	if !ok {
@@ -320,9 +329,9 @@ func (f *Fake) EnsureRule(_ context.Context, table, chain string, args ...string
 func (f *Fake) DeleteRule(_ context.Context, table, chain string, args ...string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t, ok := f.tables[table]
-	if !ok {
-		return fmt.Errorf("unknown table %q", table)
+	t, err := f.table(table)
+	if err != nil {
+		return err
 	}
 	if c := t.chains[chain]; c != nil {
 		c.rules = slices.DeleteFunc(c.rules, func(r []string) bool { return slices.Equal(r, args) })
@@ -334,11 +343,11 @@ func (f *Fake) DeleteRule(_ context.Context, table, chain string, args ...string
 func (f *Fake) ChainExists(_ context.Context, table, chain string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t, ok := f.tables[table]
-	if !ok {
-		return false, fmt.Errorf("unknown table %q", table)
+	t, err := f.table(table)
+	if err != nil {
+		return false, err
 	}
-	_, ok = t.chains[chain]
+	_, ok := t.chains[chain]
 	return ok, nil
 }
 
