@@ -246,34 +246,30 @@ func (o *Options) ipvsExcludeCIDRs() ([]netip.Prefix, error) {
 
 // clusterCIDR returns the pod network of family, if any.
 func (o *Options) clusterCIDR(family v1.IPFamily) (netip.Prefix, error) {
-	var out netip.Prefix
-	for _, s := range strings.Split(o.ClusterCIDR, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("--cluster-cidr %q: %w", s, err)
-		}
-		if p.Addr().Is4() == (family == v1.IPv4Protocol) && !out.IsValid() {
-			out = p.Masked()
-		}
+	cidrs, err := cidrsOf("--cluster-cidr", o.ClusterCIDR, family)
+	if err != nil || len(cidrs) == 0 {
+		return netip.Prefix{}, err
 	}
-	return out, nil
+	return cidrs[0], nil
 }
 
 // serviceCIDRs returns the service ranges of family.
 func (o *Options) serviceCIDRs(family v1.IPFamily) ([]netip.Prefix, error) {
+	return cidrsOf("--service-cidr", o.ServiceCIDRs, family)
+}
+
+// cidrsOf parses flag's value, CIDRs separated by commas, and returns
+// those of family, masked, in order.
+func cidrsOf(flag, value string, family v1.IPFamily) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for _, s := range strings.Split(o.ServiceCIDRs, ",") {
+	for _, s := range strings.Split(value, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			continue
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("--service-cidr %q: %w", s, err)
+			return nil, fmt.Errorf("%s %q: %w", flag, s, err)
 		}
 		if p.Addr().Is4() == (family == v1.IPv4Protocol) {
 			out = append(out, p.Masked())
