@@ -264,15 +264,8 @@ func TestScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, "10 pods scheduled", 30*time.Second, func(ctx context.Context) (bool, error) {
-		pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=spread"})
-		if err != nil {
-			return false, err
-		}
-		per := map[string]int{}
-		for _, p := range pods.Items {
-			per[p.Spec.NodeName]++
-		}
-		return len(pods.Items) == 10 && per["node-1"] == 5 && per["node-2"] == 5, nil
+		per, n, err := podsPerNode(ctx, c.client, "app=spread")
+		return err == nil && n == 10 && per["node-1"] == 5 && per["node-2"] == 5, err
 	})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "picky"},
 		Spec: corev1.PodSpec{NodeSelector: map[string]string{"disk": "ssd"}, Containers: []corev1.Container{{Name: "c", Image: "svcnet/echo"}}}}
@@ -475,15 +468,8 @@ func TestNodeLifecycle(t *testing.T) {
 	}
 	scale(t, c.client, "life", 6)
 	until(t, "the new pods on node-1", 20*time.Second, func(ctx context.Context) (bool, error) {
-		pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=life"})
-		if err != nil {
-			return false, err
-		}
-		per := map[string]int{}
-		for _, p := range pods.Items {
-			per[p.Spec.NodeName]++
-		}
-		return len(pods.Items) == 6 && per["node-1"] == 4 && per["node-2"] == 2, nil
+		per, n, err := podsPerNode(ctx, c.client, "app=life")
+		return err == nil && n == 6 && per["node-1"] == 4 && per["node-2"] == 2, err
 	})
 
 	if err := c.kubelet.Silence(ctx, "node-2", false); err != nil {
@@ -520,15 +506,8 @@ func TestPodGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	perNode := func(ctx context.Context) (map[string]int, error) {
-		pods, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=orphans"})
-		if err != nil {
-			return nil, err
-		}
-		per := map[string]int{}
-		for _, p := range pods.Items {
-			per[p.Spec.NodeName]++
-		}
-		return per, nil
+		per, _, err := podsPerNode(ctx, c.client, "app=orphans")
+		return per, err
 	}
 	until(t, "4 pods over both nodes", 30*time.Second, func(ctx context.Context) (bool, error) {
 		per, err := perNode(ctx)

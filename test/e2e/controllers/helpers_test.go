@@ -131,6 +131,20 @@ func waitSlices(t *testing.T, c kubernetes.Interface, svc string, want func(slic
 	return st
 }
 
+// podsPerNode counts the pods of the default namespace that selector
+// picks, by node (the unscheduled under ""), and in all.
+func podsPerNode(ctx context.Context, c kubernetes.Interface, selector string) (map[string]int, int, error) {
+	pods, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, 0, err
+	}
+	per := map[string]int{}
+	for _, p := range pods.Items {
+		per[p.Spec.NodeName]++
+	}
+	return per, len(pods.Items), nil
+}
+
 // scale sets a deployment's replicas through its scale subresource. The
 // controller writes the deployment's status meanwhile: a stale
 // resourceVersion is a conflict, retried as clients do.
