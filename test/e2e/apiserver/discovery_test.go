@@ -2,7 +2,6 @@ package apiserver_test
 
 import (
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -61,12 +60,7 @@ func TestDiscoveryAndOpenAPI(t *testing.T) {
 	// Aggregated discovery, as kubectl ≥ 1.26 asks for it.
 	req, _ := http.NewRequest("GET", s.URL+"/apis", nil)
 	req.Header.Set("Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, body := roundTrip(t, hc, req)
 	if !strings.Contains(string(body), `"kind":"APIGroupDiscoveryList"`) || !strings.Contains(string(body), "endpointslices") {
 		t.Errorf("aggregated discovery: %.300s", body)
 	}

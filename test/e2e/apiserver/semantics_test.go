@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -212,14 +211,9 @@ func TestBadInput(t *testing.T) {
 			if tc.ctype != "" {
 				req.Header.Set("Content-Type", tc.ctype)
 			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tc.code {
-				t.Errorf("%d, want %d: %.300s", resp.StatusCode, tc.code, body)
+			code, body := roundTrip(t, hc, req)
+			if code != tc.code {
+				t.Errorf("%d, want %d: %.300s", code, tc.code, body)
 			}
 			if !strings.Contains(string(body), `"kind":"Status"`) {
 				t.Errorf("no Status in the answer: %.300s", body)
