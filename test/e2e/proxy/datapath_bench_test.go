@@ -15,7 +15,6 @@ import (
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
-	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/svcstate"
 	. "github.com/svcnet/svcnet/internal/svcstate/svctest"
 	"github.com/svcnet/svcnet/test/e2e/framework"
@@ -155,16 +154,7 @@ func firstPacket(b *testing.B, mode string, n int) []time.Duration {
 		}
 	case "nftables":
 		if err := node.Do(func() error {
-			k, err := nftables.OpenKernel(v1.IPv4Protocol)
-			if err != nil {
-				return err
-			}
-			defer k.Close()
-			p, err := nftables.NewProxier(nftables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: tracker, Logger: quiet}, Rules: nftables.Config{NodeConfig: proxy.NodeConfig{Node: cfg}}, Kernel: k})
-			if err != nil {
-				return err
-			}
-			return p.Sync(context.Background())
+			return syncNFTablesOnce(v1.IPv4Protocol, tracker, proxy.NodeConfig{Node: cfg})
 		}); err != nil {
 			b.Fatal(err)
 		}

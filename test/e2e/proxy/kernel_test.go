@@ -24,6 +24,22 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// syncNFTablesOnce programs the nftables mode of family, with node's
+// configuration, into the calling thread's network namespace: one sync
+// of a proxier that then closes.
+func syncNFTablesOnce(family v1.IPFamily, tracker *svcstate.Tracker, node proxy.NodeConfig) error {
+	k, err := nftables.OpenKernel(family)
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	p, err := nftables.NewProxier(nftables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: tracker, Logger: quiet}, Rules: nftables.Config{NodeConfig: node}, Kernel: k})
+	if err != nil {
+		return err
+	}
+	return p.Sync(context.Background())
+}
+
 // ourTables returns iptables-save output of the filter and nat tables in
 // a comparable form: our chains only (KUBE-), counters dropped, chains
 // sorted, and the rules of the top-level chains sorted, since editing
@@ -201,16 +217,7 @@ func TestCleanupOnTheKernel(t *testing.T) {
 	// And the nftables mode's tables, both families.
 	for _, fam := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		if err := ns.Do(func() error {
-			k, err := nftables.OpenKernel(fam)
-			if err != nil {
-				return err
-			}
-			defer k.Close()
-			np, err := nftables.NewProxier(nftables.ProxierConfig{Sync: proxy.SyncerConfig{Tracker: tracker, Logger: quiet}, Rules: nftables.Config{NodeConfig: proxy.NodeConfig{Family: fam}}, Kernel: k})
-			if err != nil {
-				return err
-			}
-			return np.Sync(context.Background())
+			return syncNFTablesOnce(fam, tracker, proxy.NodeConfig{Family: fam})
 		}); err != nil {
 			t.Fatal(err)
 		}
