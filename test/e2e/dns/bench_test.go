@@ -84,13 +84,8 @@ func BenchmarkDNS10kServices(b *testing.B) {
 	}
 	api := framework.StartAPIServer(b)
 	client := api.Client()
-	ctx := context.Background()
 	names := createBenchServices(b, api)
-	kubeDNS := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"},
-		Spec: corev1.ServiceSpec{ClusterIP: kubeDNSIP, Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}}
-	if _, err := client.CoreV1().Services("kube-system").Create(ctx, kubeDNS, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	createKubeDNS(b, client)
 
 	up := dnstest.StartUpstream(b)
 	var external []string

@@ -190,6 +190,16 @@ func startEnv(t *testing.T, dnsArgs ...string) *env {
 	return e
 }
 
+// createKubeDNS makes the kube-system/kube-dns Service, UDP port 53 on
+// kubeDNSIP and no selector, for the benchmarks' API servers.
+func createKubeDNS(b *testing.B, client kubernetes.Interface) {
+	kubeDNS := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"},
+		Spec: corev1.ServiceSpec{ClusterIP: kubeDNSIP, Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}}
+	if _, err := client.CoreV1().Services("kube-system").Create(context.Background(), kubeDNS, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
 func (e *env) ctx(t *testing.T) context.Context { return framework.Context(t, 2*time.Minute) }
 
 // cpuSeconds is the CPU time the server process has used so far, from
