@@ -28,12 +28,7 @@ func BenchmarkIngressChurn(b *testing.B) {
 		}
 	}
 	e := newEnv(b, "--access-log", "off")
-	var pods []*churnPod
-	for i := range 7 {
-		p := e.churnPod(fmt.Sprintf("churn-%d", i+1))
-		p.start()
-		pods = append(pods, p)
-	}
+	pods := e.churnPods(7)
 	ips := func(ps []*churnPod) []string {
 		var out []string
 		for _, p := range ps {

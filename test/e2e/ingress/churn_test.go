@@ -36,6 +36,16 @@ func (e *env) churnPod(name string) *churnPod {
 	return p
 }
 
+// churnPods starts n churn pods, churn-1 to churn-n.
+func (e *env) churnPods(n int) []*churnPod {
+	pods := make([]*churnPod, n)
+	for i := range pods {
+		pods[i] = e.churnPod(fmt.Sprintf("churn-%d", i+1))
+		pods[i].start()
+	}
+	return pods
+}
+
 func (p *churnPod) start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -89,12 +99,7 @@ func (e *env) setSlice(ns, name string, ready, terminating []*churnPod) {
 // removed: not one request may fail.
 func TestChurn(t *testing.T) {
 	e := newEnv(t, "--access-log", "off")
-	var pods []*churnPod
-	for i := range 7 {
-		p := e.churnPod(fmt.Sprintf("churn-%d", i+1))
-		p.start()
-		pods = append(pods, p)
-	}
+	pods := e.churnPods(7)
 	var ips []string
 	for _, p := range pods[:5] {
 		ips = append(ips, p.ip)
