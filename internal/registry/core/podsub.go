@@ -157,16 +157,8 @@ func (r *ExecREST) Connect(ctx context.Context, name string, opts runtime.Object
 	if len(o.Command) == 0 {
 		return nil, apierrors.NewBadRequest("you must specify at least 1 command")
 	}
-	pod, container, loc, err := nodeTarget(ctx, r.Pods, r.Nodes, name, o.Container)
-	if err != nil {
-		return nil, err
-	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot exec into a container in a completed pod; current phase is %s", pod.Status.Phase))
-	}
-	loc.Path = fmt.Sprintf("/exec/%s/%s/%s", pod.Namespace, pod.Name, container)
-	loc.RawQuery = url.Values{"command": o.Command}.Encode()
-	return streamToNode(loc, r.Nodes.Transport(), responder, o.Stdin, o.Stdout, o.Stderr, o.TTY), nil
+	return r.connectStream(ctx, name, "exec", "exec into", url.Values{"command": o.Command},
+		streams{o.Container, o.Stdin, o.Stdout, o.Stderr, o.TTY}, responder)
 }
 
 // AttachREST serves pods/attach (kubectl attach, kubectl run -i) by
@@ -186,15 +178,33 @@ func (r *AttachREST) ConnectMethods() []string { return []string{"GET", "POST"} 
 // to the node agent, SPDY or WebSocket as for exec.
 func (r *AttachREST) Connect(ctx context.Context, name string, opts runtime.Object, responder rest.Responder) (http.Handler, error) {
 	o := opts.(*corev1.PodAttachOptions)
-	pod, container, loc, err := nodeTarget(ctx, r.Pods, r.Nodes, name, o.Container)
+	return r.connectStream(ctx, name, "attach", "attach to", nil,
+		streams{o.Container, o.Stdin, o.Stdout, o.Stderr, o.TTY}, responder)
+}
+
+// streams are the container and the streams exec or attach asks for.
+type streams struct {
+	container                  string
+	stdin, stdout, stderr, tty bool
+}
+
+// connectStream is exec's and attach's Connect: s of the pod's container,
+// through the node agent's /<sub>/<namespace>/<pod>/<container> with
+// query, if any. A pod that has completed is refused ("cannot <verb> a
+// container in a completed pod").
+func (p PodNode) connectStream(ctx context.Context, name, sub, verb string, query url.Values, s streams, responder rest.Responder) (http.Handler, error) {
+	pod, container, loc, err := nodeTarget(ctx, p.Pods, p.Nodes, name, s.container)
 	if err != nil {
 		return nil, err
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot attach to a container in a completed pod; current phase is %s", pod.Status.Phase))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot %s a container in a completed pod; current phase is %s", verb, pod.Status.Phase))
 	}
-	loc.Path = fmt.Sprintf("/attach/%s/%s/%s", pod.Namespace, pod.Name, container)
-	return streamToNode(loc, r.Nodes.Transport(), responder, o.Stdin, o.Stdout, o.Stderr, o.TTY), nil
+	loc.Path = fmt.Sprintf("/%s/%s/%s/%s", sub, pod.Namespace, pod.Name, container)
+	if query != nil {
+		loc.RawQuery = query.Encode()
+	}
+	return streamToNode(loc, p.Nodes.Transport(), responder, s.stdin, s.stdout, s.stderr, s.tty), nil
 }
 
 // streamToNode proxies an exec or attach stream to the node agent.
