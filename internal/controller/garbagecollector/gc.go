@@ -139,11 +139,8 @@ func (c *Collector) observe(gvr schema.GroupVersionResource, obj any) {
 }
 
 func (c *Collector) forget(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
+	m, ok := controller.As[metav1.Object](obj)
+	if !ok {
 		return
 	}
 	uid := m.GetUID()

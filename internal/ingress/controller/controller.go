@@ -22,7 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	ctrl "github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
 	"github.com/svcnet/svcnet/internal/ingress/route"
 	"github.com/svcnet/svcnet/internal/ingress/upstream"
@@ -125,10 +126,7 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 	_, _ = classInf.Informer().AddEventHandler(routes)
 	// Certificates are rebuilt with the routes; only TLS Secrets matter.
 	_, _ = secretInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{Handler: routes, FilterFunc: func(obj any) bool {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		s, ok := obj.(*corev1.Secret)
+		s, ok := ctrl.As[*corev1.Secret](obj)
 		return ok && s.Type == corev1.SecretTypeTLS
 	}})
 	_, _ = svcInf.Informer().AddEventHandler(c.tracker.ServiceHandler())
@@ -145,11 +143,8 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 		}
 		// Only the publish Service and its slices move the addresses.
 		ofPublish := func(obj any) bool {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			m, err := meta.Accessor(obj)
-			if err != nil || m.GetNamespace() != cfg.PublishService.Namespace {
+			m, ok := ctrl.As[metav1.Object](obj)
+			if !ok || m.GetNamespace() != cfg.PublishService.Namespace {
 				return false
 			}
 			return m.GetName() == cfg.PublishService.Name || m.GetLabels()[discoveryv1.LabelServiceName] == cfg.PublishService.Name
