@@ -19,17 +19,27 @@ import (
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
-// ipvsDestinations reads the real servers of the virtual server addr:port
-// in the node's IPVS.
-func (c *cluster) ipvsDestinations(addr string, port uint16) []kipvs.Destination {
+// withIPVS calls f with a handle on the node's IPVS.
+func (c *cluster) withIPVS(f func(h *kipvs.Handle) error) {
 	c.t.Helper()
-	var out []kipvs.Destination
 	if err := netns.Do(c.node.Name, func() error {
 		h, err := kipvs.Open("")
 		if err != nil {
 			return err
 		}
 		defer h.Close()
+		return f(h)
+	}); err != nil {
+		c.t.Fatalf("read the node's IPVS: %v", err)
+	}
+}
+
+// ipvsDestinations reads the real servers of the virtual server addr:port
+// in the node's IPVS.
+func (c *cluster) ipvsDestinations(addr string, port uint16) []kipvs.Destination {
+	c.t.Helper()
+	var out []kipvs.Destination
+	c.withIPVS(func(h *kipvs.Handle) error {
 		svcs, err := h.Services()
 		if err != nil {
 			return err
@@ -41,9 +51,7 @@ func (c *cluster) ipvsDestinations(addr string, port uint16) []kipvs.Destination
 			}
 		}
 		return nil
-	}); err != nil {
-		c.t.Fatalf("read the node's IPVS: %v", err)
-	}
+	})
 	return out
 }
 
@@ -207,20 +215,13 @@ func testIPVSModeSwitch(t *testing.T, c *cluster) {
 func (c *cluster) modeState() map[string]string {
 	c.t.Helper()
 	var ipvs []string
-	if err := netns.Do(c.node.Name, func() error {
-		h, err := kipvs.Open("")
-		if err != nil {
-			return err
-		}
-		defer h.Close()
+	c.withIPVS(func(h *kipvs.Handle) error {
 		svcs, err := h.Services()
 		if len(svcs) > 0 {
 			ipvs = append(ipvs, fmt.Sprintf("%d virtual servers", len(svcs)))
 		}
 		return err
-	}); err != nil {
-		c.t.Fatalf("read the node's IPVS: %v", err)
-	}
+	})
 	if _, err := c.node.Try("ip", "link", "show", ipvsproxy.DummyLink); err == nil {
 		ipvs = append(ipvs, ipvsproxy.DummyLink)
 	}

@@ -380,43 +380,25 @@ func testTraceCommand(t *testing.T, c *cluster) {
 	c.waitEndpoints(3)
 	out := c.node.Run(framework.Binary(t), "proxy", "trace", "--src", c.pods[3].ip, "--dst", svc.Spec.ClusterIP+":80/tcp")
 	t.Logf("svcnet proxy trace --src %s --dst %s:80/tcp (%s mode):\n%s", c.pods[3].ip, svc.Spec.ClusterIP, c.mode, out)
-	switch c.mode {
-	case "iptables":
-		for _, p := range c.pods[:3] {
-			if !strings.Contains(out, fmt.Sprintf("33.33%%  delivered to %s:%d (DNAT), source kept", p.ip, httpPort)) {
-				t.Errorf("trace does not send a third to %s", p.ip)
-			}
-		}
-		for _, want := range []string{"KUBE-SERVICES", "KUBE-SVC-", "KUBE-SEP-", "random 0.333", "random 0.5"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("trace lacks %q", want)
-			}
-		}
-	case "nftables":
-		for _, p := range c.pods[:3] {
-			if !strings.Contains(out, fmt.Sprintf("33.33%%  delivered to %s:%d (DNAT), source kept", p.ip, httpPort)) {
-				t.Errorf("trace does not send a third to %s", p.ip)
-			}
-		}
-		for _, want := range []string{"ip kube-proxy services", "vmap @service-ips", "[matched goto service-", "numgen random mod 3 0 goto endpoint-", "random 0.3333333333: taken"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("trace lacks %q", want)
-			}
-		}
-	case "ipvs":
-		for _, p := range c.pods[:3] {
-			if !strings.Contains(out, fmt.Sprintf("33.33%%  delivered to %s:%d (DNAT), source kept", p.ip, httpPort)) {
-				t.Errorf("trace does not send a third to %s", p.ip)
-			}
-		}
-		for _, want := range []string{"matched KUBE-CLUSTER-IP, source inside the cluster CIDR", "virtual server, scheduler rr", "weight 1 of 3, masquerade forwarding"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("trace lacks %q", want)
-			}
-		}
-	case "userspace":
+	if c.mode == "userspace" {
 		if !strings.Contains(out, "REDIRECT") || !strings.Contains(out, "100.00%  delivered to "+bridgeIP+":") {
 			t.Errorf("trace does not show the redirect to the proxy socket")
+		}
+		return
+	}
+	for _, p := range c.pods[:3] {
+		if !strings.Contains(out, fmt.Sprintf("33.33%%  delivered to %s:%d (DNAT), source kept", p.ip, httpPort)) {
+			t.Errorf("trace does not send a third to %s", p.ip)
+		}
+	}
+	// Each mode's own words for the path.
+	for _, want := range map[string][]string{
+		"iptables": {"KUBE-SERVICES", "KUBE-SVC-", "KUBE-SEP-", "random 0.333", "random 0.5"},
+		"nftables": {"ip kube-proxy services", "vmap @service-ips", "[matched goto service-", "numgen random mod 3 0 goto endpoint-", "random 0.3333333333: taken"},
+		"ipvs":     {"matched KUBE-CLUSTER-IP, source inside the cluster CIDR", "virtual server, scheduler rr", "weight 1 of 3, masquerade forwarding"},
+	}[c.mode] {
+		if !strings.Contains(out, want) {
+			t.Errorf("trace lacks %q", want)
 		}
 	}
 }
