@@ -153,11 +153,26 @@ func TestStatefulSetsAndJobs(t *testing.T) {
 				}
 				resolv, err := c.exec("default/web-0", "cat", "/etc/resolv.conf")
 				t.Logf("web-0's resolv.conf: %v\n%s", err, resolv)
+				// Where web-0 sends them: its routes and neighbours, and
+				// its own UDP counters (a query sent shows as OutDatagrams).
+				for _, argv := range [][]string{
+					{"ip", "-4", "route"},
+					{"ip", "neigh"},
+					{"sh", "-c", "grep -E '^Udp:' /proc/net/snmp"},
+				} {
+					out, err := c.exec("default/web-0", argv...)
+					t.Logf("web-0 %v: %v\n%s", argv, err, out)
+				}
 				// Whether queries reach the cache's sockets (their queues
 				// and drops, and who holds them), the address it serves on,
-				// and the kernel's UDP counters (NoPorts, RcvbufErrors).
+				// and the kernel's UDP counters (NoPorts, RcvbufErrors);
+				// what the filter table does to packets for the node, and
+				// the node's neighbours and IP counters (drops on the way in).
 				for _, argv := range [][]string{
 					{"iptables-save", "-t", "raw"},
+					{"iptables-save", "-t", "filter"},
+					{"ip", "neigh"},
+					{"sh", "-c", "grep -E '^Ip:' /proc/net/snmp; nstat -az | grep -Ei 'InNoRoutes|InAddrErrors|InDiscards|ReversePath|Martian'"},
 					{"conntrack", "-S"},
 					{"sh", "-c", "curl -s 127.0.0.1:9253/metrics | grep -E '^(svcnet|coredns|process_start)' | grep -v bucket"},
 					{"ss", "-uanpm", "sport = :53"},
