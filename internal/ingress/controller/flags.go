@@ -20,6 +20,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.AccessLog, "access-log", o.AccessLog, "where to write one JSON line per request: - for stdout, off, or a file")
 	f.DurationVar(&o.ConnectTimeout, "proxy-connect-timeout", o.ConnectTimeout, "how long connecting to a pod may take before the next one is tried")
 	f.DurationVar(&o.ReadTimeout, "proxy-read-timeout", o.ReadTimeout, "how long a pod may take to send its response headers (504 after)")
+	f.DurationVar(&o.SendTimeout, "send-timeout", o.SendTimeout, "how long a client may take none of its answer before its connection is closed (nginx's send_timeout: between two writes, not for the whole answer)")
 	f.StringVar(&o.ProxyBodySize, "proxy-body-size", o.ProxyBodySize, "largest request body accepted (413 beyond), nginx syntax: 1m, 512k, 0 for no limit")
 	f.BoolVar(&o.Profiling, "profiling", o.Profiling, "also serve /debug/pprof on the metrics address")
 	f.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "client connections served at once; more are answered 503")

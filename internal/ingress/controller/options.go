@@ -35,6 +35,7 @@ type Options struct {
 	AccessLog             string // "-" for stdout, "off", or a file
 	ConnectTimeout        time.Duration
 	ReadTimeout           time.Duration
+	SendTimeout           time.Duration
 	ProxyBodySize         string // nginx's size syntax: 1m, 512k, 0 for no limit
 	MaxConnections        int
 	EventLoops            int // 0: proxy.DefaultEventLoops
@@ -54,6 +55,7 @@ func Defaults() Options {
 		AccessLog:       "-",
 		ConnectTimeout:  5 * time.Second,
 		ReadTimeout:     60 * time.Second,
+		SendTimeout:     60 * time.Second,
 		ProxyBodySize:   "1m",
 		MaxConnections:  10000,
 	}
@@ -112,6 +114,9 @@ func (o Options) parse() (*config, error) {
 	}
 	if o.ConnectTimeout <= 0 || o.ReadTimeout <= 0 {
 		bad("--proxy-connect-timeout and --proxy-read-timeout must be positive")
+	}
+	if o.SendTimeout <= 0 {
+		bad("--send-timeout %v: must be positive", o.SendTimeout)
 	}
 	if c.bodyLimit, err = annotations.ParseSize(o.ProxyBodySize); err != nil {
 		bad("--proxy-body-size: %v", err)

@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOptions(t *testing.T) {
@@ -22,6 +23,8 @@ func TestOptions(t *testing.T) {
 		{"controller class", func(o *Options) { o.ControllerClass = "svcnet" }, []string{"--controller-class"}},
 		{"limits", func(o *Options) { o.ProxyBodySize, o.MaxConnections, o.ReadTimeout, o.EventLoops = "1q", 0, 0, -1 },
 			[]string{"--proxy-body-size", "--max-connections", "--proxy-read-timeout", "--event-loops"}},
+		{"send timeout", func(o *Options) { o.SendTimeout = 0 }, []string{"--send-timeout 0s: must be positive"}},
+		{"short send timeout", func(o *Options) { o.SendTimeout = time.Second }, nil},
 		{"event loops", func(o *Options) { o.EventLoops = 3 }, nil},
 	}
 	for _, tt := range tests {

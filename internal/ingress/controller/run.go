@@ -50,6 +50,7 @@ func Run(ctx context.Context, o Options) error {
 	px := proxy.New(proxy.Options{
 		ConnectTimeout: c.ConnectTimeout,
 		ReadTimeout:    c.ReadTimeout,
+		SendTimeout:    c.SendTimeout,
 		MaxBodyBytes:   c.bodyLimit,
 		AccessLog:      accessLog,
 		Registerer:     reg,
@@ -84,7 +85,7 @@ func Run(ctx context.Context, o Options) error {
 	srv.Serve(ports.http, px.Handler(ports.http.Port()), nil, true, px)
 	if ports.https != nil {
 		ports.https.Limit = limit
-		srv.Serve(ports.https, px.Handler(ports.httpsPort()), px.TLSConfig(), false, nil)
+		srv.Serve(ports.https, px.Handler(ports.httpsPort()), px.TLSConfig(), false, px)
 	}
 	if ports.metrics != nil {
 		srv.Serve(ports.metrics, metricsMux(reg, c.Profiling, px.Ready), nil, false, nil)

@@ -60,8 +60,13 @@ type conn struct {
 	lastErr  error
 	in       []byte
 	headLen  int
-	out      []byte    // for the client, not written yet
-	due      time.Time // when its wait times out (sweep); zero: none
+	out      []byte // for the client, not written yet
+	// due is when the connection's wait times out (sweep); zero: none.
+	// In stHead the client's (its head, or its next request), in stSend
+	// and stAnswer the pod's; in stBody and stFlush, where out holds the
+	// only bytes for the client, the client's taking any of them
+	// (Options.Write), zero while out is empty.
+	due time.Time
 
 	head   []byte       // the head the pod gets
 	fwd    h1.Forwarded // the connection's; RequestID the request's
@@ -373,6 +378,7 @@ func (c *conn) podFailed(err error) {
 
 // failWith answers the client 502 or 504 for err.
 func (c *conn) failWith(err error) {
+	c.due = time.Time{} // the pod's; from here only the client's write is waited for
 	status, text := upstream.GatewayError(err)
 	c.out = h1.AppendError(c.out, status, text, string(c.x.Head.Method) == "HEAD", c.x.Head.Close)
 	c.x.Status = status
@@ -607,11 +613,18 @@ func (c *conn) next() {
 	c.l.ready = append(c.l.ready, c)
 }
 
-// flush writes c.out to the client, as far as it takes it.
+// flush writes c.out to the client, as far as it takes it. What it
+// leaves is due within the write timeout of the last write that made
+// progress, so a client that reads slowly but steadily keeps its
+// connection and one that stops reading loses it.
 func (c *conn) flush() {
+	progress := false
 	for len(c.out) > 0 {
 		n, err := unix.Write(c.fd, c.out)
 		if err == unix.EAGAIN {
+			if w := c.l.e.o.Write; w > 0 && (progress || c.due.IsZero()) {
+				c.due = c.l.now.Add(w)
+			}
 			return
 		}
 		if err == unix.EINTR {
@@ -621,8 +634,10 @@ func (c *conn) flush() {
 			c.abandon()
 			return
 		}
+		progress = true
 		c.out = c.out[:copy(c.out, c.out[n:])]
 	}
+	c.due = time.Time{}
 }
 
 // abandon closes the client and the pod connection of its request.
@@ -655,6 +670,11 @@ func (c *conn) timeout() {
 		c.pod.close()
 		c.pod = nil
 		c.failWith(os.ErrDeadlineExceeded)
+	case stBody, stFlush:
+		// The client took none of its answer for the write timeout:
+		// what is held for it, and its pod connection, go with it.
+		c.l.e.h.WriteTimedOut()
+		c.abandon()
 	}
 }
 

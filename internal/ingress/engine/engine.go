@@ -45,6 +45,9 @@ type Handler interface {
 	Done(x *Exchange)
 	// DialFailed counts a failed connection to a pod.
 	DialFailed()
+	// WriteTimedOut counts a client connection closed because the client
+	// took none of its answer for Options.Write.
+	WriteTimedOut()
 }
 
 // Exchange is one request of a client connection, from its head to its
@@ -85,6 +88,11 @@ type Options struct {
 	// Header bounds the wait for a request's head, Idle a kept-alive
 	// connection's wait for its next request.
 	Header, Idle time.Duration
+	// Write bounds the wait for a client to take any byte of its answer,
+	// as nginx's send_timeout: the time between two writes that make
+	// progress, not the whole answer's; the connection is closed after
+	// it. 0: no bound.
+	Write time.Duration
 	// Connect bounds connecting to a pod, Read the wait for an answer's
 	// head, unless the exchange's timeouts say otherwise.
 	Connect, Read time.Duration

@@ -43,7 +43,8 @@ func (c *conn) toGoroutine() {
 	go func() {
 		defer e.untrack(nc, pnc)
 		var keep bool
-		x.Status, x.Bytes, keep = slowAnswer(nc, pnc, pending, &x.Head, readBy)
+		client := WithWriteTimeout(nc, e.o.Write, e.h.WriteTimedOut)
+		x.Status, x.Bytes, keep = slowAnswer(client, pnc, pending, &x.Head, readBy)
 		e.h.Done(&x)
 		if keep && !x.Head.Close && !e.closing.Load() {
 			e.Serve(nc, rest, release)

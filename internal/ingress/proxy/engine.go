@@ -16,7 +16,7 @@ import (
 // for a request; toNetHTTP gives net/http what the engine leaves to it.
 func (p *Proxy) NewEngine(port int, header, idle time.Duration, toNetHTTP func(net.Conn)) (*engine.Engine, error) {
 	return engine.New(engineHandler{p}, engine.Options{
-		Loops: p.opts.EventLoops, Port: port, Header: header, Idle: idle,
+		Loops: p.opts.EventLoops, Port: port, Header: header, Idle: idle, Write: p.opts.SendTimeout,
 		Connect: p.opts.ConnectTimeout, Read: p.opts.ReadTimeout, MaxIdle: p.opts.MaxIdlePerEndpoint,
 		ToNetHTTP: toNetHTTP,
 	})
@@ -93,6 +93,8 @@ func (h engineHandler) Done(x *engine.Exchange) {
 }
 
 func (h engineHandler) DialFailed() { h.p.metrics.connectErrors.Inc() }
+
+func (h engineHandler) WriteTimedOut() { h.p.metrics.sendTimeouts.Inc() }
 
 // plain reports whether a route's annotations leave its requests to the
 // engine: none of them changes the exchange but the timeouts.

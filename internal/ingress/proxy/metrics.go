@@ -14,6 +14,7 @@ type metrics struct {
 	requests      *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	connectErrors prometheus.Counter
+	sendTimeouts  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,9 +33,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "svcnet_ingress_upstream_connect_errors_total",
 			Help: "Connections to pods that failed (each retried on the next endpoint).",
 		}),
+		sendTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svcnet_ingress_send_timeouts_total",
+			Help: "Client connections closed because the client took none of its answer for the send timeout (--send-timeout).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.connectErrors)
+		reg.MustRegister(m.requests, m.duration, m.connectErrors, m.sendTimeouts)
 	}
 	return m
 }

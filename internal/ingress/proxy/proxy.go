@@ -42,6 +42,11 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// ReadTimeout bounds the wait for a pod's response headers (60s).
 	ReadTimeout time.Duration
+	// SendTimeout bounds the wait for a client to take any byte of its
+	// answer (60s, nginx's send_timeout): the time between two writes
+	// that make progress, not the whole answer's. A client that takes
+	// nothing for that long is closed, on every path.
+	SendTimeout time.Duration
 	// MaxBodyBytes is the largest request body accepted (1 MiB, as
 	// ingress-nginx's proxy-body-size); larger ones get 413. Negative: no
 	// limit.
@@ -67,6 +72,9 @@ func (o *Options) defaults() {
 	}
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = 60 * time.Second
+	}
+	if o.SendTimeout == 0 {
+		o.SendTimeout = 60 * time.Second
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 1 << 20
@@ -155,6 +163,12 @@ func (p *Proxy) Close() {
 	if p.log != nil {
 		p.log.Close()
 	}
+}
+
+// ClientConn is c, a client connection net/http's server is to serve,
+// with the send timeout (Options.SendTimeout), counted in the metrics.
+func (p *Proxy) ClientConn(c net.Conn) net.Conn {
+	return engine.WithWriteTimeout(c, p.opts.SendTimeout, p.metrics.sendTimeouts.Inc)
 }
 
 // Handler serves one listener; scheme and port are what the

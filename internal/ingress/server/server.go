@@ -48,9 +48,10 @@ func (s *Servers) Errs() <-chan error { return s.errs }
 
 // Serve serves h on l: over TLS when tlsConfig is set (with HTTP/2), else
 // plain HTTP/1.1, and HTTP/2 without TLS too when h2c (on connections
-// splitH2C sorts out, each side its own server). With px, plain HTTP/1.1
-// goes through px's engine first. Requests of connections over l's limit
-// get 503.
+// splitH2C sorts out, each side its own server). With px, l's clients are
+// px's: plain HTTP/1.1 goes through px's engine first, and every
+// connection net/http serves has px's send timeout. Requests of
+// connections over l's limit get 503.
 func (s *Servers) Serve(l *Listener, h http.Handler, tlsConfig *tls.Config, h2c bool, px *proxy.Proxy) {
 	if l.Limit != nil {
 		h = limited(h)
@@ -73,6 +74,9 @@ func (s *Servers) Serve(l *Listener, h http.Handler, tlsConfig *tls.Config, h2c 
 		return srv
 	}
 	run := func(srv *http.Server, l net.Listener) {
+		if px != nil {
+			l = &wrappingListener{Listener: l, wrap: px.ClientConn}
+		}
 		go func() {
 			var err error
 			if tlsConfig != nil {
@@ -229,3 +233,17 @@ func (l *handedListener) Close() error {
 }
 
 func (l *handedListener) Addr() net.Addr { return l.addr }
+
+// wrappingListener wraps the connections it accepts.
+type wrappingListener struct {
+	net.Listener
+	wrap func(net.Conn) net.Conn
+}
+
+func (l *wrappingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return l.wrap(c), nil
+}
