@@ -46,8 +46,8 @@ func (e *env) plainPod(name string) string {
 // nginxConf is nginx as a reverse proxy the way nginx-based ingress
 // controllers configure it: upstream keep-alive, HTTP/1.1 to the pods,
 // the same forwarded headers; no access log (svcnet runs without one in
-// the comparison too).
-func nginxConf(dir string, upstreams []string) string {
+// the comparison too). extra goes into the http block as it is.
+func nginxConf(dir string, upstreams []string, extra string) string {
 	var servers strings.Builder
 	for _, u := range upstreams {
 		fmt.Fprintf(&servers, "    server %s:%d;\n", u, podPort)
@@ -87,8 +87,8 @@ http {
       proxy_read_timeout 60s;
     }
   }
-}
-`, dir, servers.String(), nginxIP)
+%[4]s}
+`, dir, servers.String(), nginxIP, extra)
 }
 
 // benchIngress routes bench.example to the Service bench.
@@ -109,12 +109,14 @@ spec:
 type nginxProxy struct {
 	e         *env
 	dir, conf string
+	extra     string // more of the http block
 	proc      *framework.Process
 }
 
-// startNginx runs nginx at nginxIP with an upstream of the pods.
-func (e *env) startNginx(pods []string) *nginxProxy {
-	n := &nginxProxy{e: e, dir: e.t.TempDir()}
+// startNginx runs nginx at nginxIP with an upstream of the pods, and
+// extra in its http block.
+func (e *env) startNginx(pods []string, extra ...string) *nginxProxy {
+	n := &nginxProxy{e: e, dir: e.t.TempDir(), extra: strings.Join(extra, "")}
 	for _, d := range []string{"body", "proxy", "fastcgi", "uwsgi", "scgi"} {
 		_ = os.MkdirAll(filepath.Join(n.dir, d), 0o755)
 	}
@@ -127,7 +129,7 @@ func (e *env) startNginx(pods []string) *nginxProxy {
 
 // write rewrites the configuration with an upstream of the pods.
 func (n *nginxProxy) write(pods []string) {
-	if err := os.WriteFile(n.conf, []byte(nginxConf(n.dir, pods)), 0o644); err != nil {
+	if err := os.WriteFile(n.conf, []byte(nginxConf(n.dir, pods, n.extra)), 0o644); err != nil {
 		n.e.t.Fatal(err)
 	}
 }
