@@ -6,6 +6,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,30 +31,42 @@ type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Target is one path to measure: HTTP GETs of URL at Rate per second.
 type Target struct {
-	Name    string
-	URL     string
-	Host    string // the Host header, when not the URL's (an ingress's virtual host)
-	Rate    int
-	Timeout time.Duration // per request; 1 s when zero
-	Dial    Dialer
-	// MaxInFlight bounds the requests outstanding at once (Rate when 0).
+	Name string
+	URL  string
+	Host string // the Host header, when not the URL's (an ingress's virtual host)
+	Rate int
+	// ConnectTimeout bounds a request's connect, Timeout the whole
+	// request: defaults DefaultConnectTimeout and DefaultTimeout.
+	ConnectTimeout, Timeout time.Duration
+	Dial                    Dialer
+	// MaxInFlight bounds the requests outstanding at once (by default as
+	// many as Rate sends within Timeout: the client is never the limit).
 	MaxInFlight int
 	// Timeline keeps every request's outcome, to count them by period.
 	Timeline bool
 }
+
+// The timeouts of the measurements' client: those of a client that
+// tolerates a lost SYN (retransmitted after 1 s) or a stalled machine,
+// as real ones do (Envoy's connect timeout is 5 s; curl's and Go's
+// defaults are minutes), so that a failure is the system's. A request
+// that succeeds only after a loss shows as slow (SlowAfter).
+const (
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultTimeout        = 10 * time.Second
+	// SlowAfter marks a successful request as slow in Result.Slow.
+	SlowAfter = time.Second
+)
 
 // Outcome is how one request ended, at the time it was sent.
 type Outcome struct {
 	At   time.Time
 	Took time.Duration
 	Kind string // "" for success
-	// Detail, for a failed HTTP request, is when its connect began and
-	// ended (from the send): a client slow to reach connect is told from
-	// a SYN that got no answer.
+	// Detail, for a failed or slow HTTP request, is when its connect
+	// began and ended (from the send): a client slow to reach connect is
+	// told from a SYN that got no answer.
 	Detail string
-	// Excused: the request failed while the client's own process stood
-	// still (see Result.Excused).
-	Excused bool
 }
 
 func (o Outcome) String() string {
@@ -65,8 +78,8 @@ func (o Outcome) String() string {
 }
 
 // Stall is a period in which the client's own process did not run (its
-// heartbeat came late): a request in flight then may time out in the
-// client, whatever the network did.
+// heartbeat came late): reported beside failed and slow requests, to
+// explain them, never to excuse them.
 type Stall struct {
 	At  time.Time
 	Len time.Duration
@@ -77,7 +90,7 @@ func (st Stall) String() string {
 }
 
 // stallThreshold is the heartbeat lateness reported as a stall: well
-// above a busy machine's scheduling delays, a fifth of the 1 s timeout.
+// above a busy machine's scheduling delays.
 const stallThreshold = 200 * time.Millisecond
 
 // watchStalls records, until ctx ends, the periods longer than
@@ -116,8 +129,7 @@ func watchStalls(ctx context.Context) func() []Stall {
 	}
 }
 
-// Count tallies outcomes sent in [from, to): failed counts the failures
-// not excused; kinds lists the excused ones as "excused: <kind>".
+// Count tallies outcomes sent in [from, to), the failures by kind.
 func Count(outcomes []Outcome, from, to time.Time) (sent, failed int, kinds map[string]int) {
 	kinds = map[string]int{}
 	for _, o := range outcomes {
@@ -125,10 +137,7 @@ func Count(outcomes []Outcome, from, to time.Time) (sent, failed int, kinds map[
 			continue
 		}
 		sent++
-		switch {
-		case o.Excused:
-			kinds["excused: "+o.Kind]++
-		case o.Kind != "":
+		if o.Kind != "" {
 			failed++
 			kinds[o.Kind]++
 		}
@@ -148,27 +157,18 @@ type Result struct {
 	Answers map[string]int
 	// Outcomes, with Target.Timeline.
 	Outcomes []Outcome
-	// Stalls of the client process while failed requests were in flight.
+	// Slow are the successful requests that took longer than
+	// SlowAfter (a lost SYN retransmitted, a stalled machine).
+	Slow []Outcome
+	// Stalls of the client process while failed or slow requests were in
+	// flight.
 	Stalls []Stall
-	// Excused counts the failed requests during which the client itself
-	// stood still (a Stall overlaps them), at most maxExcused: such a
-	// request timed out in a process that could not read its answer,
-	// whatever the system under test did. More than maxExcused count as
-	// failures, so a client that stalls all the time fails its test.
-	Excused int
 
 	failures []Outcome
 }
 
 // Failed is the number of requests that did not succeed.
 func (r Result) Failed() int { return r.Sent - r.OK }
-
-// Unexcused is the number of failed requests not excused by a stall of
-// the client: what the system under test is charged with.
-func (r Result) Unexcused() int { return r.Failed() - r.Excused }
-
-// maxExcused bounds the failures one target's Result excuses.
-const maxExcused = 3
 
 func (r Result) String() string {
 	var kinds []string
@@ -177,8 +177,8 @@ func (r Result) String() string {
 	}
 	sort.Strings(kinds)
 	s := fmt.Sprintf("%s: %d sent, %d ok, %d failed", r.Name, r.Sent, r.OK, r.Failed())
-	if r.Excused > 0 {
-		s += fmt.Sprintf(" (%d excused: the client stalled)", r.Excused)
+	if len(r.Slow) > 0 {
+		s += fmt.Sprintf(", %d slow", len(r.Slow))
 	}
 	if len(kinds) > 0 {
 		s += " (" + strings.Join(kinds, ", ") + fmt.Sprintf("; between %s and %s)", r.First.Format("15:04:05.000"), r.Last.Format("15:04:05.000"))
@@ -189,9 +189,13 @@ func (r Result) String() string {
 			break
 		}
 		s += "; " + o.String()
-		if o.Excused {
-			s += " excused"
+	}
+	for i, o := range r.Slow {
+		if i == maxListedFailures {
+			s += fmt.Sprintf("; %d more slow", len(r.Slow)-i)
+			break
 		}
+		s += fmt.Sprintf("; slow %s %v", o, o.Took.Round(time.Millisecond))
 	}
 	for _, st := range r.Stalls {
 		s += "; " + st.String()
@@ -216,29 +220,9 @@ func Run(ctx context.Context, targets ...Target) []Result {
 	wg.Wait()
 	all := stalls()
 	for i := range results {
-		results[i].Stalls = overlapping(all, results[i].failures)
-		results[i].excuse(all)
+		results[i].Stalls = overlapping(all, slices.Concat(results[i].failures, results[i].Slow))
 	}
 	return results
-}
-
-// excuse marks the first maxExcused failures that a stall overlaps, in
-// the failures and in Outcomes.
-func (r *Result) excuse(stalls []Stall) {
-	excused := map[int64]bool{}
-	for i := range r.failures {
-		f := &r.failures[i]
-		if r.Excused < maxExcused && len(overlapping(stalls, []Outcome{*f})) > 0 {
-			f.Excused = true
-			r.Excused++
-			excused[f.At.UnixNano()] = true
-		}
-	}
-	for i := range r.Outcomes {
-		if o := &r.Outcomes[i]; o.Kind != "" && excused[o.At.UnixNano()] {
-			o.Excused = true
-		}
-	}
 }
 
 var lockOnce sync.Once
@@ -272,17 +256,24 @@ func overlapping(stalls []Stall, periods []Outcome) []Stall {
 }
 
 func run(ctx context.Context, t Target) Result {
-	timeout := t.Timeout
-	if timeout == 0 {
-		timeout = time.Second
-	}
+	timeout := cmp.Or(t.Timeout, DefaultTimeout)
+	connectTimeout := cmp.Or(t.ConnectTimeout, DefaultConnectTimeout)
 	inflight := t.MaxInFlight
 	if inflight == 0 {
-		inflight = max(t.Rate, 1)
+		inflight = max(t.Rate, 1) * int(max(timeout/time.Second, 1))
+	}
+	dial := t.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
 	}
 	client := &http.Client{
-		Timeout:   timeout,
-		Transport: &http.Transport{DisableKeepAlives: true, DialContext: t.Dial, ResponseHeaderTimeout: timeout},
+		Timeout: timeout,
+		Transport: &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: timeout,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+				defer cancel()
+				return dial(ctx, network, addr)
+			}},
 	}
 	var mu sync.Mutex
 	answers := map[string]int{}
@@ -300,12 +291,16 @@ func run(ctx context.Context, t Target) Result {
 		res.Sent++
 		if o.Kind == "" {
 			res.OK++
+			if o.Took > SlowAfter {
+				res.Slow = append(res.Slow, o)
+			}
 		} else {
 			res.fail(o.Kind, o.At)
 			res.failures = append(res.failures, o)
 		}
 	}
 	slices.SortFunc(res.failures, func(a, b Outcome) int { return a.At.Compare(b.At) })
+	slices.SortFunc(res.Slow, func(a, b Outcome) int { return a.At.Compare(b.At) })
 	if t.Timeline {
 		res.Outcomes = outcomes
 	}
@@ -366,7 +361,11 @@ func get(c *http.Client, url, host string) (body, kind, detail string) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Sprintf("status %d", resp.StatusCode), ""
 	}
-	return strings.TrimSpace(string(b)), "", ""
+	if time.Since(start) > SlowAfter {
+		// Where a slow request spent its time.
+		detail = connectPhases(time.Duration(connStart.Load()), time.Duration(connDone.Load()))
+	}
+	return strings.TrimSpace(string(b)), "", detail
 }
 
 // connectPhases says when a connect began and ended after its request

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -164,41 +163,50 @@ func TestOverlapping(t *testing.T) {
 	}
 }
 
-// TestExcuse: a failure during which the client stalled is excused, up to
-// maxExcused per target; one no stall overlaps is not; Count and
-// Unexcused leave the excused ones out.
-func TestExcuse(t *testing.T) {
+// TestCount: every failure in the window counts, by kind.
+func TestCount(t *testing.T) {
 	t0 := time.Date(2026, 12, 5, 0, 19, 4, 0, time.UTC)
 	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
-	r := Result{Sent: 8, OK: 2}
-	for i := range 6 {
-		o := Outcome{At: sec(2 * i), Took: time.Second, Kind: "timeout"}
-		r.failures = append(r.failures, o)
-		r.Outcomes = append(r.Outcomes, o)
+	outcomes := []Outcome{
+		{At: sec(0), Kind: "timeout"}, {At: sec(1)}, {At: sec(2), Kind: "refused"},
+		{At: sec(3), Kind: "timeout"}, {At: sec(4)}, {At: sec(9), Kind: "timeout"},
 	}
-	r.Outcomes = append(r.Outcomes, Outcome{At: sec(20), Took: time.Millisecond}, Outcome{At: sec(21), Took: time.Millisecond})
-	// Stalls over every failure but the second.
-	var stalls []Stall
-	for i := range 6 {
-		if i != 1 {
-			stalls = append(stalls, Stall{At: sec(2 * i).Add(300 * time.Millisecond), Len: 400 * time.Millisecond})
+	sent, failed, kinds := Count(outcomes, sec(0), sec(9))
+	if sent != 5 || failed != 3 || kinds["timeout"] != 2 || kinds["refused"] != 1 {
+		t.Errorf("Count: sent %d failed %d %v, want 5 sent, 3 failed: 2 timeouts, 1 refused", sent, failed, kinds)
+	}
+}
+
+// TestSlowAndConnectTimeout: a request that succeeds late is counted ok
+// and listed slow, with where its time went; the connect timeout ends a
+// connect that never completes long before the request's timeout.
+func TestSlowAndConnectTimeout(t *testing.T) {
+	late := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(SlowAfter + 100*time.Millisecond)
+		_, _ = w.Write([]byte("pod-a\n"))
+	}))
+	defer late.Close()
+	silent := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	lockOnce.Do(lockMemory)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	results := Run(ctx,
+		Target{Name: "late", URL: late.URL, Rate: 10},
+		Target{Name: "silent", URL: late.URL, Rate: 10, ConnectTimeout: 100 * time.Millisecond, Dial: silent})
+	r := results[0]
+	if r.Sent == 0 || r.Failed() != 0 || len(r.Slow) != r.Sent || !strings.HasPrefix(r.Slow[0].Detail, "connect +") {
+		t.Errorf("late: %s; want every request ok and slow, with its connect's times", r)
+	}
+	r = results[1]
+	if r.Sent == 0 || r.Errors["timeout connecting"] != r.Sent {
+		t.Fatalf("silent: %s; want every request to time out connecting", r)
+	}
+	for _, o := range r.failures {
+		if o.Took > DefaultTimeout/2 {
+			t.Errorf("silent: %s took %v: the connect timeout (100ms) did not end it", o, o.Took)
 		}
-	}
-	r.excuse(stalls)
-	if r.Excused != maxExcused || r.Unexcused() != r.Failed()-maxExcused {
-		t.Fatalf("excused %d, unexcused %d of %d failed; want %d excused", r.Excused, r.Unexcused(), r.Failed(), maxExcused)
-	}
-	var marked []int
-	for i, o := range r.Outcomes {
-		if o.Excused {
-			marked = append(marked, i)
-		}
-	}
-	if want := []int{0, 2, 3}; !slices.Equal(marked, want) {
-		t.Errorf("excused outcomes %v, want %v (the first %d a stall overlaps)", marked, want, maxExcused)
-	}
-	sent, failed, kinds := Count(r.Outcomes, t0, sec(30))
-	if sent != 8 || failed != 3 || kinds["excused: timeout"] != 3 || kinds["timeout"] != 3 {
-		t.Errorf("Count: sent %d failed %d %v", sent, failed, kinds)
 	}
 }

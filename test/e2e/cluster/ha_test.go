@@ -184,7 +184,7 @@ func TestHighlyAvailableControlPlane(t *testing.T) {
 		}
 	}
 	for _, r := range httpResults {
-		if r.Unexcused() > 0 {
+		if r.Failed() > 0 {
 			t.Errorf("NodePort: %s", r)
 		}
 	}

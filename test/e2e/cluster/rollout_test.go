@@ -173,7 +173,7 @@ spec:
 			if r.Sent < 20 || len(r.Answers) < 4 {
 				t.Errorf("%s via %s: %d requests answered by %v: the measurement did not see the rollout", v.name, r.Name, r.Sent, r.Answers)
 			}
-			if v.mustHold && r.Unexcused() > 0 {
+			if v.mustHold && r.Failed() > 0 {
 				t.Errorf("%s via %s: %s", v.name, r.Name, r)
 			}
 		}
@@ -289,7 +289,7 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 		if r.Sent < 20 {
 			t.Errorf("proxy rollout via %s: only %d requests sent", r.Name, r.Sent)
 		}
-		if r.Unexcused() > 0 {
+		if r.Failed() > 0 {
 			t.Errorf("proxy rollout via %s: %s", r.Name, r)
 		}
 	}
