@@ -15,9 +15,10 @@ func (t *Tracker) ServiceHandler() cache.ResourceEventHandler {
 }
 
 // EndpointSliceHandler adapts the tracker to a discovery.k8s.io/v1
-// EndpointSlice informer.
+// EndpointSlice informer. The tracker sees every slice, of its family
+// or not: the version of each counts in Changes.SliceVersion.
 func (t *Tracker) EndpointSliceHandler() cache.ResourceEventHandler {
-	return t.ofFamily(sliceOfFamily, typedHandler(t.OnEndpointSliceAdd, t.OnEndpointSliceUpdate, t.OnEndpointSliceDelete))
+	return typedHandler(t.OnEndpointSliceAdd, t.OnEndpointSliceUpdate, t.OnEndpointSliceDelete)
 }
 
 // typedHandler passes an informer's objects of type T to add, update and

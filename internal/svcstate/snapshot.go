@@ -96,6 +96,13 @@ type Changes struct {
 	// the tracker received the event. It feeds the network programming
 	// latency metric.
 	TriggerTimes map[types.NamespacedName]time.Time
+	// SliceVersion is the newest EndpointSlice resourceVersion among the
+	// events the snapshot includes (0 before any, or from an API server
+	// whose versions are not numbers). Events arrive in version order on
+	// one watch, so a consumer whose state matches the snapshot reflects
+	// every slice change up to this version: its watermark of what it
+	// has programmed. A snapshot that changed nothing still carries it.
+	SliceVersion uint64
 }
 
 // Empty reports whether nothing changed.
@@ -136,6 +143,7 @@ func (c *Changes) Merge(o Changes) {
 			c.TriggerTimes[s] = t
 		}
 	}
+	c.SliceVersion = max(c.SliceVersion, o.SliceVersion)
 }
 
 // diffService returns the ports whose definition or endpoints differ

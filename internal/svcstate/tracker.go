@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +34,7 @@ type Config struct {
 	OnChange func()
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
-	// Family, if set, makes the handlers pass only that family's objects:
+	// Family, if set, makes the tracker use only that family's objects:
 	// Services with a cluster IP of the family (the others are skipped
 	// whole, as kube-proxy's per-family change tracker skips them) and
 	// EndpointSlices of its address type. One tracker per family is a
@@ -56,6 +57,9 @@ type Tracker struct {
 	dirty  map[types.NamespacedName]time.Time             // earliest trigger time per service
 	snap   *Snapshot
 	bad    map[Reason]uint64
+	// sliceVersion is the newest EndpointSlice resourceVersion among the
+	// events handled so far (see Changes.SliceVersion).
+	sliceVersion uint64
 }
 
 // NewTracker returns a Tracker with an empty snapshot.
@@ -130,6 +134,21 @@ func (t *Tracker) OnEndpointSliceUpdate(old, s *discovery.EndpointSlice) {
 		trigger = t.cfg.Now()
 	}
 	t.mu.Lock()
+	// The version is noted under the same lock as the change it brings,
+	// so that no snapshot claims it without the change.
+	t.noteSliceVersion(s)
+	if t.cfg.Family != "" && !sliceOfFamily(s, t.cfg.Family) {
+		// Another family's: seen (its version counts), not used; one
+		// that left the family leaves it.
+		if old != nil && sliceOfFamily(old, t.cfg.Family) {
+			if svc, ok := sliceService(old); ok {
+				t.removeSlice(svc, old.Name, trigger)
+			}
+		}
+		t.mu.Unlock()
+		t.changed()
+		return
+	}
 	// A slice relabelled to another service (not something the controller
 	// does, but the API allows it) must leave its old service.
 	if old != nil {
@@ -169,9 +188,31 @@ func (t *Tracker) OnEndpointSliceDelete(s *discovery.EndpointSlice) {
 	}
 	now := t.cfg.Now()
 	t.mu.Lock()
-	t.removeSlice(svc, s.Name, now)
+	t.noteSliceVersion(s)
+	if t.cfg.Family == "" || sliceOfFamily(s, t.cfg.Family) {
+		t.removeSlice(svc, s.Name, now)
+	}
 	t.mu.Unlock()
 	t.changed()
+}
+
+// noteSliceVersion records s's resourceVersion if it is the newest seen.
+// A deleted slice's is the deletion's, as the API server reports it.
+// Versions that are not numbers (an API server not backed by etcd) are
+// not counted: the watermark then stays 0 and no one relies on it.
+func (t *Tracker) noteSliceVersion(s *discovery.EndpointSlice) {
+	if v, ok := ParseResourceVersion(s.ResourceVersion); ok && v > t.sliceVersion {
+		t.sliceVersion = v
+	}
+}
+
+// ParseResourceVersion reads a resourceVersion as the etcd revision it
+// is on kube-apiserver and svcnet's API server: the only comparison of
+// versions svcnet makes, that of a watermark of what a consumer has
+// programmed with the version a reader saw (see Changes.SliceVersion).
+func ParseResourceVersion(rv string) (uint64, bool) {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	return v, err == nil && v > 0
 }
 
 func (t *Tracker) removeSlice(svc types.NamespacedName, name string, trigger time.Time) {
@@ -237,9 +278,10 @@ func (t *Tracker) Snapshot() (*Snapshot, Changes) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.dirty) == 0 {
-		return t.snap, Changes{}
+		return t.snap, Changes{SliceVersion: t.sliceVersion}
 	}
 	ch := Changes{
+		SliceVersion: t.sliceVersion,
 		Ports:        map[ServicePortName]struct{}{},
 		Services:     map[types.NamespacedName]struct{}{},
 		TriggerTimes: map[types.NamespacedName]time.Time{},
@@ -264,7 +306,7 @@ func (t *Tracker) Snapshot() (*Snapshot, Changes) {
 	}
 	clear(t.dirty)
 	if len(ch.Services) == 0 {
-		return t.snap, Changes{}
+		return t.snap, Changes{SliceVersion: t.sliceVersion}
 	}
 	t.snap = &Snapshot{services: t.live.Freeze(), generation: t.snap.generation + 1}
 	return t.snap, ch

@@ -529,3 +529,49 @@ func TestSortedAndAll(t *testing.T) {
 		t.Errorf("early break: %d", n)
 	}
 }
+
+// TestSliceVersion: a snapshot carries the newest slice version among
+// the events it includes — other families' slices and deletions too, and
+// when nothing changed — and never moves back.
+func TestSliceVersion(t *testing.T) {
+	v4 := svcstate.NewTracker(svcstate.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Family: v1.IPv4Protocol})
+	v4.OnServiceAdd(Service("ns", "web", "10.96.0.10", Port("http", tcp, 80, 0)))
+	v4.Snapshot()
+	web := func(rv string, opts ...SliceOption) *discovery.EndpointSlice {
+		return Slice("ns", "web", "web-1", append([]SliceOption{SlicePort("http", tcp, 8080), SliceResourceVersion(rv)}, opts...)...)
+	}
+	steps := []struct {
+		name  string
+		event func()
+		want  uint64
+		moved bool // the snapshot changed
+	}{
+		{"nothing yet", func() {}, 0, false},
+		{"a slice", func() { v4.OnEndpointSliceAdd(web("7", Endpoint("10.0.0.1", "n"))) }, 7, true},
+		{"another family's slice", func() {
+			v4.OnEndpointSliceAdd(Slice("ns", "web", "web-6", AddressType(discovery.AddressTypeIPv6),
+				SlicePort("http", tcp, 8080), SliceResourceVersion("9"), Endpoint("fd00::1", "n")))
+		}, 9, false},
+		{"the same endpoints again", func() { v4.OnEndpointSliceUpdate(web("7"), web("11", Endpoint("10.0.0.1", "n"))) }, 11, false},
+		{"an older version", func() { v4.OnEndpointSliceUpdate(nil, web("10", Endpoint("10.0.0.1", "n"))) }, 11, false},
+		{"a version that is no number", func() { v4.OnEndpointSliceUpdate(nil, web("x1", Endpoint("10.0.0.1", "n"))) }, 11, false},
+		{"a deletion", func() { v4.OnEndpointSliceDelete(web("12")) }, 12, true},
+	}
+	for _, s := range steps {
+		before := v4.Current()
+		s.event()
+		snap, ch := v4.Snapshot()
+		if ch.SliceVersion != s.want {
+			t.Errorf("%s: SliceVersion %d, want %d", s.name, ch.SliceVersion, s.want)
+		}
+		if moved := snap != before; moved != s.moved {
+			t.Errorf("%s: snapshot changed %v, want %v", s.name, moved, s.moved)
+		}
+	}
+	var merged svcstate.Changes
+	merged.Merge(svcstate.Changes{SliceVersion: 5})
+	merged.Merge(svcstate.Changes{SliceVersion: 3})
+	if merged.SliceVersion != 5 || !merged.Empty() {
+		t.Errorf("merged %d (empty %v), want 5 and empty: a version alone is no change", merged.SliceVersion, merged.Empty())
+	}
+}
