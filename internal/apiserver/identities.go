@@ -16,6 +16,9 @@ const (
 	// Proxy is the node service proxy.
 	ProxyUser  = "system:kube-proxy"
 	ProxyGroup = "system:node-proxier"
+	// ProgrammedLeaseRole lets the proxy keep its Lease of what its
+	// rules reflect.
+	ProgrammedLeaseRole = "svcnet:endpointslice-consumer"
 	// DNS is the cluster DNS.
 	DNSUser = "system:svcnet-dns"
 	// Ingress is the ingress controller.

@@ -147,6 +147,9 @@ type Syncer struct {
 	lastCanary  time.Time
 	needFull    bool
 	again       bool
+	// programmed is the slice version the kernel reflects (see
+	// Programmed).
+	programmed uint64
 }
 
 // NewSyncer returns a Syncer whose first sync is full.
@@ -194,6 +197,16 @@ func (s *Syncer) Applied() *svcstate.Snapshot {
 	return s.applied
 }
 
+// Programmed is the watermark of what the kernel holds: every
+// EndpointSlice change up to this resourceVersion that the tracker was
+// handed is in the rules (svcstate.Changes.SliceVersion). It moves only
+// with a successful sync, 0 before the first.
+func (s *Syncer) Programmed() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.programmed
+}
+
 // Logger is the proxier's logger, with its mode and family: the mode
 // logs through it too.
 func (s *Syncer) Logger() *slog.Logger { return s.cfg.Logger }
@@ -238,6 +251,7 @@ func (s *Syncer) sync(ctx context.Context) (SyncResult, error) {
 		// Events that changed nothing for us: the kernel already matches.
 		res := SyncResult{Previous: s.applied, Current: snap}
 		s.applied, s.lastSuccess = snap, start
+		s.programmed = max(s.programmed, s.pending.SliceVersion)
 		s.pending = svcstate.Changes{}
 		return res, nil
 	}
@@ -261,6 +275,7 @@ func (s *Syncer) sync(ctx context.Context) (SyncResult, error) {
 		s.logSync(w, done.Sub(start))
 		s.observe(w, start, done)
 	}
+	s.programmed = max(s.programmed, s.pending.SliceVersion)
 	s.pending = svcstate.Changes{}
 	if canaryDue && !w.Full {
 		if intact, err := s.canary(ctx, done); err != nil || !intact {

@@ -273,3 +273,41 @@ func TestSyncerFailureMetrics(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncerProgrammed: the watermark moves with successful syncs only,
+// also those that had nothing to write.
+func TestSyncerProgrammed(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet})
+	mode := &fakeMode{}
+	syncer := proxy.NewSyncer(proxy.SyncerConfig{Mode: "fake", Tracker: tracker, Logger: quiet}, mode)
+	tracker.OnServiceAdd(Service("default", "web", "10.96.0.10", Port("http", v1.ProtocolTCP, 80, 0)))
+	slice := func(rv string, ip string) {
+		tracker.OnEndpointSliceUpdate(nil, Slice("default", "web", "web-1", SlicePort("http", v1.ProtocolTCP, 8080),
+			SliceResourceVersion(rv), Endpoint(ip, "node-a")))
+	}
+	steps := []struct {
+		name     string
+		do       func()
+		applyErr error
+		want     uint64
+	}{
+		{"before any sync", nil, nil, 0},
+		{"first", func() { slice("5", "10.244.1.1") }, nil, 5},
+		{"a failed write", func() { slice("8", "10.244.1.2") }, errors.New("boom"), 5},
+		{"its retry", nil, nil, 8},
+		{"a version that changes nothing", func() { slice("9", "10.244.1.2") }, nil, 9},
+	}
+	for i, s := range steps {
+		if s.do != nil {
+			s.do()
+		}
+		mode.applyErr = s.applyErr
+		if i > 0 {
+			_ = syncer.Sync(context.Background())
+		}
+		if got := syncer.Programmed(); got != s.want {
+			t.Errorf("%s: Programmed %d, want %d", s.name, got, s.want)
+		}
+	}
+}

@@ -41,6 +41,10 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.EditTopLevelChains, "iptables-edit-top-level", o.EditTopLevelChains,
 		"partial syncs edit KUBE-SERVICES rule by rule instead of rewriting it")
 	f.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "remove the rules of every mode from this namespace and exit")
+	f.BoolVar(&o.PublishProgrammed, "publish-programmed", o.PublishProgrammed,
+		"keep a Lease (kube-system/svcnet-proxy-<node>) saying which EndpointSlice changes the rules reflect; node agents wait for it before stopping a pod")
+	f.DurationVar(&o.TestingSyncDelay, "testing-sync-delay", o.TestingSyncDelay, "hold every sync back this long (tests only)")
+	_ = f.MarkHidden("testing-sync-delay")
 }
 
 // Args is the command line of `svcnet proxy` with o: the flags whose

@@ -71,6 +71,13 @@ type Options struct {
 	IPVSExcludeCIDRs                                  []string
 	IPVSStrictARP                                     bool
 	IPVSTCPTimeout, IPVSTCPFinTimeout, IPVSUDPTimeout time.Duration
+	// PublishProgrammed keeps the proxy's Lease of what its rules
+	// reflect (see internal/programmed), which node agents wait for
+	// before they stop a pod.
+	PublishProgrammed bool
+	// TestingSyncDelay holds every sync back this long: a proxy behind
+	// its informers, for tests. Hidden from --help.
+	TestingSyncDelay time.Duration
 }
 
 // Defaults are kube-proxy's defaults, except the minimum sync period: a
@@ -88,6 +95,7 @@ func Defaults() Options {
 		UDPIdleTimeout:     250 * time.Millisecond,
 		EditTopLevelChains: true,
 		IPVSScheduler:      "rr",
+		PublishProgrammed:  true,
 	}
 }
 

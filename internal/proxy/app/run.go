@@ -21,6 +21,7 @@ import (
 
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/kubeclient"
+	"github.com/svcnet/svcnet/internal/programmed"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
@@ -36,6 +37,7 @@ type syncer interface {
 	Sync(ctx context.Context) error
 	LastSuccess() time.Time
 	Again() bool
+	Programmed() uint64
 }
 
 // OS is every effect `svcnet proxy` has on its network namespace besides
@@ -274,6 +276,18 @@ func (p proxyStack) LastSuccess() time.Time {
 	return oldest
 }
 
+// Programmed is the lowest of the families' watermarks: what every
+// family's rules reflect.
+func (p proxyStack) Programmed() uint64 {
+	var low uint64
+	for i, s := range p {
+		if v := s.Programmed(); i == 0 || v < low {
+			low = v
+		}
+	}
+	return low
+}
+
 // removeOtherModes removes the rules other modes left here (a previous
 // proxy's in another mode): those that are dead without their process
 // before this mode starts (deadAlone), the others after its first sync.
@@ -396,9 +410,26 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	// fails (the xtables lock, a set still in use) is tried again after
 	// the next syncs, a few times.
 	removals := 0
+	// The node agents wait, before they stop a pod, until every proxy
+	// has programmed its removal: this proxy says how far it has.
+	var publisher *programmed.Publisher
+	if o.PublishProgrammed {
+		publisher = programmed.NewPublisher(programmed.PublisherConfig{Client: client, Kind: "proxy", Holder: node.Name, Logger: logger,
+			Healthy: func() bool { ok, _ := health.Healthy(); return ok }})
+	}
 	runner = proxy.NewRunner(proxy.RunnerConfig{Name: mode.name, MinInterval: o.MinSyncPeriod, MaxInterval: o.SyncPeriod, Logger: logger},
 		func(ctx context.Context) error {
+			if o.TestingSyncDelay > 0 {
+				select {
+				case <-time.After(o.TestingSyncDelay):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			err := stack.Sync(ctx)
+			if err == nil && publisher != nil {
+				publisher.Set(stack.Programmed())
+			}
 			if err == nil && removals < maxRemovals {
 				removals++
 				if removeOtherModes(ctx, mode, osdeps, logger, false) {
@@ -472,6 +503,9 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	logger.Info("informers synced; syncing rules", "services", len(svcInformer.GetStore().ListKeys()),
 		"endpointSlices", len(sliceInformer.GetStore().ListKeys()))
 	go runner.Loop(ctx)
+	if publisher != nil {
+		go publisher.Run(ctx)
+	}
 
 	select {
 	case <-ctx.Done():
