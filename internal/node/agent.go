@@ -43,6 +43,8 @@ import (
 	"github.com/svcnet/svcnet/internal/node/pods"
 	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
 	"github.com/svcnet/svcnet/internal/node/server"
+	"github.com/svcnet/svcnet/internal/programmed"
+	"github.com/svcnet/svcnet/internal/svcstate"
 )
 
 // Version is what the agent reports as its kubelet version.
@@ -80,17 +82,12 @@ type Config struct {
 	TLSCertFile   string
 	TLSKeyFile    string
 	ClientCAFile  string
-	// EndpointDrainDelay is how long a deleted pod that backs a Service
-	// and has no preStop hook keeps running before its SIGTERM.
+	// EndpointDrainDelay is how much longer a deleted pod that backs a
+	// Service and has no preStop hook keeps running before its SIGTERM
+	// once the proxies have programmed its removal: a margin for proxies
+	// that do not say so (kube-proxy). 0 by default.
 	EndpointDrainDelay time.Duration
 }
-
-// DefaultEndpointDrainDelay is a margin for every node's proxy to apply
-// the EndpointSlice change once the slices stop offering the pod (watch
-// delivery plus a sync, 100 ms least interval): well under a second on an
-// idle machine, seconds on a loaded one (docs/reliability.md). A margin,
-// not a guarantee: nothing tells the agent that the proxies are done.
-const DefaultEndpointDrainDelay = 3 * time.Second
 
 // Agent is a running node agent.
 type Agent struct {
@@ -102,6 +99,9 @@ type Agent struct {
 	recorder record.EventRecorder
 	// pods is what the pods' sandboxes share.
 	pods pods.Runtime
+
+	// programmed tells when the proxies have programmed a change.
+	programmed *programmed.Waiter
 
 	mu        sync.Mutex
 	workers   map[types.UID]*podWorker
@@ -158,6 +158,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	a.programmed = programmed.NewWaiter(a.client)
+	a.programmed.Start(ctx)
 	podFactory.Start(ctx.Done())
 	podFactory.WaitForCacheSync(ctx.Done())
 	a.cleanupStale(podInf.GetStore())
@@ -290,28 +292,40 @@ func (a *Agent) selectingServices(pod *corev1.Pod) []string {
 // takes, so this costs the API a few requests per deletion.
 const drainPoll = 100 * time.Millisecond
 
-// awaitUnrouted waits, at most limit, until no EndpointSlice of the
-// named Services offers addr to new connections. The agent watches no
-// slices (kubelet does not either: that would be every slice of the
-// cluster on every node), so it lists the few it needs by label. An
-// unreachable API server ends the wait at limit, never earlier.
-func (a *Agent) awaitUnrouted(ctx context.Context, namespace string, services []string, addr string, limit time.Duration) {
-	if limit <= 0 || addr == "" || len(services) == 0 {
-		return
+// proxiedSlices selects the EndpointSlices the node proxies program, as
+// they select them: not those of headless Services or of Services another
+// proxy handles.
+const proxiedSlices = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name"
+
+// awaitUnrouted waits until no EndpointSlice of the named Services that
+// the proxies program offers addr to new connections, and returns the
+// newest resourceVersion among those slices: a proxy whose watermark has
+// reached it has programmed that (see internal/programmed). False if ctx
+// ended first. The agent watches no slices (kubelet does not either:
+// that would be every slice of the cluster on every node), so it lists
+// the few it needs by label; an unreachable API server ends the wait at
+// ctx's end, never earlier.
+func (a *Agent) awaitUnrouted(ctx context.Context, namespace string, services []string, addr string) (uint64, bool) {
+	if addr == "" || len(services) == 0 {
+		return 0, true
 	}
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	selector := discovery.LabelServiceName + " in (" + strings.Join(services, ",") + ")"
+	selector := discovery.LabelServiceName + " in (" + strings.Join(services, ",") + ")," + proxiedSlices
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {
 		l, err := a.client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err == nil && !stillRouted(l.Items, []string{addr}) {
-			return
+			var newest uint64
+			for i := range l.Items {
+				if v, ok := svcstate.ParseResourceVersion(l.Items[i].ResourceVersion); ok {
+					newest = max(newest, v)
+				}
+			}
+			return newest, true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return 0, false
 		case <-tick.C:
 		}
 	}

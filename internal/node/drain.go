@@ -10,50 +10,41 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/node/pods"
+	"github.com/svcnet/svcnet/internal/programmed"
 )
 
+// EndpointDrainAnnotation on a pod set to "none" stops it as kubelet
+// does, SIGTERM at once; see holdsForDrain for what happens otherwise.
+const EndpointDrainAnnotation = "svcnet.dev/endpoint-drain"
+
 // EndpointDrainDelayAnnotation on a pod overrides the node's
-// --endpoint-drain-delay for it ("0s": SIGTERM at once, as kubelet).
+// --endpoint-drain-delay for it.
 const EndpointDrainDelayAnnotation = "svcnet.dev/endpoint-drain-delay"
 
-// drainDelay is how long to keep a deleted pod running before stopping
-// its containers: Kubernetes sends SIGTERM at the moment the pod leaves
-// its Services' endpoints, so a server that exits at once refuses the
-// connections every proxy sends it until it has synced. A pod that backs
-// a Service (services is how many select it) and has no preStop hook
-// (which is the user's own drain) gets delay, at most half its grace
-// period, so it is told to stop only once the proxies have stopped
-// sending it new connections.
-func drainDelay(pod *corev1.Pod, services int, delay, grace time.Duration) time.Duration {
-	if delay <= 0 || grace <= 0 || services == 0 {
-		return 0
+// holdsForDrain says whether a deleted pod is held before its SIGTERM:
+// Kubernetes sends it at the moment the pod leaves its Services'
+// endpoints, so a server that exits at once refuses the connections
+// every proxy sends it until the proxy has synced. A pod that backs a
+// Service (services is how many select it), has a grace period and no
+// preStop hook (which is the user's own drain, run at once as kubelet
+// runs it) is held until the proxies have stopped sending it new
+// connections, for at most half its grace period (drainLimit).
+func holdsForDrain(pod *corev1.Pod, services int, grace time.Duration) bool {
+	if grace <= 0 || services == 0 || pod.Annotations[EndpointDrainAnnotation] == "none" {
+		return false
 	}
 	for _, c := range pod.Spec.Containers {
 		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
-			return 0
+			return false
 		}
 	}
-	return min(delay, grace/2)
+	return true
 }
 
-// drainPlan is how a deleted pod that backs Services waits before its
-// SIGTERM: first until no EndpointSlice routes new connections to it
-// (at most untilGone, which covers an endpoint controller slowed by
-// load), then delay more for every node's proxy to apply that.
-type drainPlan struct {
-	untilGone, delay time.Duration
-}
-
-// planDrain splits the drain of a pod: delay (from drainDelay) after the
-// slices show the endpoint gone, and the wait for that at most what is
-// left of half the grace period, so the container keeps half its grace
-// for its own shutdown however slow the control plane is.
-func planDrain(delay, grace time.Duration) drainPlan {
-	if delay <= 0 {
-		return drainPlan{}
-	}
-	return drainPlan{untilGone: max(grace/2-delay, 0), delay: delay}
-}
+// drainLimit bounds a pod's drain, so that its containers keep half
+// their grace period for their own shutdown however slow the control
+// plane or a proxy is.
+func drainLimit(grace time.Duration) time.Duration { return grace / 2 }
 
 // stillRouted reports whether a slice still offers one of addrs to new
 // connections: listed as ready (an unset ready means ready, as the API
@@ -79,8 +70,11 @@ func stillRouted(slices []discovery.EndpointSlice, addrs []string) bool {
 }
 
 // stopDeleted stops a pod being deleted and removes it from the API for
-// good: a pod that backs Services first drains (see drainDelay), then
-// its containers stop within what is left of its grace period.
+// good: a pod that backs Services is first held (see holdsForDrain) until
+// no slice offers it and every live proxy has programmed that (see
+// awaitUnrouted and internal/programmed), then for the drain delay if one
+// is set, all within drainLimit; then its containers stop within what is
+// left of its grace period.
 func (w *podWorker) stopDeleted(ctx context.Context, terminal bool) {
 	if !w.sb.Adopted() && !terminal {
 		// Deleted while the agent was away: stop what an earlier
@@ -89,18 +83,48 @@ func (w *podWorker) stopDeleted(ctx context.Context, terminal bool) {
 	}
 	grace := pods.GracePeriod(w.pod, nil)
 	svcs := w.a.selectingServices(w.pod)
-	if d := drainDelay(w.pod, len(svcs), w.endpointDrainDelay(), grace); d > 0 && w.sb.AnyRunning() {
+	if holdsForDrain(w.pod, len(svcs), grace) && w.sb.AnyRunning() {
 		start := time.Now()
-		plan := planDrain(d, grace)
-		w.a.awaitUnrouted(ctx, w.pod.Namespace, svcs, w.podAddr(), plan.untilGone)
-		select {
-		case <-time.After(plan.delay):
-		case <-ctx.Done():
-		}
+		w.drain(ctx, svcs, drainLimit(grace))
 		grace -= time.Since(start)
 	}
 	w.terminate(ctx, grace)
 	w.finishDeletion(ctx)
+}
+
+// drain holds the pod, at most limit, until the proxies no longer send
+// it new connections, and logs what it waited for.
+func (w *podWorker) drain(ctx context.Context, svcs []string, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	start := time.Now()
+	version, unrouted := w.a.awaitUnrouted(ctx, w.pod.Namespace, svcs, w.podAddr())
+	unroutedAfter := time.Since(start)
+	var o programmed.Outcome
+	if unrouted && w.a.programmed != nil {
+		o = w.a.programmed.Wait(ctx, version)
+	}
+	programmedAfter := time.Since(start)
+	if d := w.endpointDrainDelay(); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
+	attrs := []any{"unrouted", unrouted, "unroutedAfter", unroutedAfter.Round(time.Millisecond),
+		"sliceVersion", version, "proxies", o.Consumers, "programmedAfter", programmedAfter.Round(time.Millisecond),
+		"held", time.Since(start).Round(time.Millisecond)}
+	if !unrouted || !o.Done() {
+		w.log().Warn("stopping the pod before every proxy stopped sending it connections", append(attrs, "behind", o.Behind, "limit", limit)...)
+		return
+	}
+	if o.Consumers == 0 {
+		// kube-proxy, say: nothing tells when it has synced, and only
+		// --endpoint-drain-delay stands in for that.
+		w.log().Info("drained as far as the slices tell: no proxy publishes what it has programmed", attrs...)
+		return
+	}
+	w.log().Info("drained: no proxy sends the pod new connections", attrs...)
 }
 
 // podAddr is the pod's address, or "" before its sandbox has one.

@@ -13,46 +13,32 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func TestDrainDelay(t *testing.T) {
+func TestHoldsForDrain(t *testing.T) {
 	plain := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 	hooked := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
 		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}}}}}
+	asKubelet := plain.DeepCopy()
+	asKubelet.Annotations = map[string]string{EndpointDrainAnnotation: "none"}
 	cases := []struct {
 		name     string
 		pod      *corev1.Pod
 		services int
-		delay    time.Duration
 		grace    time.Duration
-		want     time.Duration
+		want     bool
 	}{
-		{"backs a service", plain, 1, time.Second, 30 * time.Second, time.Second},
-		{"backs no service", plain, 0, time.Second, 30 * time.Second, 0},
-		{"has its own preStop drain", hooked, 2, time.Second, 30 * time.Second, 0},
-		{"turned off", plain, 1, 0, 30 * time.Second, 0},
-		{"forced deletion", plain, 1, time.Second, 0, 0},
-		{"at most half the grace period", plain, 1, time.Second, time.Second, 500 * time.Millisecond},
+		{"backs a service", plain, 1, 30 * time.Second, true},
+		{"backs no service", plain, 0, 30 * time.Second, false},
+		{"has its own preStop drain", hooked, 2, 30 * time.Second, false},
+		{"asks to stop as kubelet stops it", asKubelet, 1, 30 * time.Second, false},
+		{"forced deletion", plain, 1, 0, false},
 	}
 	for _, tc := range cases {
-		if got := drainDelay(tc.pod, tc.services, tc.delay, tc.grace); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		if got := holdsForDrain(tc.pod, tc.services, tc.grace); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-}
-
-func TestPlanDrain(t *testing.T) {
-	cases := []struct {
-		name         string
-		delay, grace time.Duration
-		want         drainPlan
-	}{
-		{"default grace", 2 * time.Second, 30 * time.Second, drainPlan{untilGone: 13 * time.Second, delay: 2 * time.Second}},
-		{"delay takes half the grace: no wait for the slices", time.Second, 2 * time.Second, drainPlan{delay: time.Second}},
-		{"off", 0, 30 * time.Second, drainPlan{}},
-	}
-	for _, tc := range cases {
-		if got := planDrain(tc.delay, tc.grace); got != tc.want {
-			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
-		}
+	if got := drainLimit(30 * time.Second); got != 15*time.Second {
+		t.Errorf("drain limit of a 30 s grace period: %s, want half of it", got)
 	}
 }
 
@@ -84,54 +70,61 @@ func TestStillRouted(t *testing.T) {
 }
 
 // TestAwaitUnrouted: the drain waits for the endpoint controller, and no
-// longer than its limit when the slice never changes.
+// longer than its context when the slice never changes; it returns the
+// newest version of the slices the proxies program.
 func TestAwaitUnrouted(t *testing.T) {
 	ready := &discovery.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "web-abc", Namespace: "ns", Labels: map[string]string{discovery.LabelServiceName: "web"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "ns", ResourceVersion: "10",
+			Labels: map[string]string{discovery.LabelServiceName: "web"}},
 		AddressType: discovery.AddressTypeIPv4,
 		Endpoints:   []discovery.Endpoint{{Addresses: []string{"10.0.0.9"}, Conditions: discovery.EndpointConditions{Ready: ptr.To(true)}}},
 	}
+	// A headless Service's slice, newer, that no proxy programs.
+	headless := ready.DeepCopy()
+	headless.Name, headless.ResourceVersion = "web-headless", "99"
+	headless.Labels = map[string]string{discovery.LabelServiceName: "web", "service.kubernetes.io/headless": ""}
+	headless.Endpoints[0].Conditions.Ready = ptr.To(false)
 	t.Run("returns once the endpoint is not ready", func(t *testing.T) {
-		client := fake.NewClientset(ready.DeepCopy())
+		client := fake.NewClientset(ready.DeepCopy(), headless.DeepCopy())
 		a := &Agent{client: client}
 		var updated atomic.Bool
 		go func() {
 			time.Sleep(3 * drainPoll)
 			s := ready.DeepCopy()
 			s.Endpoints[0].Conditions.Ready = ptr.To(false)
+			s.ResourceVersion = "12"
 			updated.Store(true)
 			if _, err := client.DiscoveryV1().EndpointSlices("ns").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
 				t.Error(err)
 			}
 		}()
 		start := time.Now()
-		a.awaitUnrouted(context.Background(), "ns", []string{"other", "web"}, "10.0.0.9", time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		version, ok := a.awaitUnrouted(ctx, "ns", []string{"other", "web"}, "10.0.0.9")
 		if !updated.Load() {
 			t.Fatalf("returned after %s while the slice still routed to the pod", time.Since(start))
 		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("returned only after %s", time.Since(start))
+		if !ok || version != 12 {
+			t.Fatalf("returned %d, %v after %s; want version 12 (the headless slice's does not count)", version, ok, time.Since(start))
 		}
 	})
 	t.Run("another Service's slice does not count", func(t *testing.T) {
 		a := &Agent{client: fake.NewClientset(ready.DeepCopy())}
-		done := make(chan struct{})
-		go func() {
-			a.awaitUnrouted(context.Background(), "ns", []string{"other"}, "10.0.0.9", time.Minute)
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, ok := a.awaitUnrouted(ctx, "ns", []string{"other"}, "10.0.0.9"); !ok {
 			t.Fatal("waited on a slice of a Service that does not select the pod")
 		}
 	})
-	t.Run("gives up at the limit", func(t *testing.T) {
+	t.Run("gives up when its context ends", func(t *testing.T) {
 		a := &Agent{client: fake.NewClientset(ready.DeepCopy())}
 		start := time.Now()
-		a.awaitUnrouted(context.Background(), "ns", []string{"web"}, "10.0.0.9", 3*drainPoll)
-		if d := time.Since(start); d < 3*drainPoll {
-			t.Fatalf("returned after %s, before the limit, while the slice routed to the pod", d)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*drainPoll)
+		defer cancel()
+		_, ok := a.awaitUnrouted(ctx, "ns", []string{"web"}, "10.0.0.9")
+		if d := time.Since(start); ok || d < 3*drainPoll {
+			t.Fatalf("returned %v after %s, before the end, while the slice routed to the pod", ok, d)
 		}
 	})
 }

@@ -38,7 +38,7 @@ type Options struct {
 // Defaults are the flags' defaults.
 func Defaults() Options {
 	return Options{PodBridge: "cbr0", ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local",
-		IPTablesBinary: "iptables", EndpointDrainDelay: DefaultEndpointDrainDelay}
+		IPTablesBinary: "iptables"}
 }
 
 // Required are the flags without which the agent cannot run.
@@ -66,7 +66,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "key of the serving certificate")
 	f.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "CA that signs the API server's client certificate")
 	f.DurationVar(&o.EndpointDrainDelay, "endpoint-drain-delay", o.EndpointDrainDelay,
-		"how long a deleted pod that backs a Service and has no preStop hook keeps running, after its Services' EndpointSlices stop offering it, before SIGTERM, so every proxy stops sending it connections first (at most half the grace period in all; 0: SIGTERM at once, as kubelet)")
+		"a margin more before the SIGTERM of a deleted pod that backs a Service and has no preStop hook, once its EndpointSlices stop offering it and every svcnet proxy has programmed that: for proxies that do not say so, such as kube-proxy (the hold is at most half the grace period in all)")
 }
 
 // Args is the command line of `svcnet node` with o: the flags whose values

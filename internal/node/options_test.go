@@ -30,7 +30,7 @@ func TestOptionsConfig(t *testing.T) {
 	if !slices.Equal(cfg.Proxy, []string{"/bin/svcnet", "proxy", "--kubeconfig", "/k"}) || cfg.NodeCache != nil {
 		t.Errorf("proxy %q, node cache %q", cfg.Proxy, cfg.NodeCache)
 	}
-	if cfg.EndpointDrainDelay != DefaultEndpointDrainDelay || cfg.Bridge != "cbr0" {
+	if cfg.EndpointDrainDelay != 0 || cfg.Bridge != "cbr0" {
 		t.Errorf("defaults not carried: %+v", cfg)
 	}
 

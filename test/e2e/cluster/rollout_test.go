@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/loadgen"
-	"github.com/svcnet/svcnet/internal/node"
 	"github.com/svcnet/svcnet/internal/node/ipam"
 )
 
@@ -86,9 +85,11 @@ spec:
 // (from the outside client) while `kubectl rollout restart` replaces the
 // reference Deployment's pods. A pod that drains (a preStop hook, or a
 // server that keeps serving after SIGTERM) loses nothing; one that exits
-// at SIGTERM is held for the node's endpoint drain delay first, and one
-// without a readiness probe gets connections only once it listens; with
-// the delay off (as kubelet) the test reports what the race costs, when
+// at SIGTERM is held until every proxy has programmed its removal, with
+// no drain delay: then again with every proxy's syncs held back 3 s, so
+// that a margin would not do. One without a readiness probe gets
+// connections only once it listens. Stopped as kubelet stops it (SIGTERM
+// at once), the test reports what the race costs, when
 // SVCNET_ROLLOUT_REPORT names the file for the report.
 func TestRolloutLosesNoRequest(t *testing.T) {
 	t.Parallel()
@@ -100,6 +101,27 @@ func TestRolloutLosesNoRequest(t *testing.T) {
 	c.until("a load-balancer address", 30*time.Second, func() bool {
 		lbIP, _, _ = k.Run("", "get", "service", "hostnames-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 		return lbIP != ""
+	})
+	// Every consumer of the slices says what it has programmed: a Lease
+	// per node's proxy (and per ingress replica: none here), each with a
+	// watermark.
+	c.until("every proxy's Lease", time.Minute, func() bool {
+		out, _, err := k.Run("", "get", "leases", "-A", "-l", "svcnet.dev/endpointslice-consumer",
+			"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}={.metadata.annotations.svcnet\.dev/endpointslices-programmed}{" "}{end}`)
+		ingress, _, _ := k.Run("", "-n", "ingress-svcnet", "get", "pods", "-o", "jsonpath={.items[*].metadata.name}")
+		want := []string{"kube-system/svcnet-proxy-node-1", "kube-system/svcnet-proxy-node-2"}
+		for _, p := range strings.Fields(ingress) {
+			want = append(want, "ingress-svcnet/svcnet-ingress-"+p)
+		}
+		var got []string
+		for _, l := range strings.Fields(out) {
+			if name, v, _ := strings.Cut(l, "="); v != "" && v != "0" {
+				got = append(got, name)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		return err == nil && slices.Equal(got, want)
 	})
 	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
 	client, node2 := "svcnet-"+c.name+"-client", "svcnet-"+c.name+"-node-2"
@@ -115,30 +137,40 @@ func TestRolloutLosesNoRequest(t *testing.T) {
 	variants := []struct {
 		name     string
 		template string // the container's extra fields
+		drain    string // the pod's svcnet.dev/endpoint-drain
+		slow     bool   // every proxy's syncs held back 3 s
 		mustHold bool   // no request may fail
 	}{
 		{"readiness probe, preStop sleep 5 s", probe + `
         lifecycle:
           preStop:
-            sleep: {seconds: 5}`, true},
+            sleep: {seconds: 5}`, "programmed", false, true},
 		{"no probe, serves 5 s after SIGTERM", `
-        args: [--delay-shutdown=5]`, true},
-		{"readiness probe, exits at SIGTERM", probe, true},
-		{"no probe, exits at SIGTERM", "", true},
+        args: [--delay-shutdown=5]`, "none", false, true},
+		// Reported only: the same with every proxy 3 s late, below, is
+		// asserted and harder.
+		{"readiness probe, exits at SIGTERM", probe, "programmed", false, false},
+		{"no probe, exits at SIGTERM", "", "programmed", false, true},
 		// As kubelet: SIGTERM as the pod leaves the endpoints. Reported,
 		// not asserted: what it loses depends on the race.
-		{"probe, exits at SIGTERM, no drain delay", probe, false},
-		{"no probe, exits at SIGTERM, no drain delay", "", false},
+		{"probe, exits at SIGTERM, as kubelet", probe, "none", false, false},
+		{"no probe, exits at SIGTERM, as kubelet", "", "none", false, false},
+		{"probe, exits at SIGTERM, proxies 3 s late", probe, "programmed", true, true},
+		{"probe, exits at SIGTERM, as kubelet, proxies 3 s late", probe, "none", true, false},
 	}
 	reportPath := os.Getenv("SVCNET_ROLLOUT_REPORT")
 	var report []string
+	slowed := false
 	for _, v := range variants {
 		if !v.mustHold && reportPath == "" {
 			continue // two rollouts that assert nothing
 		}
-		drain := node.DefaultEndpointDrainDelay.String()
-		if strings.Contains(v.name, "no drain delay") || strings.Contains(v.name, "after SIGTERM") {
-			drain = "0s" // kubelet's: the pod's own drain is what is measured
+		if v.slow && !slowed {
+			// Not measured: the proxies restart with their syncs held back.
+			k.MustRun("", "-n", "kube-system", "patch", "daemonset", "kube-proxy", "--type", "json", "-p",
+				`[{"op": "add", "path": "/spec/template/spec/containers/0/command/-", "value": "--testing-sync-delay=3s"}]`)
+			k.MustRun("", "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
+			slowed = true
 		}
 		k.MustRun(fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
@@ -149,13 +181,13 @@ spec:
   template:
     metadata:
       labels: {app: hostnames}
-      annotations: {svcnet.dev/endpoint-drain-delay: "%s"}
+      annotations: {svcnet.dev/endpoint-drain: "%s"}
     spec:
       containers:
       - name: hostnames
         image: svcnet/hostnames
         ports: [{containerPort: 9376}]%s
-`, drain, v.template), "apply", "-f", "-")
+`, v.drain, v.template), "apply", "-f", "-")
 		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
 		results, took := c.measureDuring(targets, func() {
 			k.MustRun("", "rollout", "restart", "deployment/hostnames")
@@ -177,8 +209,15 @@ spec:
 				t.Errorf("%s via %s: %s", v.name, r.Name, r)
 			}
 		}
+		if t.Failed() || v.slow {
+			// How each old pod's drain went, by its node agent.
+			for _, n := range []string{"node-1", "node-2"} {
+				t.Logf("%s's drains:\n%s", n, c.agentLogLines(n, "drained", "stopping the pod before"))
+			}
+		}
 	}
-	report = append(report, proxyRolloutLosesNoRequest(t, c, targets, clusterIP)...)
+	// The proxies' rollout takes their syncs' delay away again.
+	report = append(report, proxyRolloutLosesNoRequest(t, c, targets, clusterIP, slowed)...)
 	t.Logf("requests during kubectl rollout restart (3 replicas, 20/s per path):\n%s", strings.Join(report, "\n"))
 	if reportPath != "" {
 		_ = os.WriteFile(reportPath, []byte(strings.Join(report, "\n")+"\n"), 0o644)
@@ -254,7 +293,8 @@ spec:
 // kube-proxy.yaml) under load: one node at a time its proxy stops and a
 // new one starts; the rules the old one wrote carry traffic in between,
 // and the new one takes them over without a gap. No request may fail.
-func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen.Target, clusterIP string) []string {
+// When slowed, the rollout is the removal of the proxies' sync delay.
+func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen.Target, clusterIP string, slowed bool) []string {
 	k := c.kubectl
 	podsOf := func() []string {
 		out := k.MustRun("", "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-proxy", "-o", "jsonpath={.items[*].metadata.name}")
@@ -266,9 +306,15 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 	}
 	// What conntrack saw of the ClusterIP path, on the client's node (its
 	// orig tuple names the ClusterIP) and on node-1 (the pods behind it).
+	// The NodePort path on node-1 (its orig tuple names the node port),
+	// and every namespace's neighbour events: a request that ends "no
+	// route" after 3 s is an address whose ARP went unanswered.
+	prefix := "svcnet-" + c.name + "-"
 	events := []*conntrackEvents{
-		watchConntrack(t, "svcnet-"+c.name+"-node-2", "--orig-dst", clusterIP),
-		watchConntrack(t, "svcnet-"+c.name+"-node-1", "--orig-port-dst", "9376"),
+		watchConntrack(t, prefix+"node-2", "--orig-dst", clusterIP),
+		watchConntrack(t, prefix+"node-1", "--orig-port-dst", "9376"),
+		watchConntrack(t, prefix+"node-1", "--orig-port-dst", "8477"),
+		watchNeigh(t, prefix+"client"), watchNeigh(t, prefix+"node-1"), watchNeigh(t, prefix+"node-2"),
 	}
 	nodes := []string{"node/node-1", "node/node-2"}
 	var counters []map[string]int64
@@ -276,7 +322,18 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 		counters = append(counters, c.netCounters(n))
 	}
 	results, took := c.measureDuring(targets, func() {
-		k.MustRun("", "-n", "kube-system", "rollout", "restart", "daemonset/kube-proxy")
+		if slowed {
+			argv := strings.Fields(k.MustRun("", "-n", "kube-system", "get", "daemonset", "kube-proxy", "-o",
+				`jsonpath={range .spec.template.spec.containers[0].command[*]}{@}{" "}{end}`))
+			i := slices.IndexFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--testing-sync-delay=") })
+			if i < 0 {
+				t.Fatalf("the proxies' command %q has no sync delay to take away", argv)
+			}
+			k.MustRun("", "-n", "kube-system", "patch", "daemonset", "kube-proxy", "--type", "json", "-p",
+				fmt.Sprintf(`[{"op": "remove", "path": "/spec/template/spec/containers/0/command/%d"}]`, i))
+		} else {
+			k.MustRun("", "-n", "kube-system", "rollout", "restart", "daemonset/kube-proxy")
+		}
 		k.MustRun("", "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
 		c.until("old proxy pods gone", 2*time.Minute, func() bool {
 			now := podsOf()
@@ -328,10 +385,12 @@ func proxyRolloutLosesNoRequest(t *testing.T, c *localCluster, targets []loadgen
 			slices.Sort(moved)
 			t.Logf("%s: drop, failure and retransmission counters that moved: %s", n, strings.Join(moved, ", "))
 		}
+		// A failed request may have taken up to the connect timeout.
+		to = to.Add(loadgen.DefaultConnectTimeout + time.Second)
 		for _, ev := range events {
 			ev.stop()
-			t.Logf("conntrack events in %s, %s to %s:\n%s", ev.ns, from.Format("15:04:05.000"), to.Format("15:04:05.000"),
-				strings.Join(ev.between(from.Add(-200*time.Millisecond), to.Add(1200*time.Millisecond)), "\n"))
+			t.Logf("%s in %s, %s to %s:\n%s", ev.what, ev.ns, from.Format("15:04:05.000"), to.Format("15:04:05.000"),
+				strings.Join(ev.between(from.Add(-200*time.Millisecond), to), "\n"))
 		}
 	}
 	return report
@@ -360,9 +419,11 @@ func (c *localCluster) netCounters(node string) map[string]int64 {
 	return m
 }
 
-// conntrackEvents records `conntrack -E` in a namespace, timestamped.
+// conntrackEvents records `conntrack -E` (or another monitor) in a
+// namespace, timestamped.
 type conntrackEvents struct {
 	ns    string
+	what  string
 	mu    sync.Mutex
 	lines []string
 	stop  func() // ends the recording; the lines are all there after it
@@ -374,14 +435,28 @@ const maxConntrackLines = 100_000
 // watchConntrack records the conntrack events matching filter in ns until
 // stop or the test's end.
 func watchConntrack(t *testing.T, ns string, filter ...string) *conntrackEvents {
-	ev := &conntrackEvents{ns: ns, stop: func() {}}
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, "conntrack", "-E", "-o", "timestamp", "-p", "tcp"}, filter...)...)
+	return watchEvents(t, ns, "conntrack events "+strings.Join(filter, " "), false,
+		append([]string{"conntrack", "-E", "-o", "timestamp", "-p", "tcp"}, filter...)...)
+}
+
+// watchNeigh records the neighbour table's changes in ns (`ip monitor
+// neigh`, which writes each at once), stamped as they are read.
+func watchNeigh(t *testing.T, ns string) *conntrackEvents {
+	return watchEvents(t, ns, "neighbour events", true, "ip", "monitor", "neigh")
+}
+
+// watchEvents records argv's output lines in ns until stop or the
+// test's end; stamp prefixes each with the time it was read, for
+// commands that do not stamp their own as conntrack does.
+func watchEvents(t *testing.T, ns, what string, stamp bool, argv ...string) *conntrackEvents {
+	ev := &conntrackEvents{ns: ns, what: what, stop: func() {}}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
 	out, err := cmd.StdoutPipe()
 	if err == nil {
 		err = cmd.Start()
 	}
 	if err != nil {
-		t.Logf("conntrack -E in %s: %v", ns, err)
+		t.Logf("%s in %s: %v", what, ns, err)
 		return ev
 	}
 	done := make(chan struct{})
@@ -389,9 +464,14 @@ func watchConntrack(t *testing.T, ns string, filter ...string) *conntrackEvents 
 		defer close(done)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			line := sc.Text()
+			if stamp {
+				now := time.Now()
+				line = fmt.Sprintf("[%d.%06d]\t%s", now.Unix(), now.Nanosecond()/1000, line)
+			}
 			ev.mu.Lock()
 			if len(ev.lines) < maxConntrackLines {
-				ev.lines = append(ev.lines, sc.Text())
+				ev.lines = append(ev.lines, line)
 			}
 			ev.mu.Unlock()
 		}
@@ -448,4 +528,20 @@ func (c *localCluster) measureDuring(targets []loadgen.Target, change func()) ([
 	time.Sleep(2 * time.Second)
 	cancel()
 	return <-done, took
+}
+
+// agentLogLines returns the lines of a node agent's log that contain one
+// of words.
+func (c *localCluster) agentLogLines(node string, words ...string) string {
+	data, err := os.ReadFile(filepath.Join(c.home, c.name, "logs", node+".log"))
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(l, w) }) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
