@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 
@@ -30,6 +31,9 @@ const (
 	// nodePortsKey is where kube-apiserver keeps the node-port bitmap
 	// (under the etcd prefix).
 	nodePortsKey = "/ranges/servicenodeports"
+	// suspectsAnnotation keeps service.NodePorts.Suspects on the
+	// node-port RangeAllocation: a JSON object of port numbers to tokens.
+	suspectsAnnotation = "svcnet.dev/suspected-node-port-leaks"
 )
 
 // allocRecord records the Services' allocations in etcd, as
@@ -92,7 +96,7 @@ func (r *allocRecord) ClaimIP(ctx context.Context, ip netip.Addr, owner service.
 	return err
 }
 
-func (r *allocRecord) FreeIP(ctx context.Context, ip netip.Addr, owner service.Owner) error {
+func (r *allocRecord) FreeIP(ctx context.Context, ip netip.Addr, rec service.IPRecord) error {
 	ctx = clusterScoped(ctx)
 	obj, err := r.ips.Get(ctx, ip.String(), &metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -102,8 +106,8 @@ func (r *allocRecord) FreeIP(ctx context.Context, ip netip.Addr, owner service.O
 		return err
 	}
 	addr := obj.(*networkingv1.IPAddress)
-	if ownerOf(addr) != owner {
-		return nil // since given to another Service
+	if ownerOf(addr) != rec.Owner || (rec.ID != "" && string(addr.UID) != rec.ID) {
+		return nil // since given to another Service, or recorded again
 	}
 	uid, rv := addr.UID, addr.ResourceVersion
 	_, _, err = r.ips.Delete(ctx, ip.String(), rest.ValidateAllObjectFunc,
@@ -114,45 +118,68 @@ func (r *allocRecord) FreeIP(ctx context.Context, ip netip.Addr, owner service.O
 	return err
 }
 
-func (r *allocRecord) ListIPs(ctx context.Context) (map[netip.Addr]service.Owner, error) {
+func (r *allocRecord) ListIPs(ctx context.Context) (map[netip.Addr]service.IPRecord, error) {
 	obj, err := r.ips.List(clusterScoped(ctx), &metainternalversion.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	out := map[netip.Addr]service.Owner{}
+	out := map[netip.Addr]service.IPRecord{}
 	for i := range obj.(*networkingv1.IPAddressList).Items {
 		addr := &obj.(*networkingv1.IPAddressList).Items[i]
 		ip, err := netip.ParseAddr(addr.Name)
 		if err != nil {
 			continue
 		}
-		out[ip] = ownerOf(addr)
+		out[ip] = service.IPRecord{Owner: ownerOf(addr), ID: string(addr.UID)}
 	}
 	return out, nil
 }
 
-func (r *allocRecord) UpdatePorts(ctx context.Context, fn func(used []byte) ([]byte, error)) error {
+func (r *allocRecord) UpdatePorts(ctx context.Context, fn func(*service.NodePorts) error) error {
 	out := &corev1.RangeAllocation{}
 	return r.ports.GuaranteedUpdate(ctx, nodePortsKey, out, true, nil,
 		func(in runtime.Object, _ storage.ResponseMeta) (runtime.Object, *uint64, error) {
 			cur := in.(*corev1.RangeAllocation)
-			used := cur.Data
+			np := &service.NodePorts{Used: cur.Data, Suspects: suspects(cur)}
 			if cur.Range != "" && cur.Range != r.portRange {
 				// --service-node-port-range changed: carry the ports
 				// over by number; those outside the new range are gone.
 				var err error
-				if used, err = rebase(cur.Range, r.portRange, cur.Data); err != nil {
+				if np.Used, err = rebase(cur.Range, r.portRange, cur.Data); err != nil {
 					return nil, nil, err
 				}
 			}
-			data, err := fn(used)
-			if err != nil {
+			if err := fn(np); err != nil {
 				return nil, nil, err
 			}
 			next := cur.DeepCopy()
-			next.Name, next.Range, next.Data = "servicenodeports", r.portRange, data
+			next.Name, next.Range, next.Data = "servicenodeports", r.portRange, np.Used
+			setSuspects(next, np.Suspects)
 			return next, nil, nil
 		}, nil)
+}
+
+// suspects reads the repair's tokens from the node-port record. An
+// annotation that does not parse counts as none: tokens only hold back
+// the freeing of leaks, and the next repair makes new ones.
+func suspects(ra *corev1.RangeAllocation) map[int]string {
+	out := map[int]string{}
+	if v, ok := ra.Annotations[suspectsAnnotation]; ok && json.Unmarshal([]byte(v), &out) != nil {
+		out = map[int]string{}
+	}
+	return out
+}
+
+func setSuspects(ra *corev1.RangeAllocation, tokens map[int]string) {
+	if len(tokens) == 0 {
+		delete(ra.Annotations, suspectsAnnotation)
+		return
+	}
+	data, _ := json.Marshal(tokens) // a map of ints to strings always encodes
+	if ra.Annotations == nil {
+		ra.Annotations = map[string]string{}
+	}
+	ra.Annotations[suspectsAnnotation] = string(data)
 }
 
 // rebase re-encodes a node-port bitmap of range from for range to.

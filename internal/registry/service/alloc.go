@@ -39,12 +39,13 @@ type Allocators struct {
 
 	repairOnce sync.Mutex
 	repaired   bool
-	// leaks are the values found recorded but held by no Service at the
-	// last repair: freed when the next repair finds them so again (a
-	// Service being created holds its values before it is stored).
-	leakMu   sync.Mutex
-	ipLeaks  map[netip.Addr]bool
-	portLeak map[int]bool
+	// repairMu makes the repairs of the record one at a time. The leaks
+	// are what the last repair found recorded and held by no Service,
+	// keyed by the recording and counted in repairs in a row (see
+	// repairRecord).
+	repairMu  sync.Mutex
+	ipLeaks   map[ipLeak]int
+	portLeaks map[portLeak]int
 }
 
 // Owner is the Service an allocation belongs to. Foreign: a record of
@@ -64,15 +65,50 @@ type Record interface {
 	// recorded already, whoever holds it (only the request that created
 	// a record may undo it).
 	ClaimIP(ctx context.Context, ip netip.Addr, owner Owner) error
-	// FreeIP removes ip's record if owner holds it.
-	FreeIP(ctx context.Context, ip netip.Addr, owner Owner) error
-	// ListIPs returns every recorded IP and its owner.
-	ListIPs(ctx context.Context) (map[netip.Addr]Owner, error)
-	// UpdatePorts reads the recorded node-port bitmap (an
-	// allocator.Bitmap Snapshot; nil when none is recorded yet), and
-	// writes what fn makes of it unless it changed meanwhile, in which
-	// case fn runs again on the new one.
-	UpdatePorts(ctx context.Context, fn func(used []byte) ([]byte, error)) error
+	// FreeIP removes ip's record if it is rec: held by rec.Owner and,
+	// when rec.ID is set, that very recording (an IP freed and recorded
+	// again since is left alone).
+	FreeIP(ctx context.Context, ip netip.Addr, rec IPRecord) error
+	// ListIPs returns every recorded IP with its owner and the ID of its
+	// recording.
+	ListIPs(ctx context.Context) (map[netip.Addr]IPRecord, error)
+	// UpdatePorts reads the recorded node ports, lets fn change them in
+	// place, and writes them unless they changed meanwhile, in which
+	// case fn runs again on the new ones. An error from fn ends the
+	// update without a write.
+	UpdatePorts(ctx context.Context, fn func(*NodePorts) error) error
+}
+
+// IPRecord is one recording of a cluster IP.
+type IPRecord struct {
+	Owner Owner
+	// ID tells this recording from every other of the same IP (the
+	// IPAddress's UID): an IP freed and recorded again has a new one.
+	ID string
+}
+
+// NodePorts is the recorded node-port state.
+type NodePorts struct {
+	// Used is the bitmap, an allocator.PortRange Snapshot; nil when none
+	// is recorded yet.
+	Used []byte
+	// Suspects are allocated ports that a repair found held by no
+	// Service, each with a token naming that finding; never nil. Whoever
+	// allocates or frees a port drops its token, so the same token found
+	// again by a later repair proves that the port kept one holder in
+	// between.
+	Suspects map[int]string
+}
+
+// settle drops the tokens of the node ports among vs, which were just
+// allocated or freed: what a repair suspected is about their former
+// holder.
+func (n *NodePorts) settle(vs []value) {
+	for _, v := range vs {
+		if !v.ip.IsValid() {
+			delete(n.Suspects, v.port)
+		}
+	}
 }
 
 // NewAllocators returns allocators over a service CIDR and a node-port range.
@@ -104,16 +140,18 @@ func (a *Allocators) Repair(ctx context.Context) error {
 	if a.repaired || a.List == nil {
 		return nil
 	}
+	if a.Record != nil {
+		sum, err := a.repairRecord(ctx)
+		if err != nil {
+			return fmt.Errorf("repair service allocations: %w", err)
+		}
+		a.repaired = true
+		sum.log()
+		return nil
+	}
 	svcs, err := a.List(ctx)
 	if err != nil {
 		return fmt.Errorf("repair service allocations: %w", err)
-	}
-	if a.Record != nil {
-		if err := a.repairRecord(ctx, svcs, false); err != nil {
-			return err
-		}
-		a.repaired = true
-		return nil
 	}
 	var ips, ports int
 	for i := range svcs {
@@ -310,32 +348,45 @@ func (a *Allocators) releaseRecorded(ctx context.Context, owner Owner, vs []valu
 	// not.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	var ports []int
+	var ports []value
 	for _, v := range vs {
 		if v.ip.IsValid() {
-			if err := a.Record.FreeIP(ctx, v.ip, owner); err != nil {
+			if err := a.Record.FreeIP(ctx, v.ip, IPRecord{Owner: owner}); err != nil {
 				slog.Warn("free cluster IP (the repair frees it later)", "ip", v.ip, "service", owner.Namespace+"/"+owner.Name, "err", err)
 				continue
 			}
 			a.IPs.ReleaseIP(v.ip)
 		} else {
-			ports = append(ports, v.port)
+			ports = append(ports, v)
 		}
 	}
 	if len(ports) == 0 {
 		return
 	}
-	err := a.Record.UpdatePorts(ctx, func(used []byte) ([]byte, error) {
+	err := a.Record.UpdatePorts(ctx, func(np *NodePorts) error {
 		r := a.Ports.Empty()
-		r.Restore(used)
-		for _, p := range ports {
-			r.ReleasePort(p)
+		r.Restore(np.Used)
+		for _, v := range ports {
+			r.ReleasePort(v.port)
 		}
-		return r.Snapshot(), nil
+		np.Used = r.Snapshot()
+		np.settle(ports)
+		return nil
 	})
 	if err != nil {
-		slog.Warn("free node ports (the repair frees them later)", "ports", ports, "service", owner.Namespace+"/"+owner.Name, "err", err)
+		slog.Warn("free node ports (the repair frees them later)", "ports", portNumbers(ports), "service", owner.Namespace+"/"+owner.Name, "err", err)
 	}
+}
+
+// portNumbers lists the node ports among vs.
+func portNumbers(vs []value) []int {
+	var out []int
+	for _, v := range vs {
+		if !v.ip.IsValid() {
+			out = append(out, v.port)
+		}
+	}
+	return out
 }
 
 // Release frees everything svc holds (after it is deleted).
@@ -412,18 +463,20 @@ var errNoPorts = errors.New("no node ports to record")
 // (a dry run) it only checks against the recorded bitmap.
 func (a *Allocators) allocatePortsRecorded(t *txn, svc, old *corev1.Service, write bool) error {
 	ports, hc := slices.Clone(svc.Spec.Ports), svc.Spec.HealthCheckNodePort
-	err := a.Record.UpdatePorts(t.ctx, func(used []byte) ([]byte, error) {
+	err := a.Record.UpdatePorts(t.ctx, func(np *NodePorts) error {
 		t.dropPorts()
 		svc.Spec.Ports, svc.Spec.HealthCheckNodePort = slices.Clone(ports), hc
 		t.ports = a.Ports.Empty()
-		t.ports.Restore(used)
+		t.ports.Restore(np.Used)
 		if err := a.allocateNodePorts(t, svc, old); err != nil {
-			return nil, err
+			return err
 		}
 		if !write || !hasPorts(t.new) {
-			return nil, errNoPorts
+			return errNoPorts
 		}
-		return t.ports.Snapshot(), nil
+		np.Used = t.ports.Snapshot()
+		np.settle(t.new)
+		return nil
 	})
 	if errors.Is(err, errNoPorts) {
 		if !write {

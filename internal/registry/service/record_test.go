@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 
@@ -14,13 +16,16 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/service/allocator"
 )
 
-// memRecord is a Record as etcd keeps it: IPs created only once, the
-// node-port bitmap written only over the version it was read at.
+// memRecord is a Record as etcd keeps it: IPs created only once, each
+// recording with an ID of its own, the node ports written only over the
+// version they were read at.
 type memRecord struct {
-	mu      sync.Mutex
-	ips     map[netip.Addr]Owner
-	ports   []byte
-	version int
+	mu       sync.Mutex
+	ips      map[netip.Addr]IPRecord
+	lastID   int
+	ports    []byte
+	suspects map[int]string
+	version  int
 	// conflicts counts the port updates that had to start over.
 	conflicts int
 	// writeHook runs between a port update's read and its write (to
@@ -28,7 +33,7 @@ type memRecord struct {
 	writeHook func()
 }
 
-func newMemRecord() *memRecord { return &memRecord{ips: map[netip.Addr]Owner{}} }
+func newMemRecord() *memRecord { return &memRecord{ips: map[netip.Addr]IPRecord{}} }
 
 func (r *memRecord) ClaimIP(_ context.Context, ip netip.Addr, o Owner) error {
 	r.mu.Lock()
@@ -36,37 +41,44 @@ func (r *memRecord) ClaimIP(_ context.Context, ip netip.Addr, o Owner) error {
 	if _, ok := r.ips[ip]; ok {
 		return allocator.ErrAllocated
 	}
-	r.ips[ip] = o
+	r.lastID++
+	r.ips[ip] = IPRecord{Owner: o, ID: fmt.Sprint(r.lastID)}
 	return nil
 }
 
-func (r *memRecord) FreeIP(_ context.Context, ip netip.Addr, o Owner) error {
+func (r *memRecord) FreeIP(_ context.Context, ip netip.Addr, rec IPRecord) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ips[ip] == o {
+	if got, ok := r.ips[ip]; ok && got.Owner == rec.Owner && (rec.ID == "" || got.ID == rec.ID) {
 		delete(r.ips, ip)
 	}
 	return nil
 }
 
-func (r *memRecord) ListIPs(context.Context) (map[netip.Addr]Owner, error) {
+func (r *memRecord) ListIPs(context.Context) (map[netip.Addr]IPRecord, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := map[netip.Addr]Owner{}
-	for k, v := range r.ips {
-		out[k] = v
-	}
-	return out, nil
+	return maps.Clone(r.ips), nil
 }
 
-func (r *memRecord) UpdatePorts(_ context.Context, fn func([]byte) ([]byte, error)) error {
+// ipOwner is who ip is recorded for; ok false when it is not recorded.
+func (r *memRecord) ipOwner(ip string) (o Owner, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.ips[netip.MustParseAddr(ip)]
+	return rec.Owner, ok
+}
+
+func (r *memRecord) UpdatePorts(_ context.Context, fn func(*NodePorts) error) error {
 	for {
 		r.mu.Lock()
-		data, version := append([]byte(nil), r.ports...), r.version
-		hook := r.writeHook
+		np := &NodePorts{Used: slices.Clone(r.ports), Suspects: maps.Clone(r.suspects)}
+		if np.Suspects == nil {
+			np.Suspects = map[int]string{}
+		}
+		version, hook := r.version, r.writeHook
 		r.mu.Unlock()
-		next, err := fn(data)
-		if err != nil {
+		if err := fn(np); err != nil {
 			return err
 		}
 		if hook != nil {
@@ -78,9 +90,28 @@ func (r *memRecord) UpdatePorts(_ context.Context, fn func([]byte) ([]byte, erro
 			r.mu.Unlock()
 			continue
 		}
-		r.ports, r.version = next, version+1
+		r.ports, r.suspects, r.version = np.Used, np.Suspects, version+1
 		r.mu.Unlock()
 		return nil
+	}
+}
+
+// setPorts marks ports allocated in the record, as a request of a
+// server that then died would have left them.
+func (r *memRecord) setPorts(t *testing.T, a *Allocators, ports ...int) {
+	t.Helper()
+	if err := r.UpdatePorts(context.Background(), func(np *NodePorts) error {
+		p := a.Ports.Empty()
+		p.Restore(np.Used)
+		for _, port := range ports {
+			if err := p.AllocatePort(port); err != nil {
+				return err
+			}
+		}
+		np.Used = p.Snapshot()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -151,7 +182,7 @@ func TestRecordSharedByServers(t *testing.T) {
 			t.Errorf("node port %d given to %s and %s", s.Spec.Ports[0].NodePort, o, s.Name)
 		}
 		ports[s.Spec.Ports[0].NodePort] = s.Name
-		if got := rec.ips[netip.MustParseAddr(s.Spec.ClusterIP)]; got != ownerOf(&s) {
+		if got, _ := rec.ipOwner(s.Spec.ClusterIP); got != ownerOf(&s) {
 			t.Errorf("%s recorded for %v, want %s", s.Spec.ClusterIP, got, s.Name)
 		}
 	}
@@ -216,14 +247,15 @@ func TestRecordDecides(t *testing.T) {
 		}
 		overtaken = true
 		rec.writeHook = nil
-		if err := rec.UpdatePorts(context.Background(), func(used []byte) ([]byte, error) {
+		if err := rec.UpdatePorts(context.Background(), func(np *NodePorts) error {
 			r := srv[0].Ports.Empty()
-			r.Restore(used)
+			r.Restore(np.Used)
 			for p := 30000; p < 30100; p++ {
 				_ = r.AllocatePort(p) // everything but what is there: all
 			}
 			r.ReleasePort(30042)
-			return r.Snapshot(), nil
+			np.Used = r.Snapshot()
+			return nil
 		}); err != nil {
 			t.Error(err)
 		}
@@ -253,8 +285,9 @@ func TestRecordDryRun(t *testing.T) {
 }
 
 // The repair records what Services hold and the record lacks (data from
-// before the record), and frees what no Service holds at two repairs in
-// a row — not at the first, which may be a Service being created.
+// before the record), and frees what no Service holds at the third
+// repair in a row that finds it so — not before: the first findings may
+// be a Service being created. Foreign IPAddresses are never freed.
 func TestRecordRepair(t *testing.T) {
 	rec := newMemRecord()
 	old := *svc(func(s *corev1.Service) {
@@ -266,39 +299,143 @@ func TestRecordRepair(t *testing.T) {
 	if err := a.Repair(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if rec.ips[netip.MustParseAddr("10.96.0.20")] != ownerOf(&old) || !rec.portsUsed(t, a)[30020] {
+	if o, _ := rec.ipOwner("10.96.0.20"); o != ownerOf(&old) || !rec.portsUsed(t, a)[30020] {
 		t.Fatalf("repair did not record the stored Service's values: %v %v", rec.ips, rec.portsUsed(t, a))
 	}
 	// A leak: recorded for a Service that never got stored; and a
 	// foreign IPAddress, never freed.
-	leakIP, foreign := netip.MustParseAddr("10.96.0.30"), netip.MustParseAddr("10.96.0.31")
-	rec.ips[leakIP] = Owner{Namespace: "default", Name: "crashed"}
-	rec.ips[foreign] = Owner{Foreign: true}
-	_ = rec.UpdatePorts(context.Background(), func(used []byte) ([]byte, error) {
-		r := a.Ports.Empty()
-		r.Restore(used)
-		_ = r.AllocatePort(30030)
-		return r.Snapshot(), nil
-	})
-	for round, wantLeak := range []bool{true, false} {
-		svcs, _ := a.List(context.Background())
-		if err := a.repairRecord(context.Background(), svcs, true); err != nil {
+	const leakIP, foreign = "10.96.0.30", "10.96.0.31"
+	if err := rec.ClaimIP(context.Background(), netip.MustParseAddr(leakIP), Owner{Namespace: "default", Name: "crashed"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.ClaimIP(context.Background(), netip.MustParseAddr(foreign), Owner{Foreign: true}); err != nil {
+		t.Fatal(err)
+	}
+	rec.setPorts(t, a, 30030)
+	for repair := 1; repair <= leakRepairs+1; repair++ {
+		if _, err := a.repairRecord(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		_, ipThere := rec.ips[leakIP]
+		wantLeak := repair < leakRepairs
+		_, ipThere := rec.ipOwner(leakIP)
 		if ipThere != wantLeak || rec.portsUsed(t, a)[30030] != wantLeak {
-			t.Errorf("repair %d: leaked IP recorded %v, port %v; want %v", round+1, ipThere, rec.portsUsed(t, a)[30030], wantLeak)
+			t.Errorf("repair %d: leaked IP recorded %v, port %v; want %v", repair, ipThere, rec.portsUsed(t, a)[30030], wantLeak)
 		}
-		if _, ok := rec.ips[foreign]; !ok {
-			t.Errorf("repair %d freed a foreign IPAddress", round+1)
+		if _, ok := rec.ipOwner(foreign); !ok {
+			t.Errorf("repair %d freed a foreign IPAddress", repair)
 		}
-		if rec.ips[netip.MustParseAddr("10.96.0.20")] != ownerOf(&old) || !rec.portsUsed(t, a)[30020] {
-			t.Errorf("repair %d freed a stored Service's values", round+1)
+		if o, _ := rec.ipOwner("10.96.0.20"); o != ownerOf(&old) || !rec.portsUsed(t, a)[30020] {
+			t.Errorf("repair %d freed a stored Service's values", repair)
 		}
 	}
+	if len(rec.suspects) != 0 {
+		t.Errorf("tokens left after the leak was freed: %v", rec.suspects)
+	}
 	// The local view follows the record: the foreign address is taken.
-	if !a.IPs.HasIP(foreign) || a.IPs.HasIP(leakIP) {
+	if !a.IPs.HasIP(netip.MustParseAddr(foreign)) || a.IPs.HasIP(netip.MustParseAddr(leakIP)) {
 		t.Error("the local view of cluster IPs is not the record's")
+	}
+}
+
+// A value that looks leaked at one repair, and is freed and taken by a
+// Service being created before the next, is a new recording: the count
+// starts over, and the repairs that follow (which, counting by value,
+// would have reached the third) leave it to its new holder, whether the
+// free and the retake go through this API server or another. Once the
+// Service is stored, it holds the value and nothing is counted.
+func TestRepairSparesRetakenValue(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		nodePort bool // the value is a node port, else a cluster IP
+		retaker  int  // the server that frees and retakes it
+	}{
+		{"cluster IP", false, 0},
+		{"cluster IP through another server", false, 1},
+		{"node port", true, 0},
+		{"node port through another server", true, 1},
+	} {
+		mutate := func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.40" }
+		if c.nodePort {
+			mutate = func(s *corev1.Service) { s.Spec.Type, s.Spec.Ports[0].NodePort = corev1.ServiceTypeNodePort, 30040 }
+		}
+		t.Run(c.name, func(t *testing.T) {
+			rec := newMemRecord()
+			var stored []corev1.Service
+			srv := servers(t, 2, rec, func() []corev1.Service { return slices.Clone(stored) })
+			repair := func(n int) {
+				t.Helper()
+				if _, err := srv[0].repairRecord(context.Background()); err != nil {
+					t.Fatalf("repair %d: %v", n, err)
+				}
+			}
+			// A create in flight took the value; the first repair finds
+			// it recorded and held by no Service.
+			recorded := func(s *corev1.Service) bool {
+				if c.nodePort {
+					return rec.portsUsed(t, srv[0])[int(s.Spec.Ports[0].NodePort)]
+				}
+				o, ok := rec.ipOwner(s.Spec.ClusterIP)
+				return ok && o == ownerOf(s)
+			}
+			first := svc(func(s *corev1.Service) { s.Name = "first"; mutate(s) })
+			tx, err := srv[c.retaker].allocate(context.Background(), first, nil, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			repair(1)
+			// Its write fails: the value goes back, and a second create
+			// takes it before the next repair.
+			tx.rollback()
+			second := svc(func(s *corev1.Service) { s.Name = "second"; mutate(s) })
+			if _, err := srv[c.retaker].allocate(context.Background(), second, nil, false); err != nil {
+				t.Fatalf("the freed value cannot be taken again: %v", err)
+			}
+			for n := 2; n <= leakRepairs; n++ {
+				repair(n)
+				if !recorded(second) {
+					t.Fatalf("repair %d freed the value of the Service being created", n)
+				}
+			}
+			stored = append(stored, *second)
+			for n := leakRepairs + 1; n <= 2*leakRepairs; n++ {
+				repair(n)
+				if !recorded(second) {
+					t.Fatalf("repair %d freed the stored Service's value", n)
+				}
+			}
+			if len(srv[0].ipLeaks)+len(srv[0].portLeaks) != 0 || len(rec.suspects) != 0 {
+				t.Errorf("a held value is still counted as leaked: %v %v, tokens %v", srv[0].ipLeaks, srv[0].portLeaks, rec.suspects)
+			}
+		})
+	}
+}
+
+// Each server counts its own repairs: another server's repairs in
+// between do not run down the grace, and do not reset it.
+func TestRepairCountsPerServer(t *testing.T) {
+	rec := newMemRecord()
+	srv := servers(t, 2, rec, func() []corev1.Service { return nil })
+	rec.setPorts(t, srv[0], 30050)
+	for n := 1; n <= leakRepairs; n++ {
+		if _, err := srv[1].repairRecord(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n < leakRepairs && !rec.portsUsed(t, srv[0])[30050] {
+			t.Fatalf("freed after %d repairs of server 1", n)
+		}
+		if n == 1 {
+			for range leakRepairs - 1 {
+				if _, err := srv[0].repairRecord(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !rec.portsUsed(t, srv[0])[30050] {
+				t.Fatal("server 0's repairs freed the port after server 1 had counted one")
+			}
+		}
+	}
+	if rec.portsUsed(t, srv[0])[30050] {
+		t.Error("the leaked port is still recorded after server 1's third repair")
 	}
 }
 
@@ -331,7 +468,7 @@ type failingPorts struct {
 	fail bool
 }
 
-func (f *failingPorts) UpdatePorts(ctx context.Context, fn func([]byte) ([]byte, error)) error {
+func (f *failingPorts) UpdatePorts(ctx context.Context, fn func(*NodePorts) error) error {
 	if f.fail {
 		return errors.New("etcdserver: request timed out")
 	}

@@ -295,7 +295,7 @@ func TestAPIServersShareAllocations(t *testing.T) {
 
 // TestAllocationRepair: the API server's repair loop records a cluster
 // IP whose IPAddress is missing, and frees an IPAddress of the allocator
-// that no Service holds (after two repairs); a user's IPAddress stays.
+// that no Service holds (at the third repair); a user's IPAddress stays.
 func TestAllocationRepair(t *testing.T) {
 	s := framework.StartAPIServer(t, "--allocation-repair-interval", "300ms")
 	c := s.Client()
