@@ -153,7 +153,7 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	if err != nil {
 		return nil, err
 	}
-	add(service.Kind, "", registry.NewREST(service.Kind, svcs))
+	add(service.Kind, "", svcs)
 	add(service.Kind, "status", svcStatus)
 	slices := r.byGroup["discovery.k8s.io"]["endpointslices"].(rest.Lister)
 	add(service.Kind, "proxy", &core.ServiceProxyREST{

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,10 +61,14 @@ var Kind = &registry.Kind{
 	},
 }
 
-// NewREST returns the Services store with allocation wired in, and its
-// status endpoint.
-func NewREST(optsGetter generic.RESTOptionsGetter, alloc *Allocators) (*genericregistry.Store, *registry.StatusREST, error) {
-	store, err := registry.NewStore(Kind, optsGetter)
+// NewREST returns the Services endpoint with allocation wired in, and
+// its status endpoint.
+func NewREST(optsGetter generic.RESTOptionsGetter, alloc *Allocators) (*REST, *registry.StatusREST, error) {
+	// Every delete that commits frees what the Service held, whichever
+	// path it takes (a delete, a collection's, the update that removes
+	// the last finalizer). The storage is wrapped as the store makes it,
+	// before the store's own goroutines (the object count) read it.
+	store, err := registry.NewStore(Kind, releasing(optsGetter, alloc))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,6 +86,8 @@ func NewREST(optsGetter generic.RESTOptionsGetter, alloc *Allocators) (*genericr
 	}
 	store.BeginCreate = func(ctx context.Context, obj runtime.Object, options *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
 		svc := obj.(*corev1.Service)
+		w := writeOf(ctx)
+		w.begin()
 		// Report invalid input before touching the allocators.
 		if errs := strategy.Validate(ctx, svc); len(errs) > 0 {
 			return nil, invalidErr(svc, errs)
@@ -92,14 +97,12 @@ func NewREST(optsGetter generic.RESTOptionsGetter, alloc *Allocators) (*genericr
 		if err != nil {
 			return nil, err
 		}
-		return func(_ context.Context, success bool) {
-			if !success || dryRun {
-				t.rollback()
-			}
-		}, nil
+		return func(_ context.Context, success bool) { w.finish(t, success, dryRun, nil) }, nil
 	}
 	store.BeginUpdate = func(ctx context.Context, obj, oldObj runtime.Object, options *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
 		svc, old := obj.(*corev1.Service), oldObj.(*corev1.Service)
+		w := writeOf(ctx)
+		w.begin()
 		keepAllocated(svc, old)
 		if errs := strategy.ValidateUpdate(ctx, svc, old); len(errs) > 0 {
 			return nil, invalidErr(svc, errs)
@@ -110,22 +113,11 @@ func NewREST(optsGetter generic.RESTOptionsGetter, alloc *Allocators) (*genericr
 			return nil, err
 		}
 		return func(ctx context.Context, success bool) {
-			switch {
-			case !success || dryRun:
-				t.rollback()
-			default:
-				alloc.releaseValues(ctx, old, released(svc, old))
-			}
+			given := released(svc, old) // svc as it is written
+			w.finish(t, success, dryRun, func() { alloc.releaseValues(ctx, old, given) })
 		}, nil
 	}
-	store.AfterDelete = func(obj runtime.Object, options *metav1.DeleteOptions) {
-		if len(options.DryRun) == 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			alloc.Release(ctx, obj.(*corev1.Service))
-		}
-	}
-	return store, status, nil
+	return &REST{REST: registry.NewREST(Kind, store)}, status, nil
 }
 
 func invalidErr(svc *corev1.Service, errs field.ErrorList) error {
