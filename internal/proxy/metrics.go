@@ -95,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "svcnet_proxy_bad_input_total", Help: "Pieces of Services and EndpointSlices dropped as unusable.",
 		}, []string{"kind", "reason"}),
 		ConntrackCleanupErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svcnet_proxy_conntrack_cleanup_errors_total", Help: "Failed deletions of stale UDP conntrack entries.",
+			Name: "svcnet_proxy_conntrack_cleanup_errors_total", Help: "Failed deletions of stale conntrack entries.",
 		}),
 		EndpointDialFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svcnet_proxy_userspace_endpoint_dial_failures_total", Help: "Connections to endpoints that failed and were retried on another (userspace mode).",

@@ -239,9 +239,9 @@ func afterSync(d *deps, mode modeInfo, o OS, hcServices *healthcheck.Services, p
 		}
 		if err := conntrack.Apply(d.ctx, o.Conntrack, plan, family); err != nil {
 			d.sync.Metrics.ConntrackCleanupErrors.Inc()
-			log.Warn("could not clear all stale UDP conntrack entries", "err", err)
+			log.Warn("could not clear all stale conntrack entries", "err", err)
 		} else {
-			log.Info("cleared stale UDP conntrack entries", "serviceIPs", len(plan.IPs), "nodePorts", len(plan.Ports),
+			log.Info("cleared stale conntrack entries", "serviceIPs", len(plan.IPs), "nodePorts", len(plan.Ports),
 				"endpoints", len(plan.NATs)+len(plan.PortNATs))
 		}
 	}

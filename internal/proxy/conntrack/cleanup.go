@@ -14,24 +14,26 @@ import (
 
 // NAT is a service address and an endpoint it was DNATed to.
 type NAT struct {
+	Proto        v1.Protocol
 	Origin, Dest netip.Addr
 }
 
 // PortNAT is a node port and an endpoint it was DNATed to.
 type PortNAT struct {
-	Port int
-	Dest netip.Addr
+	Proto v1.Protocol
+	Port  int
+	Dest  netip.Addr
 }
 
-// Cleanup is what to delete after a sync, for UDP.
+// Cleanup is what to delete after a sync.
 type Cleanup struct {
-	// IPs and Ports are service addresses and node ports that got their
-	// first endpoint: what was sent to them before went nowhere, and its
-	// entries would keep it going nowhere.
+	// IPs and Ports are UDP service addresses and node ports that got
+	// their first endpoint: what was sent to them before went nowhere,
+	// and its entries would keep it going nowhere.
 	IPs   []netip.Addr
 	Ports []int
 	// NATs and PortNATs pair service addresses and node ports with the
-	// endpoints they no longer reach.
+	// endpoints they no longer reach, for UDP and TCP.
 	NATs     []NAT
 	PortNATs []PortNAT
 }
@@ -43,20 +45,22 @@ func (c Cleanup) Empty() bool {
 
 // Plan compares what the rules reached before a sync (prev; nil before
 // the first one, when there is nothing to clean) with what they reach
-// after it (cur), for the UDP ports that changed, as one node of one IP
-// family sees them.
+// after it (cur), for the UDP and TCP ports that changed, as one node of
+// one IP family sees them.
 func Plan(prev, cur *svcstate.Snapshot, changed map[svcstate.ServicePortName]struct{}, node proxy.Node, family v1.IPFamily) Cleanup {
 	var c Cleanup
 	if prev == nil {
 		return c
 	}
 	for n := range changed {
-		if n.Protocol != v1.ProtocolUDP {
+		if n.Protocol != v1.ProtocolUDP && n.Protocol != v1.ProtocolTCP {
 			continue
 		}
 		before := viewOf(prev, n, node, family)
 		after := viewOf(cur, n, node, family)
-		if len(before.reach) == 0 && len(after.reach) > 0 {
+		// A TCP SYN to a port without endpoints is rejected, which
+		// leaves no entry.
+		if n.Protocol == v1.ProtocolUDP && len(before.reach) == 0 && len(after.reach) > 0 {
 			c.IPs = append(c.IPs, after.addrs...)
 			if after.nodePort != 0 {
 				c.Ports = append(c.Ports, after.nodePort)
@@ -67,10 +71,10 @@ func Plan(prev, cur *svcstate.Snapshot, changed map[svcstate.ServicePortName]str
 				continue
 			}
 			for _, a := range before.addrs {
-				c.NATs = append(c.NATs, NAT{Origin: a, Dest: ep.IP})
+				c.NATs = append(c.NATs, NAT{Proto: n.Protocol, Origin: a, Dest: ep.IP})
 			}
 			if before.nodePort != 0 {
-				c.PortNATs = append(c.PortNATs, PortNAT{Port: before.nodePort, Dest: ep.IP})
+				c.PortNATs = append(c.PortNATs, PortNAT{Proto: n.Protocol, Port: before.nodePort, Dest: ep.IP})
 			}
 		}
 	}
@@ -78,9 +82,13 @@ func Plan(prev, cur *svcstate.Snapshot, changed map[svcstate.ServicePortName]str
 	c.IPs = slices.Compact(c.IPs)
 	slices.Sort(c.Ports)
 	c.Ports = slices.Compact(c.Ports)
-	slices.SortFunc(c.NATs, func(a, b NAT) int { return cmp.Or(a.Origin.Compare(b.Origin), a.Dest.Compare(b.Dest)) })
+	slices.SortFunc(c.NATs, func(a, b NAT) int {
+		return cmp.Or(cmp.Compare(a.Proto, b.Proto), a.Origin.Compare(b.Origin), a.Dest.Compare(b.Dest))
+	})
 	c.NATs = slices.Compact(c.NATs)
-	slices.SortFunc(c.PortNATs, func(a, b PortNAT) int { return cmp.Or(cmp.Compare(a.Port, b.Port), a.Dest.Compare(b.Dest)) })
+	slices.SortFunc(c.PortNATs, func(a, b PortNAT) int {
+		return cmp.Or(cmp.Compare(a.Proto, b.Proto), cmp.Compare(a.Port, b.Port), a.Dest.Compare(b.Dest))
+	})
 	c.PortNATs = slices.Compact(c.PortNATs)
 	return c
 }
@@ -132,10 +140,10 @@ func Apply(ctx context.Context, ct Interface, c Cleanup, family v1.IPFamily) err
 		note(ct.ClearEntriesForPort(ctx, p, family, v1.ProtocolUDP))
 	}
 	for _, n := range c.NATs {
-		note(ct.ClearEntriesForNAT(ctx, n.Origin, n.Dest, v1.ProtocolUDP))
+		note(ct.ClearEntriesForNAT(ctx, n.Origin, n.Dest, n.Proto))
 	}
 	for _, n := range c.PortNATs {
-		note(ct.ClearEntriesForPortNAT(ctx, n.Dest, n.Port, v1.ProtocolUDP))
+		note(ct.ClearEntriesForPortNAT(ctx, n.Dest, n.Port, n.Proto))
 	}
 	return errs(failed)
 }

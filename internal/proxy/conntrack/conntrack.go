@@ -1,10 +1,14 @@
 // Package conntrack removes connection-tracking entries that would keep
-// sending UDP to endpoints the rules no longer choose. A UDP "connection"
-// (a DNS client reusing its source port, say) stays in conntrack as long
-// as packets keep flowing, and every packet follows the entry's DNAT, not
-// the rules; without cleanup, a client keeps talking to a removed pod
-// forever. TCP needs none of this: a removed endpoint resets or times out
-// its connections, and new ones go through the rules.
+// sending traffic to endpoints the rules no longer choose. A UDP
+// "connection" (a DNS client reusing its source port, say) stays in
+// conntrack as long as packets keep flowing, and every packet follows the
+// entry's DNAT, not the rules; without cleanup, a client keeps talking to
+// a removed pod forever. For TCP only the connections that never got an
+// answer go (state SYN_SENT): conntrack keeps such an entry 120 s, and a
+// retransmitted SYN, or a new connection from the same source port,
+// follows its DNAT to an endpoint that may be gone (kube-proxy leaves
+// them: kubernetes#101607). Answered TCP connections to a removed
+// endpoint stay, so a terminating pod finishes what it serves.
 package conntrack
 
 import (
@@ -33,10 +37,12 @@ type Interface interface {
 	// destination port is port: the same, for a node port.
 	ClearEntriesForPort(ctx context.Context, port int, family v1.IPFamily, proto v1.Protocol) error
 	// ClearEntriesForNAT deletes the entries of proto sent to origin (a
-	// service address) and DNATed to dest (an endpoint).
+	// service address) and DNATed to dest (an endpoint); for TCP only
+	// those in state SYN_SENT.
 	ClearEntriesForNAT(ctx context.Context, origin, dest netip.Addr, proto v1.Protocol) error
 	// ClearEntriesForPortNAT deletes the entries of proto sent to node
-	// port port and DNATed to dest.
+	// port port and DNATed to dest; for TCP only those in state
+	// SYN_SENT.
 	ClearEntriesForPortNAT(ctx context.Context, dest netip.Addr, port int, proto v1.Protocol) error
 }
 
@@ -92,12 +98,21 @@ func (e *Exec) ClearEntriesForPort(ctx context.Context, port int, family v1.IPFa
 
 // ClearEntriesForNAT implements Interface.
 func (e *Exec) ClearEntriesForNAT(ctx context.Context, origin, dest netip.Addr, proto v1.Protocol) error {
-	return e.delete(ctx, familyOf(origin), proto, "--orig-dst", origin.String(), "--dst-nat", dest.String())
+	return e.delete(ctx, familyOf(origin), proto, append(unanswered(proto), "--orig-dst", origin.String(), "--dst-nat", dest.String())...)
 }
 
 // ClearEntriesForPortNAT implements Interface.
 func (e *Exec) ClearEntriesForPortNAT(ctx context.Context, dest netip.Addr, port int, proto v1.Protocol) error {
-	return e.delete(ctx, familyOf(dest), proto, "--dport", strconv.Itoa(port), "--dst-nat", dest.String())
+	return e.delete(ctx, familyOf(dest), proto, append(unanswered(proto), "--dport", strconv.Itoa(port), "--dst-nat", dest.String())...)
+}
+
+// unanswered narrows a TCP deletion to the connections that never got
+// an answer.
+func unanswered(proto v1.Protocol) []string {
+	if proto == v1.ProtocolTCP {
+		return []string{"--state", "SYN_SENT"}
+	}
+	return nil
 }
 
 // Fake records calls as strings such as "nat udp 10.96.0.10 -> 10.244.1.2".

@@ -58,6 +58,7 @@ func testProxy(t *testing.T, mode string) *cluster {
 		{"an unready endpoint gets no new connections", testUnready},
 		{"a dead endpoint", testDeadEndpoint},
 		{"UDP clients move off a removed endpoint", testUDPConntrack},
+		{"a TCP SYN left unanswered by a removed endpoint does not outlive it", testStaleSYN},
 		{"ClientIP affinity keeps a client on one endpoint", testAffinity},
 		{"a service without endpoints refuses connections at once", testNoEndpoints},
 		{"health-check node port for Local policy", testHealthCheckNodePort},
@@ -333,6 +334,66 @@ func testUDPConntrack(t *testing.T, c *cluster) {
 		if a, err := udpExchange(conn, dst); err != nil || !strings.HasPrefix(a, other.name+" ") {
 			t.Errorf("after the move: %q %v", a, err)
 		}
+	}
+}
+
+// testStaleSYN: a connection sent to an endpoint that answers nothing (a
+// pod gone before the proxy knew) stays in conntrack in SYN_SENT with its
+// DNAT for 120 s, and a retransmitted SYN or a new connection from the
+// same source port follows it; the proxy removes such entries with the
+// endpoint (kernel modes that NAT through conntrack).
+func testStaleSYN(t *testing.T, c *cluster) {
+	if c.mode != "iptables" && c.mode != "nftables" {
+		return // userspace connects itself; ipvs keeps its own table
+	}
+	// The endpoint is a pod of another node that is gone: the node
+	// routes its address to that node (here the outside client, which
+	// drops what is not its own), and no answer comes.
+	const gone = "10.244.9.250"
+	c.node.IP("route", "add", "10.244.9.0/24", "via", clientIP)
+	t.Cleanup(func() { _, _ = c.node.Try("ip", "route", "del", "10.244.9.0/24") })
+	c.pods[0].serveHTTP(t, 9382)
+	svc := c.service("stale-syn", func(s *v1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromInt32(9382) })
+	c.slice(svc, 9382, v1.ProtocolTCP, ready(c.pods[0]), ep{ip: gone, node: nodeName, ready: true})
+	c.waitEndpoints(2)
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	dialFrom := func(port int) error {
+		return c.pods[3].ns.Do(func() error {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{Port: port}, Timeout: 300 * time.Millisecond}
+			conn, err := d.Dial("tcp", addr)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		})
+	}
+	// New connections from fixed ports until one goes to the gone
+	// endpoint (each does with probability 1/2).
+	port := 0
+	var dialErr error
+	for p := 42100; p < 42140 && port == 0; p++ {
+		if dialErr = dialFrom(p); dialErr != nil {
+			port = p
+		}
+	}
+	if port == 0 {
+		t.Fatal("none of 40 connections went to the endpoint that answers nothing")
+	}
+	if out, _ := c.node.Try("conntrack", "-L", "-p", "tcp", "--dst-nat", gone); !strings.Contains(out, "SYN_SENT") {
+		all, _ := c.node.Try("conntrack", "-L", "-p", "tcp")
+		t.Fatalf("no unanswered entry to %s in conntrack after %v from port %d:\n%s\nall:\n%s", gone, dialErr, port, out, all)
+	}
+	c.slice(svc, 9382, v1.ProtocolTCP, ready(c.pods[0]))
+	c.waitEndpoints(1)
+	c.until("the unanswered entry to go", 10*time.Second, func() error {
+		if out, _ := c.node.Try("conntrack", "-L", "-p", "tcp", "--dst-nat", gone); strings.Contains(out, "SYN_SENT") {
+			return fmt.Errorf("still there:\n%s", out)
+		}
+		return nil
+	})
+	// The same source port now goes where the rules say.
+	if err := dialFrom(port); err != nil {
+		t.Errorf("%s mode: a new connection from port %d after the endpoint left: %v", c.mode, port, err)
 	}
 }
 
