@@ -16,8 +16,8 @@ const (
 	// Proxy is the node service proxy.
 	ProxyUser  = "system:kube-proxy"
 	ProxyGroup = "system:node-proxier"
-	// ProgrammedLeaseRole lets the proxy keep its Lease of what its
-	// rules reflect.
+	// ProgrammedLeaseRole lets the proxy and the ingress keep their
+	// Leases of what their data path reflects.
 	ProgrammedLeaseRole = "svcnet:endpointslice-consumer"
 	// DNS is the cluster DNS.
 	DNSUser = "system:svcnet-dns"

@@ -160,9 +160,10 @@ func defaultClusterRoles(res served) []*rbacv1.ClusterRole {
 			rule([]string{"create"}, "", "pods/binding", "bindings"),
 			rule([]string{"update", "patch"}, "", "pods/status")),
 		clusterRole("system:node-proxier", nil, serviceReader, sliceReader, events),
-		// svcnet's proxy keeps a Lease of what its rules reflect (see
-		// internal/programmed); kube-proxy's role has no Leases.
-		clusterRole(ProgrammedLeaseRole, nil, leases),
+		// svcnet's proxy and ingress keep a Lease of what their data path
+		// reflects (see internal/programmed; an ingress replica deletes
+		// its own as it stops); kube-proxy's role has no Leases.
+		clusterRole(ProgrammedLeaseRole, nil, rule([]string{"get", "create", "update", "delete"}, "coordination.k8s.io", "leases")),
 		clusterRole(DNSUser, nil, serviceReader, sliceReader,
 			// configmaps: kube-system/kube-dns's stubDomains and
 			// upstreamNameservers, as kube-dns reads them.
@@ -211,7 +212,7 @@ func defaultClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		binding(ControllerManagerUser, ControllerManagerUser, userSubject(ControllerManagerUser)),
 		binding(SchedulerUser, SchedulerUser, userSubject(SchedulerUser)),
 		binding("system:node-proxier", "system:node-proxier", userSubject(ProxyUser), groupSubject(ProxyGroup)),
-		binding(ProgrammedLeaseRole, ProgrammedLeaseRole, userSubject(ProxyUser), groupSubject(ProxyGroup)),
+		binding(ProgrammedLeaseRole, ProgrammedLeaseRole, userSubject(ProxyUser), groupSubject(ProxyGroup), userSubject(IngressUser)),
 		binding(DNSUser, DNSUser, userSubject(DNSUser)),
 		binding(IngressUser, IngressUser, userSubject(IngressUser)),
 		binding(ViewerRole, ViewerRole, groupSubject(ViewerGroup)),

@@ -1,9 +1,11 @@
 // Package programmed lets the consumers of EndpointSlices that route
-// traffic (the node proxies) say how far their data path reflects the
-// slices, and lets a node agent wait, before it stops a pod, until every
-// one of them has stopped sending it new connections.
+// traffic (the node proxies, the ingress controllers) say how far their
+// data path reflects the slices, and lets a node agent wait, before it
+// stops a pod, until every one of them has stopped sending it new
+// connections.
 //
-// Each consumer keeps one Lease in kube-system, labelled ConsumerLabel.
+// Each consumer keeps one Lease labelled ConsumerLabel (a proxy's in
+// kube-system, an ingress replica's in its own namespace).
 // Its VersionAnnotation is a watermark: every EndpointSlice change up to
 // that resourceVersion is in the consumer's data path. The consumer
 // renews the Lease while it is healthy, as kubelet renews its node's,
@@ -27,17 +29,18 @@ import (
 )
 
 const (
-	// Namespace holds the consumers' Leases.
+	// Namespace holds the proxies' Leases.
 	Namespace = "kube-system"
 	// ConsumerLabel marks a consumer's Lease; its value is the kind of
-	// consumer ("proxy").
+	// consumer ("proxy", "ingress").
 	ConsumerLabel = "svcnet.dev/endpointslice-consumer"
 	// VersionAnnotation is the Lease's watermark: the newest
 	// EndpointSlice resourceVersion the consumer's data path reflects.
 	VersionAnnotation = "svcnet.dev/endpointslices-programmed"
 )
 
-// LeaseName is the Lease of a node's proxy.
+// LeaseName is the Lease of a consumer: a node's proxy, an ingress
+// replica.
 func LeaseName(kind, holder string) string { return "svcnet-" + kind + "-" + holder }
 
 // Version reads a Lease's watermark; false if it has none.

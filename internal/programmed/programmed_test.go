@@ -94,13 +94,13 @@ func TestWaiter(t *testing.T) {
 	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
 	o := w.Wait(short, 8)
 	stop()
-	if o.Done() || !slices.Equal(o.Behind, []string{"svcnet-proxy-b", "svcnet-proxy-new"}) || o.Consumers != 3 {
+	if o.Done() || !slices.Equal(o.Behind, []string{"kube-system/svcnet-proxy-b", "kube-system/svcnet-proxy-new"}) || o.Consumers != 3 {
 		t.Errorf("wait for 8: %+v, want b and new behind of 3 live consumers", o)
 	}
 	short, stop = context.WithTimeout(ctx, 200*time.Millisecond)
 	o = w.Wait(short, 1)
 	stop()
-	if !slices.Equal(o.Behind, []string{"svcnet-proxy-new"}) {
+	if !slices.Equal(o.Behind, []string{"kube-system/svcnet-proxy-new"}) {
 		t.Errorf("wait for 1: %+v, want new behind: it has no watermark", o)
 	}
 
@@ -127,5 +127,26 @@ func TestWaiter(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wait did not end when the last consumer behind expired")
+	}
+}
+
+// TestPublisherDeleteOnStop: a consumer whose data path ends with it
+// takes its Lease away, in its own namespace.
+func TestPublisherDeleteOnStop(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	client := fake.NewClientset()
+	p := NewPublisher(PublisherConfig{Client: client, Kind: "ingress", Holder: "ingress-0", Namespace: "ingress-svcnet", DeleteOnStop: true})
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	p.Set(4)
+	leases := client.CoordinationV1().Leases("ingress-svcnet")
+	until(t, "the Lease", func() bool {
+		_, err := leases.Get(context.Background(), "svcnet-ingress-ingress-0", metav1.GetOptions{})
+		return err == nil
+	})
+	cancel()
+	<-done
+	if _, err := leases.Get(context.Background(), "svcnet-ingress-ingress-0", metav1.GetOptions{}); err == nil {
+		t.Error("the Lease is still there after Run ended")
 	}
 }

@@ -17,9 +17,11 @@ import (
 // defaults noted.
 type PublisherConfig struct {
 	Client kubernetes.Interface
-	// Kind is the ConsumerLabel's value ("proxy"), Holder the consumer
-	// (its node's name): the Lease is LeaseName(Kind, Holder).
-	Kind, Holder string
+	// Kind is the ConsumerLabel's value ("proxy", "ingress"), Holder the
+	// consumer (its node's name, its pod's): the Lease is
+	// Namespace/LeaseName(Kind, Holder). Namespace defaults to the
+	// package's.
+	Kind, Holder, Namespace string
 	// Renew is how often the Lease is renewed while Healthy; Duration
 	// how long a renewal counts. Defaults 10s and 40s, kubelet's for its
 	// node Lease.
@@ -33,7 +35,10 @@ type PublisherConfig struct {
 	// behind stops renewing and, once its Lease expires, is waited for
 	// by no one.
 	Healthy func() bool
-	Logger  *slog.Logger
+	// DeleteOnStop removes the Lease when Run ends, for a consumer whose
+	// data path ends with it (the ingress's, not a proxy's rules).
+	DeleteOnStop bool
+	Logger       *slog.Logger
 }
 
 // Publisher keeps a consumer's Lease: its watermark and its renewals.
@@ -60,12 +65,18 @@ func NewPublisher(cfg PublisherConfig) *Publisher {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = Namespace
+	}
 	return &Publisher{cfg: cfg, name: LeaseName(cfg.Kind, cfg.Holder), kick: make(chan struct{}, 1)}
 }
 
 // Set records a new watermark; it never blocks, and a watermark lower
-// than one already set is ignored.
+// than one already set is ignored. A nil Publisher publishes nothing.
 func (p *Publisher) Set(v uint64) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	moved := v > p.version
 	if moved {
@@ -88,9 +99,15 @@ func (p *Publisher) current() uint64 {
 
 // Run writes the Lease until ctx ends: a new watermark soon after Set,
 // and a renewal every Renew while healthy. A failed write is retried at
-// the next turn. The Lease stays when Run ends: a proxy's rules outlive
-// it, and a Lease that is not renewed expires.
+// the next turn. The Lease stays when Run ends (a proxy's rules outlive
+// it, and a Lease that is not renewed expires) unless DeleteOnStop.
 func (p *Publisher) Run(ctx context.Context) {
+	if p == nil {
+		return
+	}
+	if p.cfg.DeleteOnStop {
+		defer p.delete()
+	}
 	var (
 		lease     *coordinationv1.Lease
 		written   uint64
@@ -115,7 +132,7 @@ func (p *Publisher) Run(ctx context.Context) {
 			l, err := p.write(ctx, lease, v, healthy)
 			if err != nil {
 				if ctx.Err() == nil {
-					p.cfg.Logger.Warn("could not write the programmed-endpoints Lease", "lease", Namespace+"/"+p.name, "err", err)
+					p.cfg.Logger.Warn("could not write the programmed-endpoints Lease", "lease", p.cfg.Namespace+"/"+p.name, "err", err)
 				}
 				lease = nil // read it again
 			} else {
@@ -142,6 +159,17 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 }
 
+// delete removes the Lease, within a few seconds of the end of Run's
+// context.
+func (p *Publisher) delete() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := p.cfg.Client.CoordinationV1().Leases(p.cfg.Namespace).Delete(ctx, p.name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		p.cfg.Logger.Warn("could not delete the programmed-endpoints Lease; it expires", "lease", p.cfg.Namespace+"/"+p.name, "err", err)
+	}
+}
+
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
@@ -152,7 +180,7 @@ func minTime(a, b time.Time) time.Time {
 // write updates (or creates) the Lease with watermark v, renewing it
 // when renew. cur is the Lease as last written, nil to read it first.
 func (p *Publisher) write(ctx context.Context, cur *coordinationv1.Lease, v uint64, renew bool) (*coordinationv1.Lease, error) {
-	leases := p.cfg.Client.CoordinationV1().Leases(Namespace)
+	leases := p.cfg.Client.CoordinationV1().Leases(p.cfg.Namespace)
 	cached := cur != nil
 	if cur == nil {
 		got, err := leases.Get(ctx, p.name, metav1.GetOptions{})
@@ -160,7 +188,7 @@ func (p *Publisher) write(ctx context.Context, cur *coordinationv1.Lease, v uint
 		case apierrors.IsNotFound(err):
 			now := metav1.NewMicroTime(time.Now())
 			return leases.Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: Namespace,
+				ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.cfg.Namespace,
 					Labels:      map[string]string{ConsumerLabel: p.cfg.Kind},
 					Annotations: map[string]string{VersionAnnotation: formatVersion(v)}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(p.cfg.Holder), AcquireTime: &now, RenewTime: &now,

@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Waiter watches the consumers' Leases (a node agent's: one small
-// object per consumer, written when its watermark moves) and waits for
-// watermarks.
+// Waiter watches the consumers' Leases in every namespace (a node
+// agent's: one small object per consumer, written when its watermark
+// moves) and waits for watermarks.
 type Waiter struct {
 	factory  informers.SharedInformerFactory
 	informer cache.SharedIndexInformer
@@ -27,7 +27,7 @@ type Waiter struct {
 
 // NewWaiter returns a Waiter; Start starts its watch.
 func NewWaiter(client kubernetes.Interface) *Waiter {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(Namespace),
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ConsumerLabel }))
 	w := &Waiter{factory: f, informer: f.Coordination().V1().Leases().Informer(), now: time.Now, changed: make(chan struct{})}
 	// Any event may end a wait; the waiters read the store again.
@@ -116,7 +116,7 @@ func (w *Waiter) check(target uint64) (Outcome, time.Time) {
 		if v, _ := Version(l); v >= target {
 			continue
 		}
-		o.Behind = append(o.Behind, l.Name)
+		o.Behind = append(o.Behind, l.Namespace+"/"+l.Name)
 		if first.IsZero() || exp.Before(first) {
 			first = exp
 		}

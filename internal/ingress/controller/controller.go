@@ -56,6 +56,9 @@ type Config struct {
 	Recorder           record.EventRecorder
 	Registerer         prometheus.Registerer
 	Logger             *slog.Logger
+	// Programmed, if set, is told the EndpointSlice version the proxy's
+	// endpoint sets reflect after each sync (svcstate.Changes.SliceVersion).
+	Programmed func(uint64)
 }
 
 // Controller keeps the proxy's routes and endpoints equal to the API.
@@ -204,11 +207,19 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) syncEndpoints() {
 	start := time.Now()
 	snap, ch := c.tracker.Snapshot()
-	if ch.Empty() {
-		return
+	if !ch.Empty() {
+		c.pool.Update(snap, ch.Services)
+		c.metrics.done("endpoints", start, ch.Earliest())
 	}
-	c.pool.Update(snap, ch.Services)
-	c.metrics.done("endpoints", start, ch.Earliest())
+	c.programmed(ch.SliceVersion)
+}
+
+// programmed reports that the proxy's endpoint sets reflect the slices
+// up to version v.
+func (c *Controller) programmed(v uint64) {
+	if c.cfg.Programmed != nil {
+		c.cfg.Programmed(v)
+	}
 }
 
 // syncRoutes rebuilds the table from the Ingresses of the class.
@@ -233,6 +244,7 @@ func (c *Controller) syncRoutes() {
 	c.pool.Update(snap, ch.Services)
 	certs, certProblems := c.certificates(table, c.defaultCertificate())
 	c.cfg.Proxy.Set(table, c.pool.For(table.BackendRefs(), snap))
+	c.programmed(ch.SliceVersion)
 	c.cfg.Proxy.SetCerts(certs)
 	c.table = table
 	c.report(append(problems, certProblems...))

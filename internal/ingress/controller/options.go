@@ -42,22 +42,27 @@ type Options struct {
 	// Profiling adds /debug/pprof to the metrics address (off by default:
 	// a profile costs CPU on demand).
 	Profiling bool
+	// PublishProgrammed keeps a Lease of what the proxy's endpoint sets
+	// reflect (internal/programmed), which node agents wait for before
+	// they stop a pod; only when watching every namespace.
+	PublishProgrammed bool
 }
 
 // Defaults are what `svcnet ingress` runs with when a flag is not given.
 func Defaults() Options {
 	return Options{
-		IngressClass:    "svcnet",
-		ControllerClass: DefaultController,
-		HTTPAddress:     ":80",
-		HTTPSAddress:    ":443",
-		MetricsAddress:  "127.0.0.1:10254",
-		AccessLog:       "-",
-		ConnectTimeout:  5 * time.Second,
-		ReadTimeout:     60 * time.Second,
-		SendTimeout:     60 * time.Second,
-		ProxyBodySize:   "1m",
-		MaxConnections:  10000,
+		IngressClass:      "svcnet",
+		ControllerClass:   DefaultController,
+		HTTPAddress:       ":80",
+		HTTPSAddress:      ":443",
+		MetricsAddress:    "127.0.0.1:10254",
+		AccessLog:         "-",
+		ConnectTimeout:    5 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		SendTimeout:       60 * time.Second,
+		ProxyBodySize:     "1m",
+		MaxConnections:    10000,
+		PublishProgrammed: true,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,6 +21,7 @@ import (
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
 	"github.com/svcnet/svcnet/internal/ingress/server"
 	"github.com/svcnet/svcnet/internal/kubeclient"
+	"github.com/svcnet/svcnet/internal/programmed"
 )
 
 // Run serves ingress traffic until ctx ends. Flags are checked and every
@@ -66,6 +68,7 @@ func Run(ctx context.Context, o Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	publisher := programmedPublisher(client, c.Options, px.Ready)
 	namespaced, cluster := factories(client, c.WatchNamespace)
 	ctl := New(client, namespaced, cluster, Config{
 		Controller:         c.ControllerClass,
@@ -76,7 +79,10 @@ func Run(ctx context.Context, o Options) error {
 		Proxy:              px,
 		Recorder:           ctrl.NewRecorder(ctx, client, "svcnet-ingress"),
 		Registerer:         reg,
+		Programmed:         publisher.Set,
 	})
+	published := make(chan struct{})
+	go func() { publisher.Run(ctx); close(published) }()
 
 	srv := server.New()
 	limit := server.NewLimit(c.MaxConnections)
@@ -108,7 +114,25 @@ func Run(ctx context.Context, o Options) error {
 	}
 	cancel()
 	srv.Shutdown()
+	<-published // its Lease is gone: nothing routes through this replica
 	return err
+}
+
+// programmedPublisher keeps the replica's Lease of what its endpoint
+// sets reflect, when it watches every namespace (a node agent waits for
+// every live Lease, so one that sees only some namespaces' slices would
+// hold the others' pods to their limit), else it is a no-op.
+func programmedPublisher(client kubernetes.Interface, o Options, ready func() bool) *programmed.Publisher {
+	if !o.PublishProgrammed || o.WatchNamespace != "" {
+		return nil
+	}
+	holder := os.Getenv("POD_NAME")
+	if holder == "" {
+		h, _ := os.Hostname()
+		holder = strings.ToLower(h)
+	}
+	return programmed.NewPublisher(programmed.PublisherConfig{Client: client, Kind: "ingress", Holder: holder,
+		Namespace: os.Getenv("POD_NAMESPACE"), Healthy: ready, DeleteOnStop: true})
 }
 
 // ports are the listeners, bound before anything else starts.

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +82,33 @@ spec:
 		return nil
 	})
 	return e
+}
+
+// programmedLease checks that the ingress says in its Lease (kube-system
+// without POD_NAMESPACE, named after the host) that its endpoint sets
+// reflect the slice ns/name, as node agents read it before they stop a
+// pod (internal/programmed).
+func (e *env) programmedLease(ns, slice string) {
+	e.t.Helper()
+	ctx := context.Background()
+	s, err := e.client.DiscoveryV1().EndpointSlices(ns).Get(ctx, slice, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	want, _ := strconv.ParseUint(s.ResourceVersion, 10, 64)
+	host, _ := os.Hostname()
+	name := "svcnet-ingress-" + strings.ToLower(host)
+	e.eventually("the ingress's Lease to reflect slice "+ns+"/"+slice, func() error {
+		l, err := e.client.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		got, _ := strconv.ParseUint(l.Annotations["svcnet.dev/endpointslices-programmed"], 10, 64)
+		if l.Labels["svcnet.dev/endpointslice-consumer"] != "ingress" || got < want {
+			return fmt.Errorf("Lease labels %v, watermark %d; want kind ingress and at least %d", l.Labels, got, want)
+		}
+		return nil
+	})
 }
 
 // eventually retries fn for up to 15 s.
@@ -239,6 +268,7 @@ func TestIngress(t *testing.T) {
 	e.service("default", "api", e.pod("api-1"))
 	e.service("default", "fallback", e.pod("fallback-1"))
 	e.service("shop", "cart", e.pod("cart-1"))
+	e.programmedLease("shop", "cart-1")
 	e.kubectl.MustRun(`apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
