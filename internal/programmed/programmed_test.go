@@ -38,11 +38,12 @@ func TestPublisher(t *testing.T) {
 	defer cancel()
 	// An earlier run left its Lease: this one takes it over.
 	client := fake.NewClientset(lease(LeaseName("proxy", "node-1"), "3", time.Now().Add(-time.Hour)))
-	healthy := true
+	healthy, asked := true, 0
 	var mu = make(chan struct{}, 1)
 	mu <- struct{}{}
-	isHealthy := func() bool { <-mu; defer func() { mu <- struct{}{} }(); return healthy }
+	isHealthy := func() bool { <-mu; defer func() { mu <- struct{}{} }(); asked++; return healthy }
 	setHealthy := func(h bool) { <-mu; healthy = h; mu <- struct{}{} }
+	timesAsked := func() int { <-mu; defer func() { mu <- struct{}{} }(); return asked }
 	p := NewPublisher(PublisherConfig{Client: client, Kind: "proxy", Holder: "node-1", Renew: 100 * time.Millisecond, Healthy: isHealthy})
 	go p.Run(ctx)
 	get := func() *coordinationv1.Lease {
@@ -69,10 +70,14 @@ func TestPublisher(t *testing.T) {
 	until(t, "a renewal", func() bool { return get().Spec.RenewTime.After(first) })
 	setHealthy(false)
 	time.Sleep(150 * time.Millisecond) // a renewal in flight lands
-	stale := get().Spec.RenewTime.Time
-	time.Sleep(300 * time.Millisecond)
+	stale, before := get().Spec.RenewTime.Time, timesAsked()
+	time.Sleep(1500 * time.Millisecond)
 	if now := get().Spec.RenewTime.Time; !now.Equal(stale) {
 		t.Errorf("renewed at %v while unhealthy (was %v)", now, stale)
+	}
+	// Behind, it looks again once a second, not in a loop.
+	if n := timesAsked() - before; n > 3 {
+		t.Errorf("asked whether healthy %d times in 1.5 s while unhealthy", n)
 	}
 	setHealthy(true)
 	until(t, "renewals again", func() bool { return get().Spec.RenewTime.After(stale) })

@@ -113,6 +113,7 @@ func (p *Publisher) Run(ctx context.Context) {
 		written   uint64
 		lastWrite time.Time // of a new watermark
 		renewed   time.Time
+		warned    time.Time // the last failed write's warning
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -131,8 +132,11 @@ func (p *Publisher) Run(ctx context.Context) {
 		if newVersion || (renewDue && healthy) {
 			l, err := p.write(ctx, lease, v, healthy)
 			if err != nil {
-				if ctx.Err() == nil {
-					p.cfg.Logger.Warn("could not write the programmed-endpoints Lease", "lease", p.cfg.Namespace+"/"+p.name, "err", err)
+				// Said once a minute at most: a consumer without the
+				// rights (an older Role) retries every second.
+				if ctx.Err() == nil && now.Sub(warned) >= time.Minute {
+					warned = now
+					p.cfg.Logger.Warn("could not write the programmed-endpoints Lease; retrying every second", "lease", p.cfg.Namespace+"/"+p.name, "err", err)
 				}
 				lease = nil // read it again
 			} else {
@@ -146,16 +150,17 @@ func (p *Publisher) Run(ctx context.Context) {
 			}
 		}
 		// The next turn: the pending watermark's write or the renewal,
-		// whichever comes first; a failed write tries again within a
-		// second.
+		// whichever comes first; when that is already due, nothing could
+		// be written now (the write failed, or the consumer is behind),
+		// and the next look is a second away.
 		next := renewed.Add(p.cfg.Renew)
 		if v > written {
 			next = minTime(next, lastWrite.Add(p.cfg.MinInterval))
 		}
-		if lease == nil {
-			next = minTime(next, now.Add(time.Second))
+		if !next.After(now) {
+			next = now.Add(time.Second)
 		}
-		timer.Reset(max(time.Until(next), 0))
+		timer.Reset(time.Until(next))
 	}
 }
 
