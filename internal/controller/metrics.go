@@ -4,22 +4,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/svcnet/svcnet/internal/prom"
 )
 
 var (
-	syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "svcnet_controller_syncs_total",
-		Help: "Syncs of one key by a controller, by result (ok, error, requeue).",
-	}, []string{"controller", "result"})
-	syncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "svcnet_controller_sync_duration_seconds",
-		Help:    "Time to sync one key.",
-		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
-	}, []string{"controller"})
-	depth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "svcnet_controller_queue_depth",
-		Help: "Keys waiting in a controller's queue.",
-	}, []string{"controller"})
+	syncs = prom.CounterVec("svcnet_controller_syncs_total",
+		"Syncs of one key by a controller, by result (ok, error, requeue).", "controller", "result")
+	syncDuration = prom.HistogramVec("svcnet_controller_sync_duration_seconds", "Time to sync one key.",
+		prometheus.ExponentialBuckets(0.0001, 2, 18), "controller")
+	depth = prom.GaugeVec("svcnet_controller_queue_depth", "Keys waiting in a controller's queue.", "controller")
 )
 
 // RegisterMetrics adds the controllers' metrics to reg.

@@ -5,18 +5,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/svcnet/svcnet/internal/prom"
 )
 
 // The upstream work-queue metrics (workqueue_depth, workqueue_queue_duration_seconds …),
 // so the time a key waits is told apart from the time its sync takes.
 var (
-	wqDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_depth", Help: "Current depth of workqueue"}, []string{"name"})
-	wqAdds  = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_adds_total", Help: "Total number of adds handled by workqueue"}, []string{"name"})
-	wqWait  = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_queue_duration_seconds",
-		Help: "How long in seconds an item stays in workqueue before being requested.", Buckets: prometheus.ExponentialBuckets(1e-5, 2, 22)}, []string{"name"})
-	wqWork = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_work_duration_seconds",
-		Help: "How long in seconds processing an item from workqueue takes.", Buckets: prometheus.ExponentialBuckets(1e-5, 2, 22)}, []string{"name"})
-	wqRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_retries_total", Help: "Total number of retries handled by workqueue"}, []string{"name"})
+	wqDepth   = prom.GaugeVec("workqueue_depth", "Current depth of workqueue", "name")
+	wqAdds    = prom.CounterVec("workqueue_adds_total", "Total number of adds handled by workqueue", "name")
+	wqWait    = prom.HistogramVec("workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested.", wqBuckets, "name")
+	wqWork    = prom.HistogramVec("workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes.", wqBuckets, "name")
+	wqRetries = prom.CounterVec("workqueue_retries_total", "Total number of retries handled by workqueue", "name")
+	wqBuckets = prometheus.ExponentialBuckets(1e-5, 2, 22)
 	wqOnce    sync.Once
 )
 

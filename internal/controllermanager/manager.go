@@ -39,6 +39,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/servicelb"
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
 	"github.com/svcnet/svcnet/internal/kubeclient"
+	"github.com/svcnet/svcnet/internal/prom"
 )
 
 // Options configure the controller manager; flag names follow
@@ -198,7 +199,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := controller.RegisterMetrics(reg); err != nil {
 		return err
 	}
-	leader := prometheus.NewGauge(prometheus.GaugeOpts{Name: "svcnet_controller_manager_leader", Help: "1 while this replica leads."})
+	leader := prom.Gauge("svcnet_controller_manager_leader", "1 while this replica leads.")
 	reg.MustRegister(leader)
 	srvErr, err := serve(ctx, o.BindAddress, reg)
 	if err != nil {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/svcnet/svcnet/internal/prom"
 	"github.com/svcnet/svcnet/internal/svcstate"
 )
 
@@ -40,75 +41,36 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 20) // 1 ms … ~9 
 // registered, as in tests).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "Time taken by one sync of the proxy rules.",
-			Buckets: latencyBuckets,
-		}),
-		SyncFullDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "Time taken by one full sync of the proxy rules.",
-			Buckets: latencyBuckets,
-		}),
-		SyncPartialDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "Time taken by one partial sync of the proxy rules.",
-			Buckets: latencyBuckets,
-		}),
-		NetworkProgramming: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "kubeproxy_network_programming_duration_seconds",
-			Help:    "Time from a Service or EndpointSlice change in the API to the rules being in the kernel.",
-			Buckets: latencyBuckets,
-		}),
-		LastSync: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Help: "When the rules were last synced successfully.",
-		}),
-		SyncFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svcnet_proxy_sync_failures_total", Help: "Failed syncs of the proxy rules, whatever failed (a restore, a transaction, netlink, a socket).",
-		}),
-		RestoreFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "Failed rule restores.",
-		}),
-		PartialRestoreFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total", Help: "Failed partial rule restores.",
-		}),
-		Rules: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_iptables_total", Help: "Rules programmed, by table.",
-		}, []string{"table"}),
-		RulesLastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_iptables_last", Help: "Rules written by the last sync, by table.",
-		}, []string{"table"}),
-		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total",
-			Help: "Service ports with a Local traffic policy and no local endpoints, by policy.",
-		}, []string{"traffic_policy"}),
-		ServiceChanges: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_service_changes_total", Help: "Service port changes applied.",
-		}),
-		EndpointChanges: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_endpoint_changes_total", Help: "Changed services (Service or EndpointSlice) applied to the rules.",
-		}),
-		Services: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svcnet_proxy_service_ports", Help: "Service ports programmed.",
-		}),
-		Endpoints: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svcnet_proxy_endpoints", Help: "Endpoints reachable through the programmed rules.",
-		}),
-		BadInput: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svcnet_proxy_bad_input_total", Help: "Pieces of Services and EndpointSlices dropped as unusable.",
-		}, []string{"kind", "reason"}),
-		ConntrackCleanupErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svcnet_proxy_conntrack_cleanup_errors_total", Help: "Failed deletions of stale conntrack entries.",
-		}),
-		EndpointDialFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svcnet_proxy_userspace_endpoint_dial_failures_total", Help: "Connections to endpoints that failed and were retried on another (userspace mode).",
-		}),
-		NFTablesSyncFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_nftables_sync_failures_total", Help: "Failed nftables transactions.",
-		}),
-		NFTablesCleanupFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total", Help: "Failed deletions of stale nftables chains.",
-		}),
-		NFTablesElements: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svcnet_proxy_nftables_elements", Help: "Elements in the nftables mode's shared sets and maps.",
-		}),
+		SyncDuration: prom.Histogram("kubeproxy_sync_proxy_rules_duration_seconds",
+			"Time taken by one sync of the proxy rules.", latencyBuckets),
+		SyncFullDuration: prom.Histogram("kubeproxy_sync_full_proxy_rules_duration_seconds",
+			"Time taken by one full sync of the proxy rules.", latencyBuckets),
+		SyncPartialDuration: prom.Histogram("kubeproxy_sync_partial_proxy_rules_duration_seconds",
+			"Time taken by one partial sync of the proxy rules.", latencyBuckets),
+		NetworkProgramming: prom.Histogram("kubeproxy_network_programming_duration_seconds",
+			"Time from a Service or EndpointSlice change in the API to the rules being in the kernel.", latencyBuckets),
+		LastSync: prom.Gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds", "When the rules were last synced successfully."),
+		SyncFailures: prom.Counter("svcnet_proxy_sync_failures_total",
+			"Failed syncs of the proxy rules, whatever failed (a restore, a transaction, netlink, a socket)."),
+		RestoreFailures:        prom.Counter("kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "Failed rule restores."),
+		PartialRestoreFailures: prom.Counter("kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total", "Failed partial rule restores."),
+		Rules:                  prom.GaugeVec("kubeproxy_sync_proxy_rules_iptables_total", "Rules programmed, by table.", "table"),
+		RulesLastSync:          prom.GaugeVec("kubeproxy_sync_proxy_rules_iptables_last", "Rules written by the last sync, by table.", "table"),
+		NoLocalEndpoints: prom.GaugeVec("kubeproxy_sync_proxy_rules_no_local_endpoints_total",
+			"Service ports with a Local traffic policy and no local endpoints, by policy.", "traffic_policy"),
+		ServiceChanges: prom.Counter("kubeproxy_sync_proxy_rules_service_changes_total", "Service port changes applied."),
+		EndpointChanges: prom.Counter("kubeproxy_sync_proxy_rules_endpoint_changes_total",
+			"Changed services (Service or EndpointSlice) applied to the rules."),
+		Services:  prom.Gauge("svcnet_proxy_service_ports", "Service ports programmed."),
+		Endpoints: prom.Gauge("svcnet_proxy_endpoints", "Endpoints reachable through the programmed rules."),
+		BadInput: prom.CounterVec("svcnet_proxy_bad_input_total",
+			"Pieces of Services and EndpointSlices dropped as unusable.", "kind", "reason"),
+		ConntrackCleanupErrors: prom.Counter("svcnet_proxy_conntrack_cleanup_errors_total", "Failed deletions of stale conntrack entries."),
+		EndpointDialFailures: prom.Counter("svcnet_proxy_userspace_endpoint_dial_failures_total",
+			"Connections to endpoints that failed and were retried on another (userspace mode)."),
+		NFTablesSyncFailures:    prom.Counter("kubeproxy_sync_proxy_rules_nftables_sync_failures_total", "Failed nftables transactions."),
+		NFTablesCleanupFailures: prom.Counter("kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total", "Failed deletions of stale nftables chains."),
+		NFTablesElements:        prom.Gauge("svcnet_proxy_nftables_elements", "Elements in the nftables mode's shared sets and maps."),
 	}
 	if reg != nil {
 		m.MustRegister(reg)

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/dns/index"
+	"github.com/svcnet/svcnet/internal/prom"
 )
 
 // DNSService is the Service whose addresses are the zone's nameservers
@@ -114,16 +115,12 @@ func NewSyncer(factory informers.SharedInformerFactory, o SyncOptions, set func(
 		kick:     make(chan struct{}, 1),
 		dirtySvc: map[string]struct{}{},
 		dirtyPod: map[string]struct{}{},
-		buildDur: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "svcnet_dns_zone_build_duration_seconds",
-			Help:    "Time to make one zone snapshot: the first from the informers' caches, the others by updating the changed Services and Pods.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms .. 4s
-		}),
+		buildDur: prom.Histogram("svcnet_dns_zone_build_duration_seconds",
+			"Time to make one zone snapshot: the first from the informers' caches, the others by updating the changed Services and Pods.",
+			prometheus.ExponentialBuckets(0.0005, 2, 14)), // 0.5ms .. 4s
 	}
-	if o.Registerer != nil {
-		if err := o.Registerer.Register(s.buildDur); err != nil {
-			return nil, err
-		}
+	if err := prom.Register(o.Registerer, s.buildDur); err != nil {
+		return nil, err
 	}
 
 	svcInf := factory.Core().V1().Services()

@@ -1,11 +1,12 @@
 package server
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/svcnet/svcnet/internal/prom"
 )
 
 type metrics struct {
@@ -30,58 +31,23 @@ type metrics struct {
 // svcnet_dns_, so existing dashboards and alerts translate directly.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svcnet_dns_requests_total",
-			Help: "Queries received, by transport and query type.",
-		}, []string{"proto", "type"}),
-		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svcnet_dns_responses_total",
-			Help: "Responses sent, by query type, rcode and source (zone, forward, autopath, invalid).",
-		}, []string{"type", "rcode", "source"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "svcnet_dns_request_duration_seconds",
-			Help:    "Time from reading a query to having its response, by source.",
-			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 20), // 10µs .. 5s
-		}, []string{"source"}),
-		truncated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svcnet_dns_truncated_responses_total",
-			Help: "Responses sent with TC set because they did not fit the client's buffer.",
-		}, []string{"proto"}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svcnet_dns_dropped_packets_total",
-			Help: "Packets not answered: shorter than a header, or responses.",
-		}),
-		autopath: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svcnet_dns_autopath_success_total",
-			Help: "Queries answered from a search-path expansion on the server.",
-		}),
-		programming: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "svcnet_dns_programming_duration_seconds",
-			Help:    "Time from an API change to the zone answering with it.",
-			Buckets: prometheus.ExponentialBuckets(0.000125, 2, 19), // 125µs .. 33s
-		}),
-		updates: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svcnet_dns_zone_updates_total",
-			Help: "Zone snapshots swapped in.",
-		}),
-		synced: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svcnet_dns_zone_synced",
-			Help: "1 once the zone is served from synced informers.",
-		}),
-		services: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svcnet_dns_zone_services",
-			Help: "Services in the current zone snapshot.",
-		}),
+		requests: prom.CounterVec("svcnet_dns_requests_total", "Queries received, by transport and query type.", "proto", "type"),
+		responses: prom.CounterVec("svcnet_dns_responses_total",
+			"Responses sent, by query type, rcode and source (zone, forward, autopath, invalid).", "type", "rcode", "source"),
+		duration: prom.HistogramVec("svcnet_dns_request_duration_seconds", "Time from reading a query to having its response, by source.",
+			prometheus.ExponentialBuckets(0.00001, 2, 20), "source"), // 10µs .. 5s
+		truncated: prom.CounterVec("svcnet_dns_truncated_responses_total",
+			"Responses sent with TC set because they did not fit the client's buffer.", "proto"),
+		dropped:  prom.Counter("svcnet_dns_dropped_packets_total", "Packets not answered: shorter than a header, or responses."),
+		autopath: prom.Counter("svcnet_dns_autopath_success_total", "Queries answered from a search-path expansion on the server."),
+		programming: prom.Histogram("svcnet_dns_programming_duration_seconds", "Time from an API change to the zone answering with it.",
+			prometheus.ExponentialBuckets(0.000125, 2, 19)), // 125µs .. 33s
+		updates:  prom.Counter("svcnet_dns_zone_updates_total", "Zone snapshots swapped in."),
+		synced:   prom.Gauge("svcnet_dns_zone_synced", "1 once the zone is served from synced informers."),
+		services: prom.Gauge("svcnet_dns_zone_services", "Services in the current zone snapshot."),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range []prometheus.Collector{m.requests, m.responses, m.duration, m.truncated, m.dropped,
-		m.autopath, m.programming, m.updates, m.synced, m.services} {
-		errs = append(errs, reg.Register(c))
-	}
-	return m, errors.Join(errs...)
+	return m, prom.Register(reg, m.requests, m.responses, m.duration, m.truncated, m.dropped,
+		m.autopath, m.programming, m.updates, m.synced, m.services)
 }
 
 // metricTypes are the query types with a label of their own, so a client
@@ -185,9 +151,6 @@ func rcodeLabel(rc int) string {
 // registerMemo exports the memo's counters, read at each scrape: the
 // lookups themselves only add to atomics.
 func registerMemo(reg prometheus.Registerer, m *memo) error {
-	if reg == nil {
-		return nil
-	}
 	lookups := func(result string, read func() uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "svcnet_dns_memo_lookups_total",
@@ -195,21 +158,13 @@ func registerMemo(reg prometheus.Registerer, m *memo) error {
 			ConstLabels: prometheus.Labels{"result": result},
 		}, func() float64 { return float64(read()) })
 	}
-	var errs []error
-	for _, c := range []prometheus.Collector{
+	return prom.Register(reg,
 		lookups("hit", func() uint64 { h, _, _ := m.counts(); return h }),
 		lookups("miss", func() uint64 { _, n, _ := m.counts(); return n }),
 		lookups("stale", func() uint64 { _, _, st := m.counts(); return st }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "svcnet_dns_memo_resets_total",
-			Help: "Times the memo was full and started again empty.",
-		}, func() float64 { return float64(m.resets.Load()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "svcnet_dns_memo_entries",
-			Help: "Packed answers the memo holds.",
-		}, func() float64 { return float64(m.n.Load()) }),
-	} {
-		errs = append(errs, reg.Register(c))
-	}
-	return errors.Join(errs...)
+		prom.CounterFunc("svcnet_dns_memo_resets_total", "Times the memo was full and started again empty.",
+			func() float64 { return float64(m.resets.Load()) }),
+		prom.GaugeFunc("svcnet_dns_memo_entries", "Packed answers the memo holds.",
+			func() float64 { return float64(m.n.Load()) }),
+	)
 }

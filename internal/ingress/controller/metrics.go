@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/svcnet/svcnet/internal/prom"
 )
 
 type syncMetrics struct {
@@ -14,24 +16,15 @@ type syncMetrics struct {
 
 func newSyncMetrics(reg prometheus.Registerer) syncMetrics {
 	m := syncMetrics{
-		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svcnet_ingress_config_syncs_total",
-			Help: "Configuration syncs: routes (the table rebuilt from Ingresses) or endpoints (endpoint sets swapped).",
-		}, []string{"kind"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "svcnet_ingress_config_sync_duration_seconds",
-			Help:    "Time one sync takes, by kind.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 0.1 ms .. 3 s
-		}, []string{"kind"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "svcnet_ingress_endpoint_programming_latency_seconds",
-			Help:    "From an endpoint change in the API (the EndpointSlice's last-change-trigger-time, else its arrival) to the proxy using it.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1 ms .. 8 s
-		}),
+		syncs: prom.CounterVec("svcnet_ingress_config_syncs_total",
+			"Configuration syncs: routes (the table rebuilt from Ingresses) or endpoints (endpoint sets swapped).", "kind"),
+		duration: prom.HistogramVec("svcnet_ingress_config_sync_duration_seconds", "Time one sync takes, by kind.",
+			prometheus.ExponentialBuckets(0.0001, 2, 16), "kind"), // 0.1 ms .. 3 s
+		latency: prom.Histogram("svcnet_ingress_endpoint_programming_latency_seconds",
+			"From an endpoint change in the API (the EndpointSlice's last-change-trigger-time, else its arrival) to the proxy using it.",
+			prometheus.ExponentialBuckets(0.001, 2, 14)), // 1 ms .. 8 s
 	}
-	if reg != nil {
-		reg.MustRegister(m.syncs, m.duration, m.latency)
-	}
+	prom.MustRegister(reg, m.syncs, m.duration, m.latency)
 	return m
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/ingress/route"
 	"github.com/svcnet/svcnet/internal/ingress/upstream"
+	"github.com/svcnet/svcnet/internal/prom"
 )
 
 type metrics struct {
@@ -20,27 +21,18 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	labels := []string{"namespace", "ingress", "service"}
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svcnet_ingress_requests_total",
-			Help: "Requests answered, by Ingress, backend Service and status class (2xx…5xx); namespace, ingress and service are empty for requests no rule matched.",
-		}, append(labels, "status")),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "svcnet_ingress_request_duration_seconds",
-			Help:    "Time from a request's headers to the end of its answer, by Ingress and backend.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, labels),
-		connectErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svcnet_ingress_upstream_connect_errors_total",
-			Help: "Connections to pods that failed (each retried on the next endpoint).",
-		}),
-		sendTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svcnet_ingress_send_timeouts_total",
-			Help: "Client connections closed because the client took none of its answer for the send timeout (--send-timeout).",
-		}),
+		requests: prom.CounterVec("svcnet_ingress_requests_total",
+			"Requests answered, by Ingress, backend Service and status class (2xx…5xx); namespace, ingress and service are empty for requests no rule matched.",
+			append(labels, "status")...),
+		duration: prom.HistogramVec("svcnet_ingress_request_duration_seconds",
+			"Time from a request's headers to the end of its answer, by Ingress and backend.",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, labels...),
+		connectErrors: prom.Counter("svcnet_ingress_upstream_connect_errors_total",
+			"Connections to pods that failed (each retried on the next endpoint)."),
+		sendTimeouts: prom.Counter("svcnet_ingress_send_timeouts_total",
+			"Client connections closed because the client took none of its answer for the send timeout (--send-timeout)."),
 	}
-	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.connectErrors, m.sendTimeouts)
-	}
+	prom.MustRegister(reg, m.requests, m.duration, m.connectErrors, m.sendTimeouts)
 	return m
 }
 
