@@ -91,20 +91,6 @@ http {
 `, dir, servers.String(), nginxIP, extra)
 }
 
-// benchIngress routes bench.example to the Service bench.
-func (e *env) benchIngress() {
-	e.kubectl.MustRun(`apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata: {name: bench}
-spec:
-  rules:
-  - host: bench.example
-    http:
-      paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: bench, port: {number: 80}}}}
-`, "apply", "-f", "-")
-}
-
 // nginxProxy is nginx beside the ingress, in front of the same pods.
 type nginxProxy struct {
 	e         *env
@@ -241,7 +227,7 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 		pods = append(pods, e.plainPod(fmt.Sprintf("bench-%d", i+1)))
 	}
 	e.service("default", "bench", pods...)
-	e.benchIngress()
+	e.hostIngress("bench", "bench.example", "bench")
 	e.eventually("the bench route", func() error {
 		if code, _ := e.get("bench.example", "/"); code != 200 {
 			return fmt.Errorf("status %d", code)

@@ -37,7 +37,7 @@ func BenchmarkIngressChurn(b *testing.B) {
 		return out
 	}
 	e.service("default", "bench", ips(pods[:5])...)
-	e.benchIngress()
+	e.hostIngress("bench", "bench.example", "bench")
 	pods[5].stop()
 	pods[6].stop()
 	ng := e.startNginx(ips(pods[:5]))

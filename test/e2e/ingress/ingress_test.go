@@ -180,6 +180,21 @@ func (e *env) service(ns, name string, ips ...string) {
 	e.endpoints(ns, name, ips...)
 }
 
+// hostIngress makes the Ingress name, which routes every path of host
+// to port 80 of the Service service.
+func (e *env) hostIngress(name, host, service string) {
+	e.kubectl.MustRun(fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: %s}
+spec:
+  rules:
+  - host: %s
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: %s, port: {number: 80}}}}
+`, name, host, service), "apply", "-f", "-")
+}
+
 // endpoints sets the Service's EndpointSlice to the given ready pods.
 func (e *env) endpoints(ns, name string, ips ...string) {
 	e.t.Helper()

@@ -38,20 +38,6 @@ func (e *env) bigPod(requests *atomic.Int64) string {
 	return ip
 }
 
-// stalledIngress routes stalled.example to the Service big.
-func (e *env) stalledIngress() {
-	e.kubectl.MustRun(`apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata: {name: stalled}
-spec:
-  rules:
-  - host: stalled.example
-    http:
-      paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: big, port: {number: 80}}}}
-`, "apply", "-f", "-")
-}
-
 // stalledNginx is nginx's server for stalled.example, in front of the
 // big pod.
 func stalledNginx(pod string) string {
@@ -137,11 +123,11 @@ func BenchmarkIngressStalledClients(b *testing.B) {
 		pods = append(pods, e.plainPod(fmt.Sprintf("bench-%d", i+1)))
 	}
 	e.service("default", "bench", pods...)
-	e.benchIngress()
+	e.hostIngress("bench", "bench.example", "bench")
 	var requests atomic.Int64
 	big := e.bigPod(&requests)
 	e.service("default", "big", big)
-	e.stalledIngress()
+	e.hostIngress("stalled", "stalled.example", "big")
 	ng := e.startNginx(pods, stalledNginx(big))
 	for _, ip := range []string{ingressIP, nginxIP} {
 		for _, host := range []string{"bench.example", "stalled.example"} {
