@@ -96,6 +96,26 @@ func (in *ingressUnderTest) timeouts(t *testing.T) int {
 	return 0
 }
 
+// awaitOneTimeout waits, ten send timeouts at the most, for the stalled
+// client's connection to be closed and counted, and fails unless it is
+// the one send timeout counted. It returns how long the wait took.
+func (in *ingressUnderTest) awaitOneTimeout(t *testing.T, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for in.limit.open.Load() > 0 || in.timeouts(t) == 0 {
+		if time.Since(start) > 10*timeout {
+			t.Fatalf("after %v: %d connections open, %d send timeouts; want the stalled client closed and counted",
+				time.Since(start), in.limit.open.Load(), in.timeouts(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waited := time.Since(start)
+	if n := in.timeouts(t); n != 1 {
+		t.Fatalf("%d send timeouts, want 1", n)
+	}
+	return waited
+}
+
 // bigPod answers every request with a body of its size, the reason
 // phrase "Pod OK" (which only the engine's loops pass on as it is), and a
 // head larger than the engine's pod buffer for paths ending in /odd
@@ -206,18 +226,7 @@ func TestSendTimeout(t *testing.T) {
 				t.Fatalf("answered %q, %v: not by the path under test", resp.Status, resp.Header)
 			}
 			// Reads nothing more.
-			start := time.Now()
-			for in.limit.open.Load() > 0 || in.timeouts(t) == 0 {
-				if time.Since(start) > 10*timeout {
-					t.Fatalf("after %v: %d connections open, %d send timeouts; want the stalled client closed and counted",
-						time.Since(start), in.limit.open.Load(), in.timeouts(t))
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			t.Logf("closed after %v", time.Since(start).Round(time.Millisecond))
-			if n := in.timeouts(t); n != 1 {
-				t.Fatalf("%d send timeouts, want 1", n)
-			}
+			t.Logf("closed after %v", in.awaitOneTimeout(t, timeout).Round(time.Millisecond))
 			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			n, err := io.Copy(io.Discard, br)
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
@@ -329,17 +338,7 @@ func TestSendTimeoutHTTP2(t *testing.T) {
 			}
 		}
 	}
-	start := time.Now()
-	for in.limit.open.Load() > 0 || in.timeouts(t) == 0 {
-		if time.Since(start) > 10*timeout {
-			t.Fatalf("after %v: %d connections open, %d send timeouts; want the stalled client closed and counted",
-				time.Since(start), in.limit.open.Load(), in.timeouts(t))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := in.timeouts(t); n != 1 {
-		t.Fatalf("%d send timeouts, want 1", n)
-	}
+	in.awaitOneTimeout(t, timeout)
 }
 
 // request sends req on a new connection (over TLS with useTLS) and reads
