@@ -1,6 +1,7 @@
-// Package freeport gives tests a loopback TCP address that nothing
-// listens on: a port the system has just handed out and taken back, for
-// a server the test starts later or for a peer that refuses connections.
+// Package freeport gives tests loopback TCP addresses: one that nothing
+// listens on (a port the system has just handed out and taken back, for
+// a server the test starts later or for a peer that refuses connections),
+// or one whose connections a function of the test serves.
 package freeport
 
 import (
@@ -19,5 +20,30 @@ func Addr(t testing.TB) string {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	return l.Addr().String()
+}
+
+// Serve listens on a loopback port until the test ends and serves each
+// connection with serve, in a goroutine of its own, closing the
+// connection when serve returns. It returns the address.
+func Serve(t testing.TB, serve func(net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
+		}
+	}()
 	return l.Addr().String()
 }

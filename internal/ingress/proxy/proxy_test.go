@@ -44,24 +44,7 @@ type received struct {
 // rawPod is a pod that serves each connection with serve, then closes it.
 func rawPod(t testing.TB, serve func(net.Conn)) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c)
-			}()
-		}
-	}()
-	return l.Addr().String()
+	return freeport.Serve(t, serve)
 }
 
 // upgradeEcho switches protocols and echoes lines, as a WebSocket server

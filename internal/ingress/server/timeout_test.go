@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/freeport"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
 	"github.com/svcnet/svcnet/internal/ingress/route"
 	"github.com/svcnet/svcnet/internal/ingress/upstream"
@@ -130,41 +131,27 @@ type bigPod struct {
 
 func newBigPod(t *testing.T, size int) *bigPod {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	p := &bigPod{addr: l.Addr().String()}
+	p := &bigPod{}
 	body := make([]byte, size)
 	for i := range body {
 		body[i] = byte('a' + i%26)
 	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*net.TCPConn).SetWriteBuffer(size + 64<<10)
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReaderSize(c, 512))
-				if err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, req.Body)
-				extra := ""
-				if strings.HasSuffix(req.URL.Path, "/odd") {
-					extra = "X-Big: " + strings.Repeat("b", 20<<10) + "\r\n"
-				}
-				fmt.Fprintf(c, "HTTP/1.1 200 Pod OK\r\nContent-Length: %d\r\n%s\r\n", size, extra)
-				if _, err := c.Write(body); err == nil {
-					p.answered.Add(1)
-				}
-			}()
+	p.addr = freeport.Serve(t, func(c net.Conn) {
+		_ = c.(*net.TCPConn).SetWriteBuffer(size + 64<<10)
+		req, err := http.ReadRequest(bufio.NewReaderSize(c, 512))
+		if err != nil {
+			return
 		}
-	}()
+		_, _ = io.Copy(io.Discard, req.Body)
+		extra := ""
+		if strings.HasSuffix(req.URL.Path, "/odd") {
+			extra = "X-Big: " + strings.Repeat("b", 20<<10) + "\r\n"
+		}
+		fmt.Fprintf(c, "HTTP/1.1 200 Pod OK\r\nContent-Length: %d\r\n%s\r\n", size, extra)
+		if _, err := c.Write(body); err == nil {
+			p.answered.Add(1)
+		}
+	})
 	return p
 }
 

@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/freeport"
 	"github.com/svcnet/svcnet/internal/iptables/iptablestest"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -59,28 +60,11 @@ func (s *loopbackSockets) DialContext(ctx context.Context, network, addr string)
 
 // serveTCP starts a server for endpoint ep that answers each connection
 // with its name.
-func (s *loopbackSockets) serveTCP(t *testing.T, ep, name string) net.Listener {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.WriteString(c, name+"\n")
-			}()
-		}
-	}()
+func (s *loopbackSockets) serveTCP(t *testing.T, ep, name string) {
+	addr := freeport.Serve(t, func(c net.Conn) { _, _ = io.WriteString(c, name+"\n") })
 	s.mu.Lock()
-	s.servers["tcp/"+ep] = l.Addr().String()
+	s.servers["tcp/"+ep] = addr
 	s.mu.Unlock()
-	return l
 }
 
 // serveUDP starts an endpoint that answers each datagram with its name.
