@@ -29,18 +29,11 @@ func BenchmarkIngressChurn(b *testing.B) {
 	}
 	e := newEnv(b, "--access-log", "off")
 	pods := e.churnPods(7)
-	ips := func(ps []*churnPod) []string {
-		var out []string
-		for _, p := range ps {
-			out = append(out, p.ip)
-		}
-		return out
-	}
-	e.service("default", "bench", ips(pods[:5])...)
+	e.service("default", "bench", ipsOf(pods[:5])...)
 	e.hostIngress("bench", "bench.example", "bench")
 	pods[5].stop()
 	pods[6].stop()
-	ng := e.startNginx(ips(pods[:5]))
+	ng := e.startNginx(ipsOf(pods[:5]))
 	for _, ip := range []string{ingressIP, nginxIP} {
 		e.eventually("the route on "+ip, func() error {
 			out, err := e.ns.Try("wrk", "-t1", "-c1", "-d1s", "-H", "Host: bench.example", "http://"+ip+"/")
@@ -58,7 +51,7 @@ func BenchmarkIngressChurn(b *testing.B) {
 	}
 	ways := []way{
 		{"svcnet", ingressIP, func(ready, terminating []*churnPod) { e.setSlice("default", "bench", ready, terminating) }},
-		{"nginx", nginxIP, func(ready, _ []*churnPod) { ng.write(ips(ready)); ng.reload() }},
+		{"nginx", nginxIP, func(ready, _ []*churnPod) { ng.write(ipsOf(ready)); ng.reload() }},
 	}
 	b.ResetTimer()
 	var table []string

@@ -9,11 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-
 	"github.com/svcnet/svcnet/internal/loadgen"
 )
 
@@ -69,28 +64,16 @@ func (p *churnPod) stop() {
 // are terminating (not ready, still serving).
 func (e *env) setSlice(ns, name string, ready, terminating []*churnPod) {
 	e.t.Helper()
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](podPort), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	e.writeSlice(podSlice(ns, name, ipsOf(ready), ipsOf(terminating)))
+}
+
+// ipsOf is the pods' addresses.
+func ipsOf(pods []*churnPod) []string {
+	var ips []string
+	for _, p := range pods {
+		ips = append(ips, p.ip)
 	}
-	add := func(pods []*churnPod, ready bool) {
-		for _, p := range pods {
-			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{p.ip},
-				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(true), Terminating: ptr.To(!ready)}})
-		}
-	}
-	add(ready, true)
-	add(terminating, false)
-	ctx := context.Background()
-	old, err := e.client.DiscoveryV1().EndpointSlices(ns).Get(ctx, slice.Name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	slice.ResourceVersion = old.ResourceVersion
-	if _, err := e.client.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
+	return ips
 }
 
 // TestChurn holds a steady load through the ingress while the backend
@@ -100,11 +83,7 @@ func (e *env) setSlice(ns, name string, ready, terminating []*churnPod) {
 func TestChurn(t *testing.T) {
 	e := newEnv(t, "--access-log", "off")
 	pods := e.churnPods(7)
-	var ips []string
-	for _, p := range pods[:5] {
-		ips = append(ips, p.ip)
-	}
-	e.service("default", "churn", ips...)
+	e.service("default", "churn", ipsOf(pods[:5])...)
 	for _, p := range pods[5:] {
 		p.stop()
 	}

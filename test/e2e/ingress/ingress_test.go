@@ -198,17 +198,34 @@ spec:
 // endpoints sets the Service's EndpointSlice to the given ready pods.
 func (e *env) endpoints(ns, name string, ips ...string) {
 	e.t.Helper()
-	ctx := context.Background()
+	e.writeSlice(podSlice(ns, name, ips, nil))
+}
+
+// podSlice is the EndpointSlice of the Service ns/name on the pods' port
+// "http": the pods at ready ready, those at terminating terminating (not
+// ready, still serving).
+func podSlice(ns, name string, ready, terminating []string) *discoveryv1.EndpointSlice {
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](podPort), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
-	for _, ip := range ips {
-		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}})
+	add := func(ips []string, ready bool) {
+		for _, ip := range ips {
+			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip},
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(true), Terminating: ptr.To(!ready)}})
+		}
 	}
-	slices := e.client.DiscoveryV1().EndpointSlices(ns)
+	add(ready, true)
+	add(terminating, false)
+	return slice
+}
+
+// writeSlice creates slice, or replaces it if it exists.
+func (e *env) writeSlice(slice *discoveryv1.EndpointSlice) {
+	e.t.Helper()
+	ctx := context.Background()
+	slices := e.client.DiscoveryV1().EndpointSlices(slice.Namespace)
 	old, err := slices.Get(ctx, slice.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -48,7 +47,7 @@ func Benchmark1000Ingresses(b *testing.B) {
 		if _, err := e.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := e.client.DiscoveryV1().EndpointSlices("default").Create(ctx, benchSlice(name, base), metav1.CreateOptions{}); err != nil {
+		if _, err := e.client.DiscoveryV1().EndpointSlices("default").Create(ctx, podSlice("default", name, base, nil), metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: networkingv1.IngressSpec{
@@ -95,7 +94,7 @@ func Benchmark1000Ingresses(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		next := benchSlice(name, []string{fresh[i]})
+		next := podSlice("default", name, []string{fresh[i]}, nil)
 		next.ResourceVersion = slice.ResourceVersion
 		want := fmt.Sprintf("fresh-%d", i)
 		t0 := time.Now()
@@ -134,19 +133,6 @@ func Benchmark1000Ingresses(b *testing.B) {
 	b.Logf("from the API write to the first request that sees it, %d changes each: endpoints p50 %s p99 %s max %s; Ingress p50 %s p99 %s max %s; ingress RSS %d MiB",
 		changes, pct(endpointTimes, 50).Round(time.Millisecond/10), pct(endpointTimes, 99).Round(time.Millisecond/10), pct(endpointTimes, 100).Round(time.Millisecond/10),
 		pct(ingressTimes, 50).Round(time.Millisecond/10), pct(ingressTimes, 99).Round(time.Millisecond/10), pct(ingressTimes, 100).Round(time.Millisecond/10), rss>>20)
-}
-
-func benchSlice(name string, ips []string) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](podPort), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
-	for _, ip := range ips {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}})
-	}
-	return s
 }
 
 // rssOf is a process's resident memory in bytes.
