@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -215,12 +214,9 @@ func created(t *testing.T, wc workloadCase) runtime.Object {
 	obj := wc.object()
 	apis.Scheme.Default(obj)
 	m := metaOfObj(t, obj)
-	rest.FillObjectMetaSystemFields(m)
 	m.Generation = 7 // clients cannot choose it
 	wc.setStatus(obj, 3)
-	if err := rest.BeforeCreate(registry.NewStrategy(wc.kind), InNamespace("default"), obj); err != nil {
-		t.Fatalf("create: %v", err)
-	}
+	Create(t, InNamespace("default"), wc.kind, obj)
 	m.ResourceVersion = "1" // as stored
 	return obj
 }
@@ -259,9 +255,7 @@ func TestWorkloadPrepareForUpdate(t *testing.T) {
 				wc.setStatus(old, 2) // as the controller left it
 				obj := old.DeepCopyObject()
 				tc.change(wc, obj, metaOfObj(t, obj))
-				if err := rest.BeforeUpdate(registry.NewStrategy(wc.kind), InNamespace("default"), obj, old); err != nil {
-					t.Fatalf("update: %v", err)
-				}
+				Update(t, InNamespace("default"), wc.kind, false, obj, old)
 				if g := metaOfObj(t, obj).Generation; g != tc.wantGen {
 					t.Errorf("generation %d, want %d", g, tc.wantGen)
 				}
@@ -285,10 +279,7 @@ func TestWorkloadStatusUpdate(t *testing.T) {
 			wc.setStatus(obj, 4)
 			m := metaOfObj(t, obj)
 			m.Finalizers, m.OwnerReferences = nil, nil
-			status := &registry.StatusStrategy{Strategy: registry.NewStrategy(wc.kind)}
-			if err := rest.BeforeUpdate(status, InNamespace("default"), obj, old); err != nil {
-				t.Fatalf("status update: %v", err)
-			}
+			Update(t, InNamespace("default"), wc.kind, true, obj, old)
 			if n := wc.status(obj); n != 4 {
 				t.Errorf("status %d, want 4", n)
 			}

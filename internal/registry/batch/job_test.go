@@ -206,13 +206,7 @@ func TestJobUpdateGenerationAndStatus(t *testing.T) {
 			old.ResourceVersion, old.Status.Active = "5", 1
 			obj := old.DeepCopy()
 			tc.mutate(obj)
-			var s rest.RESTUpdateStrategy = registry.NewStrategy(Job)
-			if tc.status {
-				s = &registry.StatusStrategy{Strategy: registry.NewStrategy(Job)}
-			}
-			if err := rest.BeforeUpdate(s, InNamespace("default"), obj, old); err != nil {
-				t.Fatal(err)
-			}
+			Update(t, InNamespace("default"), Job, tc.status, obj, old)
 			if obj.Generation != tc.wantGen || *obj.Spec.Parallelism != tc.wantPar || obj.Status.Active != tc.wantAct {
 				t.Errorf("generation %d, parallelism %d, active %d; want %d, %d, %d",
 					obj.Generation, *obj.Spec.Parallelism, obj.Status.Active, tc.wantGen, tc.wantPar, tc.wantAct)

@@ -72,9 +72,7 @@ func TestLeaseUpdate(t *testing.T) {
 	obj := old.DeepCopy()
 	obj.Spec.HolderIdentity = ptr.To("node-2")
 	obj.Spec.LeaseTransitions = ptr.To[int32](1)
-	if err := rest.BeforeUpdate(registry.NewStrategy(Lease), InNamespace("kube-node-lease"), obj, old); err != nil {
-		t.Fatal(err)
-	}
+	Update(t, InNamespace("kube-node-lease"), Lease, false, obj, old)
 	if *obj.Spec.HolderIdentity != "node-2" || *obj.Spec.LeaseTransitions != 1 || obj.Generation != 0 {
 		t.Errorf("updated lease %+v (generation %d)", obj.Spec, obj.Generation)
 	}

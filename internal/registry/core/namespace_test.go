@@ -176,20 +176,11 @@ func TestNamespaceUpdate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := Ctx(Namespace)
 			old := namespace(nil)
-			rest.FillObjectMetaSystemFields(old)
-			if err := rest.BeforeCreate(registry.NewStrategy(Namespace), ctx, old); err != nil {
-				t.Fatal(err)
-			}
+			Create(t, ctx, Namespace, old)
 			old.ResourceVersion = "1"
 			obj := old.DeepCopy()
 			tc.mutate(obj)
-			var s rest.RESTUpdateStrategy = registry.NewStrategy(Namespace)
-			if tc.status {
-				s = &registry.StatusStrategy{Strategy: registry.NewStrategy(Namespace)}
-			}
-			if err := rest.BeforeUpdate(s, ctx, obj, old); err != nil {
-				t.Fatal(err)
-			}
+			Update(t, ctx, Namespace, tc.status, obj, old)
 			tc.check(t, obj)
 		})
 	}

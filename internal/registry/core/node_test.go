@@ -5,9 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/registry/rest"
-
-	"github.com/svcnet/svcnet/internal/registry"
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
@@ -73,10 +70,7 @@ func TestNodeValidateUpdate(t *testing.T) {
 func TestNodeStatus(t *testing.T) {
 	ctx := Ctx(Node)
 	n := node(nil)
-	rest.FillObjectMetaSystemFields(n)
-	if err := rest.BeforeCreate(registry.NewStrategy(Node), ctx, n); err != nil {
-		t.Fatal(err)
-	}
+	Create(t, ctx, Node, n)
 	if len(n.Status.Conditions) != 1 || n.Status.NodeInfo.KubeletVersion != "v1.37.2" {
 		t.Fatalf("status dropped on create: %+v", n.Status)
 	}
@@ -98,13 +92,7 @@ func TestNodeStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := n.DeepCopy()
 			tc.mutate(obj)
-			var s rest.RESTUpdateStrategy = registry.NewStrategy(Node)
-			if tc.status {
-				s = &registry.StatusStrategy{Strategy: registry.NewStrategy(Node)}
-			}
-			if err := rest.BeforeUpdate(s, ctx, obj, n); err != nil {
-				t.Fatal(err)
-			}
+			Update(t, ctx, Node, tc.status, obj, n)
 			if obj.Status.NodeInfo.KubeletVersion != tc.wantVersion || obj.Spec.Unschedulable != tc.wantCordon || obj.Generation != 0 {
 				t.Errorf("kubelet %s, unschedulable %v, generation %d", obj.Status.NodeInfo.KubeletVersion, obj.Spec.Unschedulable, obj.Generation)
 			}

@@ -5,11 +5,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/apis"
-	"github.com/svcnet/svcnet/internal/registry"
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
@@ -99,24 +97,15 @@ func TestReplicationControllerUpdate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			old := replicationController(nil)
 			apis.Scheme.Default(old)
-			rest.FillObjectMetaSystemFields(old)
 			old.Status.ReadyReplicas = 7
-			if err := rest.BeforeCreate(registry.NewStrategy(ReplicationController), Ctx(ReplicationController), old); err != nil {
-				t.Fatal(err)
-			}
+			Create(t, Ctx(ReplicationController), ReplicationController, old)
 			if old.Generation != 1 || old.Status.ReadyReplicas != 0 {
 				t.Fatalf("created with generation %d, status %+v", old.Generation, old.Status)
 			}
 			old.ResourceVersion, old.Status.ReadyReplicas = "3", 1
 			obj := old.DeepCopy()
 			tc.mutate(obj)
-			var s rest.RESTUpdateStrategy = registry.NewStrategy(ReplicationController)
-			if tc.status {
-				s = &registry.StatusStrategy{Strategy: registry.NewStrategy(ReplicationController)}
-			}
-			if err := rest.BeforeUpdate(s, Ctx(ReplicationController), obj, old); err != nil {
-				t.Fatal(err)
-			}
+			Update(t, Ctx(ReplicationController), ReplicationController, tc.status, obj, old)
 			if obj.Generation != tc.wantGen || *obj.Spec.Replicas != tc.wantReps || obj.Status.ReadyReplicas != tc.wantReady {
 				t.Errorf("generation %d, replicas %d, ready %d; want %d, %d, %d", obj.Generation, *obj.Spec.Replicas,
 					obj.Status.ReadyReplicas, tc.wantGen, tc.wantReps, tc.wantReady)

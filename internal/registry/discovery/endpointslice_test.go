@@ -138,10 +138,7 @@ func TestEndpointSliceUpdate(t *testing.T) {
 			strategy := registry.NewStrategy(EndpointSlice)
 			old := slice(nil)
 			old.Generation = 12 // clients cannot choose it
-			rest.FillObjectMetaSystemFields(old)
-			if err := rest.BeforeCreate(strategy, InNamespace("default"), old); err != nil {
-				t.Fatal(err)
-			}
+			Create(t, InNamespace("default"), EndpointSlice, old)
 			if old.Generation != 1 {
 				t.Errorf("generation %d after create, want 1", old.Generation)
 			}

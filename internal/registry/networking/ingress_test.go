@@ -8,10 +8,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
-
-	"github.com/svcnet/svcnet/internal/registry"
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
@@ -144,23 +141,14 @@ func TestIngressStatusAndGeneration(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			old := ingress(func(ing *networkingv1.Ingress) { ing.Status.LoadBalancer = lb })
-			rest.FillObjectMetaSystemFields(old)
-			if err := rest.BeforeCreate(registry.NewStrategy(Ingress), InNamespace("default"), old); err != nil {
-				t.Fatal(err)
-			}
+			Create(t, InNamespace("default"), Ingress, old)
 			if old.Generation != 1 || len(old.Status.LoadBalancer.Ingress) != 0 {
 				t.Fatalf("created with generation %d and status %+v", old.Generation, old.Status)
 			}
 			old.ResourceVersion = "4"
 			obj := old.DeepCopy()
 			tc.mutate(obj)
-			var s rest.RESTUpdateStrategy = registry.NewStrategy(Ingress)
-			if tc.status {
-				s = &registry.StatusStrategy{Strategy: registry.NewStrategy(Ingress)}
-			}
-			if err := rest.BeforeUpdate(s, InNamespace("default"), obj, old); err != nil {
-				t.Fatal(err)
-			}
+			Update(t, InNamespace("default"), Ingress, tc.status, obj, old)
 			if obj.Generation != tc.wantGen || obj.Spec.Rules[0].Host != tc.wantHost || (len(obj.Status.LoadBalancer.Ingress) > 0) != tc.wantStatus {
 				t.Errorf("generation %d, host %q, status %+v", obj.Generation, obj.Spec.Rules[0].Host, obj.Status)
 			}

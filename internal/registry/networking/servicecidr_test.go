@@ -6,9 +6,6 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/registry/rest"
-
-	"github.com/svcnet/svcnet/internal/registry"
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
@@ -78,10 +75,7 @@ func TestServiceCIDRStatusAndGeneration(t *testing.T) {
 		LastTransitionTime: metav1.Now()}}
 	old := serviceCIDR("10.96.0.0/12")
 	old.Status.Conditions = cond
-	rest.FillObjectMetaSystemFields(old)
-	if err := rest.BeforeCreate(registry.NewStrategy(ServiceCIDR), InNamespace(metav1.NamespaceNone), old); err != nil {
-		t.Fatal(err)
-	}
+	Create(t, InNamespace(metav1.NamespaceNone), ServiceCIDR, old)
 	if old.Generation != 1 || len(old.Status.Conditions) != 0 {
 		t.Fatalf("created with generation %d and status %+v", old.Generation, old.Status)
 	}
@@ -90,18 +84,14 @@ func TestServiceCIDRStatusAndGeneration(t *testing.T) {
 	obj := old.DeepCopy()
 	obj.Spec.CIDRs = append(obj.Spec.CIDRs, "fd00::/108")
 	obj.Status.Conditions = cond
-	if err := rest.BeforeUpdate(registry.NewStrategy(ServiceCIDR), InNamespace(metav1.NamespaceNone), obj, old); err != nil {
-		t.Fatal(err)
-	}
+	Update(t, InNamespace(metav1.NamespaceNone), ServiceCIDR, false, obj, old)
 	if obj.Generation != 2 || len(obj.Status.Conditions) != 0 {
 		t.Errorf("after adding a family: generation %d, status %+v", obj.Generation, obj.Status)
 	}
 
 	obj = old.DeepCopy()
 	obj.Status.Conditions = cond
-	if err := rest.BeforeUpdate(&registry.StatusStrategy{Strategy: registry.NewStrategy(ServiceCIDR)}, InNamespace(metav1.NamespaceNone), obj, old); err != nil {
-		t.Fatal(err)
-	}
+	Update(t, InNamespace(metav1.NamespaceNone), ServiceCIDR, true, obj, old)
 	if obj.Generation != 1 || len(obj.Status.Conditions) != 1 {
 		t.Errorf("after a status update: generation %d, status %+v", obj.Generation, obj.Status)
 	}

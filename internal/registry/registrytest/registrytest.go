@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/svcnet/svcnet/internal/apis"
 	"github.com/svcnet/svcnet/internal/registry"
@@ -118,6 +120,36 @@ func CheckRow(t *testing.T, cols []string, row []any, wantCols []string, want []
 		if row[i] != want[i] {
 			t.Errorf("%s = %#v, want %#v", cols[i], row[i], want[i])
 		}
+	}
+}
+
+// Create prepares obj in ctx as the API server prepares a new object
+// before storing it: its system fields (UID, creation time) filled, then
+// k's PrepareForCreate and Validate. It fails the test on an error.
+func Create(t *testing.T, ctx context.Context, k *registry.Kind, obj runtime.Object) {
+	t.Helper()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest.FillObjectMetaSystemFields(m)
+	if err := rest.BeforeCreate(registry.NewStrategy(k), ctx, obj); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+}
+
+// Update prepares obj, the update of old, in ctx as the API server
+// prepares it before storing it: through k's status subresource with
+// status, else through the resource itself. It fails the test on an
+// error.
+func Update(t *testing.T, ctx context.Context, k *registry.Kind, status bool, obj, old runtime.Object) {
+	t.Helper()
+	var s rest.RESTUpdateStrategy = registry.NewStrategy(k)
+	if status {
+		s = &registry.StatusStrategy{Strategy: registry.NewStrategy(k)}
+	}
+	if err := rest.BeforeUpdate(s, ctx, obj, old); err != nil {
+		t.Fatalf("update: %v", err)
 	}
 }
 
