@@ -56,14 +56,19 @@ network is not touched.`,
 }
 
 func newDownCommand() *cobra.Command {
+	return clusterCommand("down", "Delete a local cluster and everything it made (also after a crash)",
+		func(cmd *cobra.Command, name string) error { return cluster.Down(name, cmd.OutOrStdout()) })
+}
+
+// clusterCommand is the command use, which run carries out on the local
+// cluster named by --name (svcnet by default).
+func clusterCommand(use, short string, run func(cmd *cobra.Command, name string) error) *cobra.Command {
 	name := "svcnet"
 	cmd := &cobra.Command{
-		Use:   "down",
-		Short: "Delete a local cluster and everything it made (also after a crash)",
+		Use:   use,
+		Short: short,
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cluster.Down(name, cmd.OutOrStdout())
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return run(cmd, name) },
 	}
 	cmd.Flags().StringVar(&name, "name", name, "cluster name")
 	return cmd
@@ -169,17 +174,10 @@ func newSuperviseCommand() *cobra.Command {
 }
 
 func newStatusCommand() *cobra.Command {
-	name := "svcnet"
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show a local cluster's nodes, pods and services at a glance",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return clusterCommand("status", "Show a local cluster's nodes, pods and services at a glance",
+		func(cmd *cobra.Command, name string) error {
 			return cluster.Status(cmd.Context(), name, cmd.OutOrStdout())
-		},
-	}
-	cmd.Flags().StringVar(&name, "name", name, "cluster name")
-	return cmd
+		})
 }
 
 func newExecCommand() *cobra.Command {
