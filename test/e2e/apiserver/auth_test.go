@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -114,10 +113,6 @@ func TestAuthorization(t *testing.T) {
 	}
 
 	// A node writes its own Node and the status of its own pods only.
-	ca, err := pki.LoadCA(filepath.Join(s.DataDir, "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Node names of the test's own: Nodes are cluster-scoped.
 	nodeA, nodeB := framework.UniqueName("e2e-authz-node-a"), framework.UniqueName("e2e-authz-node-b")
 	t.Cleanup(func() {
@@ -125,16 +120,7 @@ func TestAuthorization(t *testing.T) {
 			_ = admin.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
 		}
 	})
-	cred, err := ca.ClientCredentials("system:node:"+nodeA, "system:nodes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeCfg := rest.CopyConfig(s.Config("admin"))
-	nodeCfg.CertData, nodeCfg.KeyData = cred.CertPEM, cred.KeyPEM
-	node, err := kubernetes.NewForConfig(nodeCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := s.ClientAs("system:node:"+nodeA, "system:nodes")
 	if _, err := node.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeA}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("node creates itself: %v", err)
 	}
@@ -214,20 +200,7 @@ func TestBindingBeforeItsRole(t *testing.T) {
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ca, err := pki.LoadCA(filepath.Join(s.DataDir, "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred, err := ca.ClientCredentials(carol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(s.Config("admin"))
-	cfg.CertData, cfg.KeyData = cred.CertPEM, cred.KeyPEM
-	carolClient, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	carolClient := s.ClientAs(carol)
 	var last error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		_, last = carolClient.RbacV1().ClusterRoleBindings().Create(ctx, binding("carols", notYetEither), metav1.CreateOptions{})

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/internal/pki"
 )
 
 var (
@@ -283,6 +285,27 @@ func (s *APIServer) KubeconfigOf(identity string) string {
 func (s *APIServer) Client() kubernetes.Interface {
 	s.t.Helper()
 	c, err := kubernetes.NewForConfig(s.Config("admin"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// ClientAs is a clientset that authenticates as user, in groups, with a
+// client certificate from the server's CA.
+func (s *APIServer) ClientAs(user string, groups ...string) kubernetes.Interface {
+	s.t.Helper()
+	ca, err := pki.LoadCA(filepath.Join(s.DataDir, "pki"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cred, err := ca.ClientCredentials(user, groups...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(s.Config("admin"))
+	cfg.CertData, cfg.KeyData = cred.CertPEM, cred.KeyPEM
+	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		s.t.Fatal(err)
 	}
