@@ -237,17 +237,7 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 	ng := e.startNginx(pods)
 	nginx := ng.proc
 	e.eventually("nginx answers", func() error {
-		req, _ := http.NewRequest("GET", "http://"+nginxIP+"/", nil)
-		req.Host = "bench.example"
-		resp, err := e.ns.HTTPClient(time.Second).Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
+		return e.getOK(e.ns.HTTPClient(time.Second), "http://"+nginxIP+"/", "bench.example")
 	})
 
 	targets := []benchTarget{

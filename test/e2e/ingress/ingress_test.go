@@ -71,15 +71,7 @@ spec:
 		"--metrics-address", ingressIP + ":10254", "--proxy-read-timeout", "2s"}, args...)
 	e.ingress = framework.StartProcessIn(t, e.ns, all...)
 	e.eventually("the ingress is ready", func() error {
-		resp, err := e.ns.HTTPClient(time.Second).Get("http://" + ingressIP + ":10254/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
+		return e.getOK(e.ns.HTTPClient(time.Second), "http://"+ingressIP+":10254/readyz", "")
 	})
 	return e
 }
@@ -266,6 +258,28 @@ func (e *env) do(c *http.Client, url, host string) (int, answer) {
 		a.Path = resp.Header.Get("Location")
 	}
 	return resp.StatusCode, a
+}
+
+// getOK is nil once c's GET of url, with the Host header host (when not
+// empty), is answered 200, its body read.
+func (e *env) getOK(c *http.Client, url, host string) error {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return err
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // expect waits until host+path is answered with status by pod ("" for

@@ -132,18 +132,7 @@ func BenchmarkIngressStalledClients(b *testing.B) {
 	for _, ip := range []string{ingressIP, nginxIP} {
 		for _, host := range []string{"bench.example", "stalled.example"} {
 			e.eventually(host+" on "+ip, func() error {
-				req, _ := http.NewRequest("GET", "http://"+ip+"/", nil)
-				req.Host = host
-				resp, err := e.ns.HTTPClient(5 * time.Second).Do(req)
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				_, _ = io.Copy(io.Discard, resp.Body)
-				if resp.StatusCode != 200 {
-					return fmt.Errorf("status %d", resp.StatusCode)
-				}
-				return nil
+				return e.getOK(e.ns.HTTPClient(5*time.Second), "http://"+ip+"/", host)
 			})
 		}
 	}
