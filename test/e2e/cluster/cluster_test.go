@@ -174,6 +174,20 @@ func (c *localCluster) until(what string, timeout time.Duration, cond func() boo
 	}
 }
 
+// untilRunning waits up to a minute, for what, until kubectl shows each
+// of the named pods of the default namespace Running.
+func (c *localCluster) untilRunning(what string, pods ...string) {
+	c.t.Helper()
+	c.until(what+" running", time.Minute, func() bool {
+		for _, pod := range pods {
+			if out, _, _ := c.kubectl.Run("", "get", "pod", pod, "-o", "jsonpath={.status.phase}"); out != "Running" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // names collects the distinct answers of n requests.
 func (c *localCluster) names(target string, n int, argv ...string) map[string]int {
 	seen := map[string]int{}

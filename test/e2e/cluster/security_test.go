@@ -121,10 +121,7 @@ spec:
 // the container is), what it can and cannot do to the machine.
 func (c *localCluster) podsConfined(t *testing.T) {
 	k := c.kubectl
-	c.until("the confined pods running", time.Minute, func() bool {
-		out, _, _ := k.Run("", "get", "pods", "plain", "netadmin", "privileged", "-o", "jsonpath={.items[*].status.phase}")
-		return out == "Running Running Running"
-	})
+	c.untilRunning("the confined pods", "plain", "netadmin", "privileged")
 	stateDir := filepath.Join(c.home, c.name)
 	try := func(pod, script string) (string, bool) {
 		out, errOut, err := k.Run("", "exec", pod, "--", "sh", "-c", script)

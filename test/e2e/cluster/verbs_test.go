@@ -55,10 +55,7 @@ spec:
   hostNetwork: true
   containers: [{name: c, image: svcnet/hostnames, args: [--port, "80"], ports: [{containerPort: 80}]}]
 `, "apply", "-f", "-")
-		c.until("the hostNetwork pod running", time.Minute, func() bool {
-			out, _, _ := c.kubectl.Run("", "get", "pod", "on-the-node", "-o", "jsonpath={.status.phase}")
-			return out == "Running"
-		})
+		c.untilRunning("the hostNetwork pod", "on-the-node")
 		podIP := c.kubectl.MustRun("", "get", "pod", "on-the-node", "-o", "jsonpath={.status.podIP}")
 		nodeIP := c.kubectl.MustRun("", "get", "node", "node-1", "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
 		if podIP != nodeIP {
@@ -88,10 +85,7 @@ spec:
 			t.Errorf("busybox: %q", logs)
 		}
 		c.kubectl.MustRun("", "run", "bbsleep", "--image=busybox", "--", "sleep", "3600")
-		c.until("busybox sleeping", time.Minute, func() bool {
-			out, _, _ := c.kubectl.Run("", "get", "pod", "bbsleep", "-o", "jsonpath={.status.phase}")
-			return out == "Running"
-		})
+		c.untilRunning("the sleeping busybox pod", "bbsleep")
 		// exec runs busybox applets too (busybox's nslookup exits 1 when
 		// one of its A and AAAA queries finds nothing, as here: no IPv6).
 		svcIP := c.kubectl.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
@@ -113,10 +107,7 @@ metadata: {name: hostport}
 spec:
   containers: [{name: c, image: svcnet/hostnames, ports: [{containerPort: 9376, hostPort: 18080}]}]
 `, "apply", "-f", "-")
-		c.until("the hostPort pod running", time.Minute, func() bool {
-			out, _, _ := c.kubectl.Run("", "get", "pod", "hostport", "-o", "jsonpath={.status.phase}")
-			return out == "Running"
-		})
+		c.untilRunning("the hostPort pod", "hostport")
 		// From outside, on the node's address; from the node itself, on
 		// its loopback (as a hostNetwork pod reaches it).
 		// Running is not listening yet (the pod has no readiness probe):
