@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -160,23 +161,25 @@ func (n *Netns) Do(fn func() error) error {
 // test ends.
 func (n *Netns) Listen(network, addr string) net.Listener {
 	n.t.Helper()
-	var l net.Listener
-	if err := n.Do(func() (err error) { l, err = net.Listen(network, addr); return err }); err != nil {
-		n.t.Fatalf("listen %s %s in %s: %v", network, addr, n.Name, err)
-	}
-	n.t.Cleanup(func() { _ = l.Close() })
-	return l
+	return listenIn(n, network, addr, net.Listen)
 }
 
 // ListenPacket is Listen for UDP.
 func (n *Netns) ListenPacket(network, addr string) net.PacketConn {
 	n.t.Helper()
-	var c net.PacketConn
-	if err := n.Do(func() (err error) { c, err = net.ListenPacket(network, addr); return err }); err != nil {
+	return listenIn(n, network, addr, net.ListenPacket)
+}
+
+// listenIn calls listen inside n and closes what it opens when the test
+// ends.
+func listenIn[L io.Closer](n *Netns, network, addr string, listen func(network, addr string) (L, error)) L {
+	n.t.Helper()
+	var l L
+	if err := n.Do(func() (err error) { l, err = listen(network, addr); return err }); err != nil {
 		n.t.Fatalf("listen %s %s in %s: %v", network, addr, n.Name, err)
 	}
-	n.t.Cleanup(func() { _ = c.Close() })
-	return c
+	n.t.Cleanup(func() { _ = l.Close() })
+	return l
 }
 
 // DialContext connects from inside the namespace.
