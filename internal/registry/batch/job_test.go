@@ -1,8 +1,6 @@
 package batch
 
 import (
-	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -257,21 +255,9 @@ func TestJobTable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			j := job(tc.mutate)
 			j.CreationTimestamp = metav1.NewTime(now.Add(-48*time.Hour - time.Second))
-			tbl, err := Job.Table.ConvertToTable(context.Background(), j, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var cols []string
-			for _, c := range tbl.ColumnDefinitions {
-				cols = append(cols, c.Name)
-			}
-			if want := []string{"Name", "Status", "Completions", "Duration", "Age"}; !slices.Equal(cols, want) {
-				t.Errorf("columns %q, want %q", cols, want)
-			}
-			want := append(append([]any{"pi"}, tc.want...), "2d")
-			if !slices.Equal(tbl.Rows[0].Cells, want) {
-				t.Errorf("row %q, want %q", tbl.Rows[0].Cells, want)
-			}
+			cols, row := TableOf(t, Job, j)
+			CheckRow(t, cols, row, []string{"Name", "Status", "Completions", "Duration", "Age"},
+				append(append([]any{"pi"}, tc.want...), "2d"))
 		})
 	}
 }

@@ -1,11 +1,8 @@
 package discovery
 
 import (
-	"context"
 	"fmt"
-	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -181,21 +178,10 @@ func TestEndpointSliceTable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := slice(tc.mutate)
-			s.CreationTimestamp = metav1.NewTime(time.Now().Add(-48*time.Hour - time.Second))
-			tbl, err := EndpointSlice.Table.ConvertToTable(context.Background(), s, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var cols []string
-			for _, c := range tbl.ColumnDefinitions {
-				cols = append(cols, c.Name)
-			}
-			if want := []string{"Name", "AddressType", "Ports", "Endpoints", "Age"}; !slices.Equal(cols, want) {
-				t.Errorf("columns %q, want %q", cols, want)
-			}
-			if want := []any{"web-abc12", "IPv4", tc.ports, tc.eps, "2d"}; !slices.Equal(tbl.Rows[0].Cells, want) {
-				t.Errorf("row %q, want %q", tbl.Rows[0].Cells, want)
-			}
+			s.CreationTimestamp = TwoDaysAgo()
+			cols, row := TableOf(t, EndpointSlice, s)
+			CheckRow(t, cols, row, []string{"Name", "AddressType", "Ports", "Endpoints", "Age"},
+				[]any{"web-abc12", "IPv4", tc.ports, tc.eps, "2d"})
 		})
 	}
 }

@@ -149,23 +149,16 @@ func TestIPAddressValidate(t *testing.T) {
 }
 
 func TestIPAddressValidateUpdate(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(*networkingv1.IPAddress)
-		want   []string
-	}{
+	fixture := func(mutate func(*networkingv1.IPAddress)) *networkingv1.IPAddress {
+		return ipAddress("10.96.0.1", mutate)
+	}
+	RunUpdate(t, IPAddress, fixture, []Case[*networkingv1.IPAddress]{
 		{"labels", func(ip *networkingv1.IPAddress) {
 			ip.Labels = map[string]string{networkingv1.LabelIPAddressFamily: "IPv4"}
 		}, nil},
 		{"other parent", func(ip *networkingv1.IPAddress) { ip.Spec.ParentRef.Name = "web" }, []string{Inv("spec.parentRef")}},
 		{"parent removed", func(ip *networkingv1.IPAddress) { ip.Spec.ParentRef = nil }, []string{Req("spec.parentRef"), Inv("spec.parentRef")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			obj := ipAddress("10.96.0.1", tc.mutate)
-			CheckErrors(t, ValidateUpdate(IPAddress, obj, ipAddress("10.96.0.1", nil)), tc.want...)
-		})
-	}
+	})
 }
 
 func TestIPAddressTable(t *testing.T) {
