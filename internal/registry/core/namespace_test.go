@@ -233,12 +233,8 @@ func TestNamespaceDelete(t *testing.T) {
 			store, ms := memStore(Namespace, stored())
 			r := &NamespaceREST{REST: registry.NewREST(Namespace, store)}
 			out, immediate, err := r.Delete(Ctx(Namespace), tc.target, tc.validate, tc.options)
-			if tc.check != nil {
-				if !tc.check(err) {
-					t.Fatalf("error %v", err)
-				}
-			} else if err != nil || immediate {
-				t.Fatalf("delete: %v (immediate %v)", err, immediate)
+			if !ExpectError(t, err, tc.check) && immediate {
+				t.Fatal("deleted at once")
 			}
 			ns := ms.objs["/namespaces//team-a"].(*corev1.Namespace)
 			marked := ns.DeletionTimestamp != nil && ns.Status.Phase == corev1.NamespaceTerminating
@@ -308,12 +304,8 @@ func TestNamespaceFinalize(t *testing.T) {
 				opts.DryRun = []string{metav1.DryRunAll}
 			}
 			out, created, err := (&FinalizeREST{Store: store}).Update(Ctx(Namespace), "team-a", tc.req, nil, tc.validate, false, opts)
-			if tc.check != nil {
-				if !tc.check(err) {
-					t.Fatalf("error %v", err)
-				}
-			} else if err != nil || created {
-				t.Fatalf("finalize: %v (created %v)", err, created)
+			if !ExpectError(t, err, tc.check) && created {
+				t.Fatal("finalize created the namespace")
 			}
 			ns := ms.objs["/namespaces//team-a"].(*corev1.Namespace)
 			if !slices.Equal(ns.Spec.Finalizers, tc.want) {
