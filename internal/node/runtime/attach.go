@@ -24,8 +24,14 @@ import (
 //	kind byte, length uint32 (big endian), payload
 //
 // The client sends a hello first (JSON attachHello), then stdin data,
-// stdin's end and terminal sizes; the shim sends the container's output.
-// The shim ends every connection when the container exits.
+// stdin's end and terminal sizes. The shim answers a client it takes
+// with frameAttached, then the container's output from that moment on,
+// and once the container has exited and that output is all sent,
+// frameExited. A client that comes after the exit gets frameExited
+// alone: it missed the output, which is in the log. So an attach ends
+// well only on frameExited after frameAttached; a connection that ends
+// without it lost output. (Shims that predate frameAttached send output
+// at once and end with the connection.)
 const (
 	attachSock = "attach.sock"
 
@@ -35,6 +41,9 @@ const (
 	frameResize = 'r' // width, height: uint16 each
 	frameStdout = 'o'
 	frameStderr = 'e'
+
+	frameAttached = 'a'
+	frameExited   = 'x'
 
 	maxFrame = 1 << 20
 )
@@ -89,9 +98,8 @@ type attachHub struct {
 	closed  bool // stdin closed for good (stdinOnce)
 	ended   bool // the container has exited: closeAll ran
 	// writers counts the clients' writers until they have written what
-	// was queued for them: the shim must not exit before (its exit
-	// closes the connections, and the node agent's Attach takes that
-	// end for the container's, success, without the output).
+	// was queued for them and frameExited: the shim must not exit
+	// before (its exit closes the connections).
 	writers sync.WaitGroup
 }
 
@@ -103,6 +111,9 @@ type attachClient struct {
 	hello attachHello
 	out   chan frame
 	conn  net.Conn
+	// exited (under the hub's mu, set before out is closed): out ends
+	// because the container exited, so frameExited follows the output.
+	exited bool
 }
 
 type frame struct {
@@ -137,8 +148,9 @@ func (h *attachHub) handle(conn net.Conn) {
 	}
 	h.mu.Lock()
 	if h.ended {
-		// The container has exited: nothing more will come.
+		// The container has exited: what it wrote is in the log only.
 		h.mu.Unlock()
+		_ = writeFrame(conn, frameExited, nil)
 		return
 	}
 	h.clients[c] = true
@@ -148,15 +160,20 @@ func (h *attachHub) handle(conn net.Conn) {
 	go func() {
 		defer h.writers.Done()
 		defer close(done)
+		err := writeFrame(conn, frameAttached, nil)
 		for f := range c.out {
-			if writeFrame(conn, f.kind, f.data) != nil {
-				break
+			if err == nil {
+				err = writeFrame(conn, f.kind, f.data)
 			}
+		}
+		h.mu.Lock()
+		exited := c.exited
+		h.mu.Unlock()
+		if err == nil && exited {
+			_ = writeFrame(conn, frameExited, nil)
 		}
 		// Dropped, or the container ended: the client's reads end too.
 		conn.Close()
-		for range c.out {
-		}
 	}()
 	h.input(c)
 	h.drop(c)
@@ -253,13 +270,15 @@ func (h *attachHub) output(kind byte) io.Writer {
 }
 
 // closeAll ends every connection (the container has exited) once what
-// was queued for them is written, and returns then (or after
-// attachDrain, for a client that does not read): the shim exits next.
+// was queued for them and frameExited are written, and returns then (or
+// after attachDrain, for a client that does not read): the shim exits
+// next. It is called once the container's output has ended.
 func (h *attachHub) closeAll() {
 	h.mu.Lock()
 	h.ended = true
 	for c := range h.clients {
 		delete(h.clients, c)
+		c.exited = true
 		close(c.out)
 	}
 	h.mu.Unlock()
@@ -306,13 +325,20 @@ type AttachStreams struct {
 	Resize <-chan [2]uint16
 }
 
-// ErrNotAttachable: the start has no shim listening (it ended, or was
-// started before attaching existed).
-var ErrNotAttachable = errors.New("the container cannot be attached to")
+var (
+	// ErrNotAttachable: the start has no shim listening (it ended, or
+	// was started before attaching existed).
+	ErrNotAttachable = errors.New("the container cannot be attached to")
+	// ErrExited: the container exited before the client was attached;
+	// its output is in its log.
+	ErrExited = errors.New("the container has exited")
+)
 
 // Attach connects to the container started from stateDir and copies the
-// streams until the container exits or stdin ends (when the container
-// has no stdin to end, until it exits).
+// streams until the container exits, and returns nil once all its output
+// since the attach is written. An attach that comes after the container
+// exited fails with ErrExited; one whose connection ends before the
+// container's exit (output lost) fails too.
 func Attach(stateDir string, s AttachStreams) error {
 	path, done, err := unixPath(stateDir, attachSock)
 	if err != nil {
@@ -361,16 +387,27 @@ func Attach(stateDir string, s AttachStreams) error {
 			}
 		}()
 	}
+	attached := false // the shim took this client: frameAttached came
 	for {
 		kind, data, err := readFrame(conn)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
+			switch {
+			case attached:
+				return fmt.Errorf("attach ended before the container's exit, output may be lost: %w", err)
+			case errors.Is(err, io.EOF):
+				return nil // a shim that predates frameAttached
 			}
 			return err
 		}
 		var w io.Writer
 		switch kind {
+		case frameAttached:
+			attached = true
+		case frameExited:
+			if !attached {
+				return ErrExited
+			}
+			return nil
 		case frameStdout:
 			w = s.Stdout
 		case frameStderr:

@@ -87,7 +87,13 @@ func (at *attacher) AttachContainer(ctx context.Context, pod, _ string, containe
 			}
 		}()
 	}
-	return runtime.Attach(filepath.Join(t.dir, t.container+".run"), s)
+	err = runtime.Attach(filepath.Join(t.dir, t.container+".run"), s)
+	if errors.Is(err, runtime.ErrExited) {
+		// As kubelet answers for a container that is not running:
+		// kubectl run -i shows the logs instead.
+		return fmt.Errorf("container %s of pod %s is not running", t.container, pod)
+	}
+	return err
 }
 
 // executor runs kubectl exec commands in a pod's container.
