@@ -28,7 +28,9 @@ import (
 // with frameAttached, then the container's output from that moment on,
 // and once the container has exited and that output is all sent,
 // frameExited. A client that comes after the exit gets frameExited
-// alone: it missed the output, which is in the log. So an attach ends
+// alone: it missed the output, which is in the log. A client that falls
+// more than attachBacklog behind the output is let go with frameBehind
+// (its text says why) after what was queued for it. So an attach ends
 // well only on frameExited after frameAttached; a connection that ends
 // without it lost output. (Shims that predate frameAttached send output
 // at once and end with the connection.)
@@ -44,6 +46,7 @@ const (
 
 	frameAttached = 'a'
 	frameExited   = 'x'
+	frameBehind   = 'b'
 
 	maxFrame = 1 << 20
 )
@@ -61,13 +64,14 @@ type attachHello struct {
 }
 
 func writeFrame(w io.Writer, kind byte, payload []byte) error {
-	var hdr [5]byte
-	hdr[0] = kind
-	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
-	if _, err := w.Write(append(hdr[:], payload...)); err != nil {
-		return err
-	}
-	return nil
+	_, err := w.Write(appendFrame(nil, kind, payload))
+	return err
+}
+
+func appendFrame(b []byte, kind byte, payload []byte) []byte {
+	b = append(b, kind)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
+	return append(b, payload...)
 }
 
 func readFrame(r io.Reader) (byte, []byte, error) {
@@ -103,17 +107,69 @@ type attachHub struct {
 	writers sync.WaitGroup
 }
 
-// attachDrain bounds how long a shim whose container has exited waits
-// for its clients to take the output queued for them.
-var attachDrain = 10 * time.Second
+var (
+	// attachDrain bounds how long a shim whose container has exited
+	// waits for its clients to take the output queued for them.
+	attachDrain = 10 * time.Second
+	// attachBacklog bounds the output queued for a client (bytes): one
+	// that falls further behind is let go rather than holding the
+	// container's output (and its log) back. The count is of bytes, as
+	// a container's small writes (a line each) come quicker than they
+	// go through the node agent and the API server to kubectl.
+	attachBacklog = 4 << 20
+)
+
+// mergeLimit is the largest frame that queued output is merged into:
+// a client behind gets its backlog in a few writes, not one a line.
+const mergeLimit = 32 << 10
 
 type attachClient struct {
 	hello attachHello
-	out   chan frame
 	conn  net.Conn
-	// exited (under the hub's mu, set before out is closed): out ends
-	// because the container exited, so frameExited follows the output.
-	exited bool
+	wake  chan struct{} // a token when pending or end changed
+
+	// Under the hub's mu:
+	pending []frame // output not yet written, in order
+	size    int     // bytes in pending
+	// end is how the client's output ends once pending is written:
+	// frameExited, frameBehind, or endGone (the client went); 0 while it
+	// goes on. No output is queued after it is set.
+	end byte
+}
+
+// endGone ends the output of a client that went: nothing more is sent.
+const endGone = 0xff
+
+func (c *attachClient) notify() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// queue adds output for the client (under the hub's mu), merged into
+// the last frame while that is of the same stream and small enough.
+func (c *attachClient) queue(kind byte, p []byte) {
+	c.size += len(p)
+	for len(p) > 0 {
+		if n := len(c.pending); n > 0 && c.pending[n-1].kind == kind && len(c.pending[n-1].data) < mergeLimit {
+			last := &c.pending[n-1]
+			k := min(len(p), mergeLimit-len(last.data))
+			last.data = append(last.data, p[:k]...)
+			p = p[k:]
+			continue
+		}
+		k := min(len(p), mergeLimit)
+		c.pending = append(c.pending, frame{kind, append(make([]byte, 0, k), p[:k]...)})
+		p = p[k:]
+	}
+	c.notify()
+}
+
+// stop ends the client's output with end (under the hub's mu).
+func (c *attachClient) stop(end byte) {
+	c.end = end
+	c.notify()
 }
 
 type frame struct {
@@ -142,7 +198,7 @@ func (h *attachHub) handle(conn net.Conn) {
 	if err != nil || kind != frameHello {
 		return
 	}
-	c := &attachClient{conn: conn, out: make(chan frame, 256)}
+	c := &attachClient{conn: conn, wake: make(chan struct{}, 1)}
 	if json.Unmarshal(data, &c.hello) != nil {
 		return
 	}
@@ -160,24 +216,47 @@ func (h *attachHub) handle(conn net.Conn) {
 	go func() {
 		defer h.writers.Done()
 		defer close(done)
-		err := writeFrame(conn, frameAttached, nil)
-		for f := range c.out {
-			if err == nil {
-				err = writeFrame(conn, f.kind, f.data)
-			}
-		}
-		h.mu.Lock()
-		exited := c.exited
-		h.mu.Unlock()
-		if err == nil && exited {
-			_ = writeFrame(conn, frameExited, nil)
-		}
-		// Dropped, or the container ended: the client's reads end too.
-		conn.Close()
+		// Let go, gone, or the container ended: the client's reads end
+		// too.
+		defer conn.Close()
+		h.write(c)
 	}()
 	h.input(c)
 	h.drop(c)
 	<-done
+}
+
+// write sends a client frameAttached, then its output as it is queued,
+// and how it ends.
+func (h *attachHub) write(c *attachClient) {
+	if writeFrame(c.conn, frameAttached, nil) != nil {
+		return
+	}
+	var buf []byte
+	for range c.wake {
+		h.mu.Lock()
+		pending, end := c.pending, c.end
+		c.pending, c.size = nil, 0
+		h.mu.Unlock()
+		buf = buf[:0]
+		for _, f := range pending {
+			buf = appendFrame(buf, f.kind, f.data)
+		}
+		switch end {
+		case frameExited:
+			buf = appendFrame(buf, frameExited, nil)
+		case frameBehind:
+			buf = appendFrame(buf, frameBehind, fmt.Appendf(nil, "the attached client fell more than %d bytes behind the container's output", attachBacklog))
+		}
+		if len(buf) > 0 {
+			if _, err := c.conn.Write(buf); err != nil {
+				return
+			}
+		}
+		if end != 0 {
+			return
+		}
+	}
 }
 
 // input copies a client's frames to the container until it goes.
@@ -237,33 +316,33 @@ func (h *attachHub) stdinEnded() {
 	_ = h.in.Close()
 }
 
+// drop forgets a client that went.
 func (h *attachHub) drop(c *attachClient) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.clients[c] {
 		delete(h.clients, c)
-		close(c.out)
+		c.stop(endGone)
 	}
 }
 
 // output is a writer of one of the container's streams to the clients
-// that want it. A client too slow to keep up is dropped rather than
-// holding the container's output (and its log) back.
+// that want it. It never waits for them: a client more than
+// attachBacklog behind is let go.
 func (h *attachHub) output(kind byte) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
-		data := append([]byte(nil), p...)
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for c := range h.clients {
 			if (kind == frameStdout && !c.hello.Stdout) || (kind == frameStderr && !c.hello.Stderr) {
 				continue
 			}
-			select {
-			case c.out <- frame{kind, data}:
-			default:
+			if c.size+len(p) > attachBacklog {
 				delete(h.clients, c)
-				close(c.out)
+				c.stop(frameBehind)
+				continue
 			}
+			c.queue(kind, p)
 		}
 		return len(p), nil
 	})
@@ -278,8 +357,7 @@ func (h *attachHub) closeAll() {
 	h.ended = true
 	for c := range h.clients {
 		delete(h.clients, c)
-		c.exited = true
-		close(c.out)
+		c.stop(frameExited)
 	}
 	h.mu.Unlock()
 	written := make(chan struct{})
@@ -408,6 +486,8 @@ func Attach(stateDir string, s AttachStreams) error {
 				return ErrExited
 			}
 			return nil
+		case frameBehind:
+			return errors.New(string(data))
 		case frameStdout:
 			w = s.Stdout
 		case frameStderr:

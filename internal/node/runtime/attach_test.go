@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,10 +13,12 @@ import (
 )
 
 // slowListener hands out connections whose writes take a while (a
-// writer goroutine not scheduled at once, as on a busy machine) and can
-// close them all at once, as the kernel does when the shim exits.
+// writer goroutine not scheduled at once, as on a busy machine), and
+// wait for gate to close if it is set, and can close them all at once,
+// as the kernel does when the shim exits.
 type slowListener struct {
 	net.Listener
+	gate  chan struct{}
 	mu    sync.Mutex
 	conns []net.Conn
 }
@@ -27,7 +31,7 @@ func (l *slowListener) Accept() (net.Conn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.conns = append(l.conns, c)
-	return slowConn{c}, nil
+	return slowConn{c, l.gate}, nil
 }
 
 func (l *slowListener) exit() {
@@ -38,10 +42,16 @@ func (l *slowListener) exit() {
 	}
 }
 
-type slowConn struct{ net.Conn }
+type slowConn struct {
+	net.Conn
+	gate chan struct{}
+}
 
 func (c slowConn) Write(p []byte) (int, error) {
 	time.Sleep(50 * time.Millisecond)
+	if c.gate != nil {
+		<-c.gate
+	}
 	return c.Conn.Write(p)
 }
 
@@ -92,8 +102,9 @@ func TestAttachOutputBeforeExit(t *testing.T) {
 	}
 }
 
-// startHub serves a hub on a fresh state directory through sl.
-func startHub(t *testing.T) (state string, hub *attachHub, sl *slowListener) {
+// startHub serves a hub on a fresh state directory through sl, whose
+// writes wait for gate when it is not nil.
+func startHub(t *testing.T, gate chan struct{}) (state string, hub *attachHub, sl *slowListener) {
 	t.Helper()
 	state = t.TempDir()
 	l, err := listenAttach(state)
@@ -101,7 +112,7 @@ func startHub(t *testing.T) (state string, hub *attachHub, sl *slowListener) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	sl = &slowListener{Listener: l}
+	sl = &slowListener{Listener: l, gate: gate}
 	hub = newAttachHub(Stdio{}, nil, nil)
 	go hub.serve(sl)
 	return state, hub, sl
@@ -154,7 +165,7 @@ func TestAttachOldShim(t *testing.T) {
 // (its shim not gone yet) is told so, rather than getting a clean end
 // with none of the output: kubectl run -i then shows the logs.
 func TestAttachAfterExit(t *testing.T) {
-	state, hub, _ := startHub(t)
+	state, hub, _ := startHub(t, nil)
 	_, _ = hub.output(frameStdout).Write([]byte("the only line\n"))
 	hub.closeAll()
 	var out syncbuf.Buffer
@@ -163,10 +174,41 @@ func TestAttachAfterExit(t *testing.T) {
 	}
 }
 
+// TestAttachBurstBeforeExit: a burst of small writes, more than the
+// client's connection takes at once, then the exit: the client gets all
+// of it.
+func TestAttachBurstBeforeExit(t *testing.T) {
+	state, hub, sl := startHub(t, nil)
+	var out syncbuf.Buffer
+	done := make(chan error, 1)
+	go func() { done <- Attach(state, AttachStreams{Stdout: &out}) }()
+	waitClients(t, hub, 1)
+	var want strings.Builder
+	w := hub.output(frameStdout)
+	for i := range 2000 {
+		line := fmt.Sprintf("%d\n", i)
+		want.WriteString(line)
+		_, _ = w.Write([]byte(line))
+	}
+	hub.closeAll()
+	sl.exit()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("attach did not end")
+	}
+	if got := out.String(); got != want.String() {
+		t.Errorf("attached client got %d of the %d bytes written before the exit; ends %q", len(got), want.Len(), got[max(0, len(got)-20):])
+	}
+}
+
 // TestAttachShimGone: a connection that ends before the container's
 // exit (its shim killed) fails the attach, with the output so far.
 func TestAttachShimGone(t *testing.T) {
-	state, hub, sl := startHub(t)
+	state, hub, sl := startHub(t, nil)
 	var out syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- Attach(state, AttachStreams{Stdout: &out}) }()
@@ -185,5 +227,38 @@ func TestAttachShimGone(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("attach did not end")
+	}
+}
+
+// TestAttachBehind: a client that falls more than attachBacklog behind
+// the output is let go after what was queued for it, and its attach
+// fails saying so; the container's output never waits for it.
+func TestAttachBehind(t *testing.T) {
+	defer func(b int) { attachBacklog = b }(attachBacklog)
+	attachBacklog = 1000
+	gate := make(chan struct{})
+	state, hub, _ := startHub(t, gate)
+	var out syncbuf.Buffer
+	done := make(chan error, 1)
+	go func() { done <- Attach(state, AttachStreams{Stdout: &out}) }()
+	waitClients(t, hub, 1)
+	w := hub.output(frameStdout)
+	for range 100 {
+		_, _ = w.Write([]byte("0123456789abcdef\n"))
+	}
+	waitClients(t, hub, 0)
+	close(gate)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "behind") {
+			t.Errorf("attach of a client let go: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("attach did not end")
+	}
+	// What was queued before it fell behind: whole writes, within the
+	// backlog.
+	if got, want := out.String(), strings.Repeat("0123456789abcdef\n", 1000/17); got != want {
+		t.Errorf("the client let go got %q, want %q", got, want)
 	}
 }
