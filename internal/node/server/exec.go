@@ -27,7 +27,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 	}
 	cmd := r.URL.Query()["command"]
 	ns, pod, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
-	remotecommand.ServeExec(w, r, &executor{s: s, ns: ns}, pod, "", container, cmd, opts,
+	remotecommand.ServeExec(lingering{w}, r, &executor{s: s, ns: ns}, pod, "", container, cmd, opts,
 		4*time.Hour, 30*time.Second, remotecommand.SupportedStreamingProtocols)
 }
 
@@ -38,7 +38,7 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns, pod, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
-	remotecommand.ServeAttach(w, r, &attacher{s: s, ns: ns}, pod, "", container, opts,
+	remotecommand.ServeAttach(lingering{w}, r, &attacher{s: s, ns: ns}, pod, "", container, opts,
 		4*time.Hour, 30*time.Second, remotecommand.SupportedStreamingProtocols)
 }
 
