@@ -28,7 +28,10 @@ import (
 // with frameAttached, then the container's output from that moment on,
 // and once the container has exited and that output is all sent,
 // frameExited. A client that comes after the exit gets frameExited
-// alone: it missed the output, which is in the log. A client that falls
+// alone: it missed the output, which is in the log. The first client of
+// a container whose stdin is for one attach (stdinOnce: what kubectl
+// run -i makes) gets the output written before it first (firstAttach).
+// A client that falls
 // more than attachBacklog behind the output is let go with frameBehind
 // (its text says why) after what was queued for it. So an attach ends
 // well only on frameExited after frameAttached; a connection that ends
@@ -101,6 +104,11 @@ type attachHub struct {
 	clients map[*attachClient]bool
 	closed  bool // stdin closed for good (stdinOnce)
 	ended   bool // the container has exited: closeAll ran
+	// early is the output written before the first client came, for
+	// it, while recording (stdinOnce, no client yet, within
+	// firstAttach).
+	early     outQueue
+	recording bool
 	// writers counts the clients' writers until they have written what
 	// was queued for them and frameExited: the shim must not exit
 	// before (its exit closes the connections).
@@ -111,6 +119,10 @@ var (
 	// attachDrain bounds how long a shim whose container has exited
 	// waits for its clients to take the output queued for them.
 	attachDrain = 10 * time.Second
+	// firstAttach bounds the output kept for a stdinOnce container's
+	// first client (bytes): more, and that client gets only what comes
+	// after it, as every other.
+	firstAttach = 1 << 20
 	// attachBacklog bounds the output queued for a client (bytes): one
 	// that falls further behind is let go rather than holding the
 	// container's output (and its log) back. The count is of bytes, as
@@ -123,14 +135,36 @@ var (
 // a client behind gets its backlog in a few writes, not one a line.
 const mergeLimit = 32 << 10
 
+// outQueue is output in order, consecutive output of a stream merged
+// into frames of up to mergeLimit.
+type outQueue struct {
+	frames []frame
+	size   int // bytes
+}
+
+func (q *outQueue) add(kind byte, p []byte) {
+	q.size += len(p)
+	for len(p) > 0 {
+		if n := len(q.frames); n > 0 && q.frames[n-1].kind == kind && len(q.frames[n-1].data) < mergeLimit {
+			last := &q.frames[n-1]
+			k := min(len(p), mergeLimit-len(last.data))
+			last.data = append(last.data, p[:k]...)
+			p = p[k:]
+			continue
+		}
+		k := min(len(p), mergeLimit)
+		q.frames = append(q.frames, frame{kind, append(make([]byte, 0, k), p[:k]...)})
+		p = p[k:]
+	}
+}
+
 type attachClient struct {
 	hello attachHello
 	conn  net.Conn
 	wake  chan struct{} // a token when pending or end changed
 
 	// Under the hub's mu:
-	pending []frame // output not yet written, in order
-	size    int     // bytes in pending
+	pending outQueue // output not yet written
 	// end is how the client's output ends once pending is written:
 	// frameExited, frameBehind, or endGone (the client went); 0 while it
 	// goes on. No output is queued after it is set.
@@ -147,22 +181,14 @@ func (c *attachClient) notify() {
 	}
 }
 
-// queue adds output for the client (under the hub's mu), merged into
-// the last frame while that is of the same stream and small enough.
+// wants reports whether the client takes output of kind.
+func (c *attachClient) wants(kind byte) bool {
+	return (kind != frameStdout || c.hello.Stdout) && (kind != frameStderr || c.hello.Stderr)
+}
+
+// queue adds output for the client (under the hub's mu).
 func (c *attachClient) queue(kind byte, p []byte) {
-	c.size += len(p)
-	for len(p) > 0 {
-		if n := len(c.pending); n > 0 && c.pending[n-1].kind == kind && len(c.pending[n-1].data) < mergeLimit {
-			last := &c.pending[n-1]
-			k := min(len(p), mergeLimit-len(last.data))
-			last.data = append(last.data, p[:k]...)
-			p = p[k:]
-			continue
-		}
-		k := min(len(p), mergeLimit)
-		c.pending = append(c.pending, frame{kind, append(make([]byte, 0, k), p[:k]...)})
-		p = p[k:]
-	}
+	c.pending.add(kind, p)
 	c.notify()
 }
 
@@ -178,7 +204,8 @@ type frame struct {
 }
 
 func newAttachHub(stdio Stdio, in io.WriteCloser, tty *os.File) *attachHub {
-	return &attachHub{stdio: stdio, in: in, tty: tty, clients: map[*attachClient]bool{}}
+	return &attachHub{stdio: stdio, in: in, tty: tty, clients: map[*attachClient]bool{},
+		recording: stdio.Stdin && stdio.StdinOnce}
 }
 
 // serve accepts attach connections until l is closed.
@@ -209,6 +236,16 @@ func (h *attachHub) handle(conn net.Conn) {
 		_ = writeFrame(conn, frameExited, nil)
 		return
 	}
+	if h.recording {
+		// kubectl run -i attaches once the pod runs: what the container
+		// wrote before belongs to that session too.
+		for _, f := range h.early.frames {
+			if c.wants(f.kind) {
+				c.queue(f.kind, f.data)
+			}
+		}
+		h.early, h.recording = outQueue{}, false
+	}
 	h.clients[c] = true
 	h.writers.Add(1)
 	h.mu.Unlock()
@@ -235,8 +272,8 @@ func (h *attachHub) write(c *attachClient) {
 	var buf []byte
 	for range c.wake {
 		h.mu.Lock()
-		pending, end := c.pending, c.end
-		c.pending, c.size = nil, 0
+		pending, end := c.pending.frames, c.end
+		c.pending = outQueue{}
 		h.mu.Unlock()
 		buf = buf[:0]
 		for _, f := range pending {
@@ -333,11 +370,18 @@ func (h *attachHub) output(kind byte) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		if h.recording {
+			if h.early.size+len(p) <= firstAttach {
+				h.early.add(kind, p)
+			} else {
+				h.early, h.recording = outQueue{}, false
+			}
+		}
 		for c := range h.clients {
-			if (kind == frameStdout && !c.hello.Stdout) || (kind == frameStderr && !c.hello.Stderr) {
+			if !c.wants(kind) {
 				continue
 			}
-			if c.size+len(p) > attachBacklog {
+			if c.pending.size+len(p) > attachBacklog {
 				delete(h.clients, c)
 				c.stop(frameBehind)
 				continue

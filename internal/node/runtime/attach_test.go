@@ -106,6 +106,12 @@ func TestAttachOutputBeforeExit(t *testing.T) {
 // writes wait for gate when it is not nil.
 func startHub(t *testing.T, gate chan struct{}) (state string, hub *attachHub, sl *slowListener) {
 	t.Helper()
+	return startHubStdio(t, gate, Stdio{})
+}
+
+// startHubStdio is startHub for a container with stdio.
+func startHubStdio(t *testing.T, gate chan struct{}, stdio Stdio) (state string, hub *attachHub, sl *slowListener) {
+	t.Helper()
 	state = t.TempDir()
 	l, err := listenAttach(state)
 	if err != nil {
@@ -113,7 +119,7 @@ func startHub(t *testing.T, gate chan struct{}) (state string, hub *attachHub, s
 	}
 	t.Cleanup(func() { l.Close() })
 	sl = &slowListener{Listener: l, gate: gate}
-	hub = newAttachHub(Stdio{}, nil, nil)
+	hub = newAttachHub(stdio, nil, nil)
 	go hub.serve(sl)
 	return state, hub, sl
 }
@@ -260,5 +266,52 @@ func TestAttachBehind(t *testing.T) {
 	// backlog.
 	if got, want := out.String(), strings.Repeat("0123456789abcdef\n", 1000/17); got != want {
 		t.Errorf("the client let go got %q, want %q", got, want)
+	}
+}
+
+// TestAttachEarlyOutput: the first client of a stdinOnce container
+// (kubectl run -i's) gets what the container wrote before it came, as
+// long as that was within firstAttach; later clients, and clients of
+// other containers, get the output from when they came.
+func TestAttachEarlyOutput(t *testing.T) {
+	defer func(n int) { firstAttach = n }(firstAttach)
+	firstAttach = 100
+	for _, tc := range []struct {
+		name               string
+		stdio              Stdio
+		early              string
+		wantFirst, wantAll string
+	}{
+		{"stdinOnce", Stdio{Stdin: true, StdinOnce: true}, "early\n", "early\nlate\n", "late\n"},
+		{"more than firstAttach", Stdio{Stdin: true, StdinOnce: true}, strings.Repeat("early\n", 20), "late\n", "late\n"},
+		{"stdin for every attach", Stdio{Stdin: true}, "early\n", "late\n", "late\n"},
+		{"no stdin", Stdio{}, "early\n", "late\n", "late\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state, hub, _ := startHubStdio(t, nil, tc.stdio)
+			w := hub.output(frameStdout)
+			for line := range strings.Lines(tc.early) {
+				_, _ = w.Write([]byte(line))
+			}
+			var first, second syncbuf.Buffer
+			done := make(chan error, 2)
+			go func() { done <- Attach(state, AttachStreams{Stdout: &first}) }()
+			waitClients(t, hub, 1)
+			go func() { done <- Attach(state, AttachStreams{Stdout: &second}) }()
+			waitClients(t, hub, 2)
+			_, _ = w.Write([]byte("late\n"))
+			hub.closeAll()
+			for range 2 {
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := first.String(); got != tc.wantFirst {
+				t.Errorf("the first client got %q, want %q", got, tc.wantFirst)
+			}
+			if got := second.String(); got != tc.wantAll {
+				t.Errorf("the second client got %q, want %q", got, tc.wantAll)
+			}
+		})
 	}
 }
