@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -298,6 +299,15 @@ spec:
 			}
 		})
 	}
+	t.Run("run -i --rm of containers that exit at once", func(t *testing.T) {
+		for _, v := range framework.KubectlVersions {
+			k := framework.NewKubectl(t, v, c.kubectl.Kubeconfig)
+			t.Run("kubectl "+v, func(t *testing.T) {
+				t.Parallel()
+				runExitAtOnce(t, k.For(t), "exit-"+strings.ReplaceAll(v, ".", "-"), 100)
+			})
+		}
+	})
 }
 
 var forwardingRE = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
@@ -343,4 +353,39 @@ func portForwardGet(t *testing.T, k *framework.Kubectl, target, port string) str
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return strings.TrimSpace(string(body))
+}
+
+// runExitAtOnce runs n pods with kubectl run -i --rm whose container
+// exits right after its last write, and fails unless kubectl printed
+// all of the output every time. Every other container writes a line and
+// exits at once, without reading, so the attach races its end: before
+// the write, the line comes through the attach; after the exit, the
+// node says the container is not running and kubectl prints the logs;
+// in between, the first attach of a stdinOnce container gets what was
+// written before it. The others read a line, then write a few KiB in
+// short lines and exit: all of it comes while attached, quicker than
+// the node agent, the API server and kubectl pass it on. A run takes
+// about 0.5 s: the kubectl versions' runs go side by side.
+func runExitAtOnce(t *testing.T, k *framework.Kubectl, prefix string, n int) {
+	var burst strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&burst, "%d\n", i)
+	}
+	var lost []string
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		script, want := fmt.Sprintf("echo %s wrote this and exited", name), name+" wrote this and exited\n"
+		if i%2 == 1 {
+			script = `read x; echo "got $x"; i=0; while [ $i -lt 2000 ]; do echo $i; i=$((i+1)); done; echo end`
+			want = "got " + name + "\n" + burst.String() + "end\n"
+		}
+		out, errOut, err := k.Run(name+"\n", "run", name, "-i", "--rm", "--restart=Never", "--image=busybox", "--", "sh", "-c", script)
+		got := strings.TrimSuffix(out, fmt.Sprintf("pod %q deleted\n", name))
+		if err != nil || got != want {
+			lost = append(lost, fmt.Sprintf("%s: %v, %d of %d bytes, ending %q; stderr %s", name, err, len(got), len(want), got[max(0, len(got)-40):], errOut))
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d of %d kubectl run -i --rm lost output:\n%s", len(lost), n, strings.Join(lost[:min(len(lost), 5)], "\n"))
+	}
 }
