@@ -20,7 +20,7 @@ COREDNS := /var/cache/svcnet/coredns/v1.14.7/coredns
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
 
-.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean conformance conformance-network image
+.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean conformance conformance-network image soak
 
 ## run: install what is missing, build, and start svcnet with the reference scenario
 run: deps build
@@ -113,6 +113,18 @@ conformance-network: deps build
 	NOTES=docs/conformance-network-notes.md \
 	TITLE="Kubernetes' other network specs: svcnet against the e2e suite's Services, DNS and EndpointSlice specs" \
 	RUN_NAME='make conformance-network' ./hack/conformance.sh
+
+## soak: an hour (SOAK_DURATION) of steady traffic on every path of a
+## 3-node cluster with three control planes (ClusterIP, NodePort,
+## LoadBalancer, Ingress, DNS through the ClusterIP and the node-local
+## cache) under a rollout every minute, continuous churn, a component
+## killed every five minutes and an etcd member once; writes
+## docs/soak/report.md and its plots. Not part of make test.
+SOAK_DURATION ?= 1h
+SOAK_TIMEOUT  ?= 2h
+soak: deps build check-kubectl
+	SVCNET_SOAK_DURATION=$(SOAK_DURATION) SVCNET_SOAK_OUT=$(abspath docs/soak) SVCNET_E2E_BINARY=$(abspath $(BIN)) \
+		$(GO) test -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' -v ./test/e2e/cluster/
 
 ## bench-deps: what only the benchmarks use: wrk, and nginx-light to compare
 ## the ingress with (installed with its service kept stopped: a policy-rc.d
