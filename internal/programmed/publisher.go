@@ -186,19 +186,16 @@ func minTime(a, b time.Time) time.Time {
 // when renew. cur is the Lease as last written, nil to read it first.
 func (p *Publisher) write(ctx context.Context, cur *coordinationv1.Lease, v uint64, renew bool) (*coordinationv1.Lease, error) {
 	leases := p.cfg.Client.CoordinationV1().Leases(p.cfg.Namespace)
-	cached := cur != nil
+	cached, create := cur != nil, false
 	if cur == nil {
 		got, err := leases.Get(ctx, p.name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
+			// A new Lease is acquired and renewed as it is made.
 			now := metav1.NewMicroTime(time.Now())
-			return leases.Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.cfg.Namespace,
-					Labels:      map[string]string{ConsumerLabel: p.cfg.Kind},
-					Annotations: map[string]string{VersionAnnotation: formatVersion(v)}},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(p.cfg.Holder), AcquireTime: &now, RenewTime: &now,
-					LeaseDurationSeconds: ptr.To(int32(p.cfg.Duration / time.Second))},
-			}, metav1.CreateOptions{})
+			got = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.cfg.Namespace},
+				Spec: coordinationv1.LeaseSpec{AcquireTime: &now, RenewTime: &now}}
+			create = true
 		case err != nil:
 			return nil, err
 		}
@@ -215,9 +212,12 @@ func (p *Publisher) write(ctx context.Context, cur *coordinationv1.Lease, v uint
 	l.Annotations[VersionAnnotation] = formatVersion(v)
 	l.Spec.HolderIdentity = ptr.To(p.cfg.Holder)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(p.cfg.Duration / time.Second))
-	if renew {
+	if renew && !create {
 		now := metav1.NewMicroTime(time.Now())
 		l.Spec.RenewTime = &now
+	}
+	if create {
+		return leases.Create(ctx, l, metav1.CreateOptions{})
 	}
 	out, err := leases.Update(ctx, l, metav1.UpdateOptions{})
 	if cached && (apierrors.IsConflict(err) || apierrors.IsNotFound(err)) {
