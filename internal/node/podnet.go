@@ -49,6 +49,11 @@ func (n *PodNetwork) Setup(uid string) (netip.Addr, string, error) {
 		n.Teardown(uid)
 		return netip.Addr{}, "", fmt.Errorf("pod network: %w", err)
 	}
+	// A hold that an earlier run of the agent left ends: this run has
+	// not seen the crash it was for.
+	if err := n.Unhold(uid, ip); err != nil {
+		return netip.Addr{}, "", fmt.Errorf("pod network: end an earlier run's crash hold: %w", err)
+	}
 	return ip, ns, nil
 }
 

@@ -46,6 +46,10 @@ type podWorker struct {
 	// nextStorageCheck is when the containers' local storage is next
 	// measured against their ephemeral-storage limits.
 	nextStorageCheck time.Time
+	// hold is the crash hold in place (see crashhold.go), ready the
+	// pod's Ready condition as last computed.
+	hold  *heldCrash
+	ready bool
 }
 
 // sandbox is what the worker asks of its pod's processes (pods.Pod).
@@ -131,8 +135,10 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	defer w.endHold("")
 	for {
 		if w.pod.DeletionTimestamp != nil {
+			w.endHold("the pod is being deleted")
 			w.stopDeleted(ctx, terminal)
 			return
 		}
@@ -140,6 +146,9 @@ func (w *podWorker) run(ctx context.Context) {
 			terminal = w.sync(ctx)
 		}
 		w.push(ctx)
+		if w.hold != nil && w.ready {
+			w.endHold("the pod is ready again")
+		}
 		timer.Reset(w.storageWake(w.sb.VolumesWake(w.state.NextWake(time.Now(), w.sb.SandboxErr() != ""))))
 		select {
 		case <-ctx.Done():
@@ -148,13 +157,16 @@ func (w *podWorker) run(ctx context.Context) {
 			// them. Their probes end with ctx.
 			return
 		case <-w.gone:
+			w.endHold("the pod is gone")
 			w.sb.Terminate(pods.GracePeriod(w.pod, nil), w.onProbe)
 			w.sb.TeardownNetwork()
 			return
 		case <-w.notify:
 			w.setPod(w.newest())
 		case e := <-w.sb.Exits():
-			w.onExit(e)
+			w.onExit(ctx, e)
+		case <-w.holdDone():
+			w.endHold("")
 		case r := <-w.sb.Probes():
 			w.onProbe(r)
 		case <-timer.C:
@@ -198,17 +210,19 @@ func (w *podWorker) phase() corev1.PodPhase { return w.state.Phase(w.pod.Spec.Re
 func (w *podWorker) push(ctx context.Context) {
 	st := status.Compute(status.Input{Pod: w.pod, State: w.state, NodeIP: w.a.cfg.NodeIP, PodIP: w.sb.IP(),
 		SandboxErr: w.sb.SandboxErr(), StartTime: w.startTime, Reported: w.report.Reported(), Now: metav1.Now()})
+	w.ready = podReady(&corev1.Pod{Status: st})
 	if err := w.report.Write(ctx, w.pod, st); err != nil {
 		w.log().Warn("pod status", "err", err)
 	}
 }
 
-func (w *podWorker) onExit(e pods.Exit) {
+func (w *podWorker) onExit(ctx context.Context, e pods.Exit) {
 	c, code := w.sb.Exited(e)
 	if c == nil {
 		return
 	}
 	w.log().Info("container exited", "container", c.Spec.Name, "code", code)
+	w.holdAfterCrash(ctx)
 	if c.ShouldRestart(w.pod.Spec.RestartPolicy) && w.pod.DeletionTimestamp == nil {
 		c.ScheduleRestart(w.pod.Name, time.Now())
 		w.a.Event(w.pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", c.Spec.Name, w.pod.Name)
