@@ -2,7 +2,8 @@
 # hack/image.sh OUT.tar — svcnet as an OCI image, FROM scratch: the static
 # binary at /usr/local/bin/svcnet, and the netfilter tools its proxy runs
 # (iptables and ip6tables, nft and legacy backends, with their extensions;
-# conntrack; ipset — the nftables mode speaks netlink itself), copied from
+# ipset — the nftables mode and the conntrack cleanup speak netlink
+# themselves — and conntrack, to look at the table), copied from
 # this machine's Debian packages with the shared libraries they load, as
 # kube-proxy's image carries them. No shell, no package manager. Built
 # with umoci (Debian package), offline; the result is an OCI archive (a tar of an OCI

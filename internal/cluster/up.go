@@ -24,7 +24,7 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("svcnet up needs root: nodes and pods are network namespaces (run it with sudo)")
 	}
-	for _, tool := range []string{"ip", "iptables-restore", "iptables-save", "conntrack"} {
+	for _, tool := range []string{"ip", "iptables-restore", "iptables-save"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s is not installed (the Makefile's `make deps` installs what svcnet needs)", tool)
 		}

@@ -71,7 +71,7 @@ func RealOS(o Options) OS {
 		IP6Tables:           &utiliptables.Exec{Binary: IP6Binary(o.IPTablesBinary)},
 		NFTables:            nftables.OpenKernel,
 		NFTablesCleanup:     nftables.Cleanup,
-		Conntrack:           &conntrack.Exec{},
+		Conntrack:           &conntrack.Netlink{},
 		Interfaces:          Netlink{},
 		Sockets:             userspace.Real{},
 		HealthCheckListener: healthcheck.AllAddresses,
@@ -237,11 +237,12 @@ func afterSync(d *deps, mode modeInfo, o OS, hcServices *healthcheck.Services, p
 		if plan.Empty() {
 			return
 		}
-		if err := conntrack.Apply(d.ctx, o.Conntrack, plan, family); err != nil {
+		deleted, err := o.Conntrack.Delete(d.ctx, plan, family)
+		if err != nil {
 			d.sync.Metrics.ConntrackCleanupErrors.Inc()
 			log.Warn("could not clear all stale conntrack entries", "err", err)
 		} else {
-			log.Info("cleared stale conntrack entries", "serviceIPs", len(plan.IPs), "nodePorts", len(plan.Ports),
+			log.Info("cleared stale conntrack entries", "entries", deleted, "serviceIPs", len(plan.IPs), "nodePorts", len(plan.Ports),
 				"endpoints", len(plan.NATs)+len(plan.PortNATs))
 		}
 	}

@@ -2,7 +2,6 @@ package conntrack
 
 import (
 	"cmp"
-	"context"
 	"net/netip"
 	"slices"
 
@@ -121,29 +120,4 @@ func viewOf(s *svcstate.Snapshot, n svcstate.ServicePortName, node proxy.Node, f
 	v := portView{nodePort: p.NodePort, reach: proxy.Select(p, mine, node).Reachable}
 	v.addrs = append(append(append(v.addrs, ip), p.ExternalIPs...), p.LoadBalancerIPs...)
 	return v
-}
-
-// Apply deletes what c lists, going on past failures (each entry left
-// behind is one client stuck, not a reason to leave the others) and
-// returning them together.
-func Apply(ctx context.Context, ct Interface, c Cleanup, family v1.IPFamily) error {
-	var failed []error
-	note := func(err error) {
-		if err != nil {
-			failed = append(failed, err)
-		}
-	}
-	for _, ip := range c.IPs {
-		note(ct.ClearEntriesForIP(ctx, ip, v1.ProtocolUDP))
-	}
-	for _, p := range c.Ports {
-		note(ct.ClearEntriesForPort(ctx, p, family, v1.ProtocolUDP))
-	}
-	for _, n := range c.NATs {
-		note(ct.ClearEntriesForNAT(ctx, n.Origin, n.Dest, n.Proto))
-	}
-	for _, n := range c.PortNATs {
-		note(ct.ClearEntriesForPortNAT(ctx, n.Dest, n.Port, n.Proto))
-	}
-	return errs(failed)
 }

@@ -2,7 +2,6 @@ package conntrack_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 
@@ -91,24 +90,13 @@ func TestPlan(t *testing.T) {
 			cur, ch := tr.Snapshot()
 			plan := conntrack.Plan(prev, cur, ch.Ports, node, v1.IPv4Protocol)
 			fake := &conntrack.Fake{}
-			if err := conntrack.Apply(context.Background(), fake, plan, v1.IPv4Protocol); err != nil {
+			if _, err := fake.Delete(context.Background(), plan, v1.IPv4Protocol); err != nil {
 				t.Fatal(err)
 			}
 			if got := fake.Calls(); !slices.Equal(got, tc.want) {
 				t.Errorf("calls:\n got %q\nwant %q", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestApplyGoesOnPastFailures(t *testing.T) {
-	fake := &conntrack.Fake{Err: errors.New("boom")}
-	plan := conntrack.Cleanup{NATs: []conntrack.NAT{{}, {}}, Ports: []int{1}}
-	if err := conntrack.Apply(context.Background(), fake, plan, v1.IPv4Protocol); err == nil {
-		t.Fatal("no error")
-	}
-	if n := len(fake.Calls()); n != 3 {
-		t.Errorf("%d calls, want 3", n)
 	}
 }
 

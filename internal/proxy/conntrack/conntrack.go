@@ -12,110 +12,123 @@
 package conntrack
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"net"
 	"net/netip"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 )
 
-// Interface is every effect the cleanup has on the kernel. Exec runs the
-// conntrack tool; Fake records what it was asked.
+// Interface is the cleanup's one effect on the kernel. Netlink deletes
+// the entries; Fake records what it was asked.
 type Interface interface {
-	// ClearEntriesForIP deletes the entries of proto whose original
-	// destination is ip: traffic sent to a service address before the
-	// rules could DNAT it.
-	ClearEntriesForIP(ctx context.Context, ip netip.Addr, proto v1.Protocol) error
-	// ClearEntriesForPort deletes the entries of proto whose original
-	// destination port is port: the same, for a node port.
-	ClearEntriesForPort(ctx context.Context, port int, family v1.IPFamily, proto v1.Protocol) error
-	// ClearEntriesForNAT deletes the entries of proto sent to origin (a
-	// service address) and DNATed to dest (an endpoint); for TCP only
-	// those in state SYN_SENT.
-	ClearEntriesForNAT(ctx context.Context, origin, dest netip.Addr, proto v1.Protocol) error
-	// ClearEntriesForPortNAT deletes the entries of proto sent to node
-	// port port and DNATed to dest; for TCP only those in state
-	// SYN_SENT.
-	ClearEntriesForPortNAT(ctx context.Context, dest netip.Addr, port int, proto v1.Protocol) error
+	// Delete deletes the entries of family that c describes (see
+	// Cleanup) and says how many went.
+	Delete(ctx context.Context, c Cleanup, family v1.IPFamily) (int, error)
 }
 
-// Exec runs `conntrack -D` in the network namespace of the process, the
-// one whose rules the proxy programs.
-type Exec struct {
-	// Binary defaults to "conntrack".
-	Binary string
-	// Netns, if set, runs the tool in that named namespace instead.
-	Netns string
+// Netlink deletes entries over netlink in one pass: it lists the table
+// once and deletes each entry that matches, whatever the size of the
+// cleanup (kube-proxy did the same in 1.30 after years of one conntrack
+// process per service address and endpoint).
+type Netlink struct {
+	// Handle is the netlink socket of the namespace to clean; nil: the
+	// process's own, the one whose rules the proxy programs.
+	Handle *netlink.Handle
 }
 
-func (e *Exec) delete(ctx context.Context, family v1.IPFamily, proto v1.Protocol, filter ...string) error {
-	bin := e.Binary
-	if bin == "" {
-		bin = "conntrack"
+// Delete implements Interface. Entries that vanish between the listing
+// and their deletion (expired, or deleted by another) count as deleted.
+func (n *Netlink) Delete(_ context.Context, c Cleanup, family v1.IPFamily) (int, error) {
+	if c.Empty() {
+		return 0, nil
 	}
-	args := append([]string{"-D", "-p", strings.ToLower(string(proto))}, filter...)
+	h := n.Handle
+	if h == nil {
+		var err error
+		if h, err = netlink.NewHandle(unix.NETLINK_NETFILTER); err != nil {
+			return 0, fmt.Errorf("conntrack: netlink socket: %w", err)
+		}
+		defer h.Close()
+	}
+	fam := netlink.InetFamily(unix.AF_INET)
 	if family == v1.IPv6Protocol {
-		args = append(args, "-f", "ipv6")
+		fam = unix.AF_INET6
 	}
-	name := bin
-	if e.Netns != "" {
-		name, args = "ip", append([]string{"netns", "exec", e.Netns, bin}, args...)
+	deleted, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, fam, c.matcher())
+	if err != nil {
+		return int(deleted), fmt.Errorf("conntrack: delete %d kinds of stale entries: %w", len(c.Lines()), err)
 	}
-	cmd := exec.CommandContext(ctx, name, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	// conntrack exits 1 when nothing matched, which is no failure here.
-	if err != nil && !strings.Contains(out.String(), "0 flow entries have been deleted") {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	return int(deleted), nil
+}
+
+// matcher tells the entries of a cleanup, each in constant time.
+type matcher struct {
+	ips      map[netip.Addr]bool
+	ports    map[uint16]bool
+	nats     map[NAT]bool
+	portNATs map[PortNAT]bool
+}
+
+func (c Cleanup) matcher() *matcher {
+	m := &matcher{ips: map[netip.Addr]bool{}, ports: map[uint16]bool{}, nats: map[NAT]bool{}, portNATs: map[PortNAT]bool{}}
+	for _, ip := range c.IPs {
+		m.ips[ip] = true
 	}
-	return nil
-}
-
-func familyOf(a netip.Addr) v1.IPFamily {
-	if a.Is4() {
-		return v1.IPv4Protocol
+	for _, p := range c.Ports {
+		m.ports[uint16(p)] = true
 	}
-	return v1.IPv6Protocol
-}
-
-// ClearEntriesForIP implements Interface.
-func (e *Exec) ClearEntriesForIP(ctx context.Context, ip netip.Addr, proto v1.Protocol) error {
-	return e.delete(ctx, familyOf(ip), proto, "--orig-dst", ip.String())
-}
-
-// ClearEntriesForPort implements Interface.
-func (e *Exec) ClearEntriesForPort(ctx context.Context, port int, family v1.IPFamily, proto v1.Protocol) error {
-	return e.delete(ctx, family, proto, "--dport", strconv.Itoa(port))
-}
-
-// ClearEntriesForNAT implements Interface.
-func (e *Exec) ClearEntriesForNAT(ctx context.Context, origin, dest netip.Addr, proto v1.Protocol) error {
-	return e.delete(ctx, familyOf(origin), proto, append(unanswered(proto), "--orig-dst", origin.String(), "--dst-nat", dest.String())...)
-}
-
-// ClearEntriesForPortNAT implements Interface.
-func (e *Exec) ClearEntriesForPortNAT(ctx context.Context, dest netip.Addr, port int, proto v1.Protocol) error {
-	return e.delete(ctx, familyOf(dest), proto, append(unanswered(proto), "--dport", strconv.Itoa(port), "--dst-nat", dest.String())...)
-}
-
-// unanswered narrows a TCP deletion to the connections that never got
-// an answer.
-func unanswered(proto v1.Protocol) []string {
-	if proto == v1.ProtocolTCP {
-		return []string{"--state", "SYN_SENT"}
+	for _, n := range c.NATs {
+		m.nats[n] = true
 	}
-	return nil
+	for _, n := range c.PortNATs {
+		m.portNATs[n] = true
+	}
+	return m
 }
 
-// Fake records calls as strings such as "nat udp 10.96.0.10 -> 10.244.1.2".
+// MatchConntrackFlow implements netlink.CustomConntrackFilter: the
+// entry's original direction is what the client sent (to a service
+// address or a node port), its reply direction's source the endpoint the
+// rules DNATed it to.
+func (m *matcher) MatchConntrackFlow(f *netlink.ConntrackFlow) bool {
+	var proto v1.Protocol
+	switch f.Forward.Protocol {
+	case unix.IPPROTO_UDP:
+		proto = v1.ProtocolUDP
+	case unix.IPPROTO_TCP:
+		proto = v1.ProtocolTCP
+		// Answered connections stay: a terminating pod finishes them.
+		if tcp, ok := f.ProtoInfo.(*netlink.ProtoInfoTCP); !ok || tcp.State != tcpSynSent {
+			return false
+		}
+	default:
+		return false
+	}
+	origDst, dest := addrOf(f.Forward.DstIP), addrOf(f.Reverse.SrcIP)
+	port := f.Forward.DstPort
+	if proto == v1.ProtocolUDP && (m.ips[origDst] || m.ports[port]) {
+		return true
+	}
+	return m.nats[NAT{Proto: proto, Origin: origDst, Dest: dest}] || m.portNATs[PortNAT{Proto: proto, Port: int(port), Dest: dest}]
+}
+
+// tcpSynSent is TCP_CONNTRACK_SYN_SENT: a SYN seen, no answer yet.
+const tcpSynSent = 1
+
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// Fake records the cleanups it is asked for, one line per item (see
+// Cleanup.Lines).
 type Fake struct {
 	mu    sync.Mutex
 	calls []string
@@ -123,14 +136,15 @@ type Fake struct {
 	Err error
 }
 
-func (f *Fake) record(s string) error {
+// Delete implements Interface.
+func (f *Fake) Delete(_ context.Context, c Cleanup, _ v1.IPFamily) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, s)
-	return f.Err
+	f.calls = append(f.calls, c.Lines()...)
+	return 0, f.Err
 }
 
-// Calls returns the calls so far, sorted, and forgets them.
+// Calls returns the items so far, sorted, and forgets them.
 func (f *Fake) Calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -139,32 +153,24 @@ func (f *Fake) Calls() []string {
 	return out
 }
 
-// ClearEntriesForIP implements Interface.
-func (f *Fake) ClearEntriesForIP(_ context.Context, ip netip.Addr, proto v1.Protocol) error {
-	return f.record(fmt.Sprintf("ip %s %s", lower(proto), ip))
-}
-
-// ClearEntriesForPort implements Interface.
-func (f *Fake) ClearEntriesForPort(_ context.Context, port int, family v1.IPFamily, proto v1.Protocol) error {
-	return f.record(fmt.Sprintf("port %s %s %d", lower(proto), family, port))
-}
-
-// ClearEntriesForNAT implements Interface.
-func (f *Fake) ClearEntriesForNAT(_ context.Context, origin, dest netip.Addr, proto v1.Protocol) error {
-	return f.record(fmt.Sprintf("nat %s %s -> %s", lower(proto), origin, dest))
-}
-
-// ClearEntriesForPortNAT implements Interface.
-func (f *Fake) ClearEntriesForPortNAT(_ context.Context, dest netip.Addr, port int, proto v1.Protocol) error {
-	return f.record(fmt.Sprintf("portnat %s %d -> %s", lower(proto), port, dest))
+// Lines lists a cleanup one item a line: "ip udp 10.96.0.10",
+// "port udp 30053", "nat tcp 10.96.0.20 -> 10.244.1.2",
+// "portnat tcp 30080 -> 10.244.1.2".
+func (c Cleanup) Lines() []string {
+	var out []string
+	for _, ip := range c.IPs {
+		out = append(out, fmt.Sprintf("ip udp %s", ip))
+	}
+	for _, p := range c.Ports {
+		out = append(out, fmt.Sprintf("port udp %d", p))
+	}
+	for _, n := range c.NATs {
+		out = append(out, fmt.Sprintf("nat %s %s -> %s", lower(n.Proto), n.Origin, n.Dest))
+	}
+	for _, n := range c.PortNATs {
+		out = append(out, fmt.Sprintf("portnat %s %d -> %s", lower(n.Proto), n.Port, n.Dest))
+	}
+	return out
 }
 
 func lower(p v1.Protocol) string { return strings.ToLower(string(p)) }
-
-// errs joins errors, keeping at most a few so a log line stays readable.
-func errs(list []error) error {
-	if len(list) > 5 {
-		list = append(list[:5], fmt.Errorf("and %d more", len(list)-5))
-	}
-	return errors.Join(list...)
-}
