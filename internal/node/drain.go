@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/node/pods"
 	"github.com/svcnet/svcnet/internal/programmed"
+	"github.com/svcnet/svcnet/internal/svcstate"
 )
 
 // EndpointDrainAnnotation on a pod set to "none" stops it as kubelet
@@ -47,22 +49,15 @@ func holdsForDrain(pod *corev1.Pod, services int, grace time.Duration) bool {
 func drainLimit(grace time.Duration) time.Duration { return grace / 2 }
 
 // stillRouted reports whether a slice still offers one of addrs to new
-// connections: listed as ready (an unset ready means ready, as the API
-// defines it). Serving-and-terminating endpoints are not: proxies use
-// those only when a Service has no ready one, and then the pod is still
-// serving what it can until its grace ends.
-func stillRouted(slices []discovery.EndpointSlice, addrs []string) bool {
-	for i := range slices {
-		for _, ep := range slices[i].Endpoints {
-			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
-				continue
-			}
-			for _, a := range ep.Addresses {
-				for _, want := range addrs {
-					if a == want {
-						return true
-					}
-				}
+// connections, read as the proxies read it (svcstate): a ready endpoint
+// whose address is one of addrs. Serving-and-terminating endpoints are
+// not: proxies use those only when a Service has no ready one, and then
+// the pod is still serving what it can until its grace ends.
+func stillRouted(list []discovery.EndpointSlice, addrs []string) bool {
+	for i := range list {
+		for _, ep := range list[i].Endpoints {
+			if svcstate.EndpointReady(ep.Conditions) && slices.Contains(addrs, svcstate.EndpointAddress(ep)) {
+				return true
 			}
 		}
 	}

@@ -58,6 +58,7 @@ func TestStillRouted(t *testing.T) {
 		{"ready unset means ready", []discovery.EndpointSlice{slice(ep("10.0.0.9", nil))}, true},
 		{"terminating (not ready)", []discovery.EndpointSlice{slice(ep("10.0.0.9", ptr.To(false)))}, false},
 		{"gone from the slice", []discovery.EndpointSlice{slice(ep("10.0.0.8", ptr.To(true)))}, false},
+		{"listed second (proxies route the first address only)", []discovery.EndpointSlice{slice(discovery.Endpoint{Addresses: []string{"10.0.0.8", "10.0.0.9"}})}, false},
 		{"ready in a second Service's slice", []discovery.EndpointSlice{
 			slice(ep("10.0.0.9", ptr.To(false))), slice(ep("10.0.0.8", nil), ep("10.0.0.9", nil))}, true},
 		{"no slices", nil, false},

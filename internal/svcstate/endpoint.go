@@ -168,26 +168,25 @@ func parseSlice(s *discovery.EndpointSlice, nodeName string, report func(BadInpu
 	seen := make(map[netip.Addr]bool, len(s.Endpoints))
 	for i, ep := range s.Endpoints {
 		field := fmt.Sprintf("endpoints[%d].addresses[0]", i)
-		if len(ep.Addresses) == 0 {
+		addr := EndpointAddress(ep)
+		if addr == "" {
 			bad(fmt.Sprintf("endpoints[%d].addresses", i), "", ReasonMissingAddress)
 			continue
 		}
-		// Like kube-proxy, only the first address is used: the API allows
-		// exactly one today.
-		a, r := parseIP(ep.Addresses[0])
+		a, r := parseIP(addr)
 		switch {
 		case r != "":
-			bad(field, ep.Addresses[0], r)
+			bad(field, addr, r)
 			continue
 		case Family(a) != family:
-			bad(field, ep.Addresses[0], ReasonWrongFamily)
+			bad(field, addr, ReasonWrongFamily)
 			continue
 		case seen[a]:
-			bad(field, ep.Addresses[0], ReasonDuplicate)
+			bad(field, addr, ReasonDuplicate)
 			continue
 		}
 		seen[a] = true
-		ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+		ready := EndpointReady(ep.Conditions)
 		// The API says a nil serving condition defers to ready.
 		serving := ready
 		if ep.Conditions.Serving != nil {
@@ -317,4 +316,19 @@ func Usable(eps []Endpoint) []Endpoint {
 		return ready
 	}
 	return draining
+}
+
+// EndpointReady reads an endpoint's ready condition as the API defines
+// it: unset means ready. Proxies route new connections to ready
+// endpoints (and to serving, terminating ones only when a Service has no
+// ready one).
+func EndpointReady(c discovery.EndpointConditions) bool { return c.Ready == nil || *c.Ready }
+
+// EndpointAddress is the one address of an endpoint that proxies route
+// to: the first (the API allows exactly one today), "" if none.
+func EndpointAddress(ep discovery.Endpoint) string {
+	if len(ep.Addresses) == 0 {
+		return ""
+	}
+	return ep.Addresses[0]
 }
