@@ -66,25 +66,8 @@ func TestFaultsUnderLoad(t *testing.T) {
 		lbIP, _, _ = k.Run("", "get", "service", "hostnames-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 		return lbIP != ""
 	})
-	readyPods := func(selector, ns string, want int) func() bool {
-		return func() bool {
-			pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
-			if err != nil {
-				return false
-			}
-			n := 0
-			for _, p := range pods.Items {
-				for _, cond := range p.Status.Conditions {
-					if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
-						n++
-					}
-				}
-			}
-			return n == want
-		}
-	}
-	c.until("3 hostnames pods ready", time.Minute, readyPods("app=hostnames", "default", 3))
-	c.until("2 DNS pods ready", time.Minute, readyPods("k8s-app=kube-dns", "kube-system", 2))
+	c.until("3 hostnames pods ready", time.Minute, readyPods(client, "default", "app=hostnames", 3))
+	c.until("2 DNS pods ready", time.Minute, readyPods(client, "kube-system", "k8s-app=kube-dns", 2))
 
 	clientNs, node2 := "svcnet-"+c.name+"-client", "svcnet-"+c.name+"-node-2"
 	targets := []loadgen.Target{
@@ -107,13 +90,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 		// A resolver's way: two tries (glibc's attempts:2) of
 		// resolverTimeout each, each from a new socket.
 		dnsOutcomes = loadgen.Every(ctx, 20, 20*2*resolverTries, func() string {
-			kind := ""
-			for range resolverTries {
-				if kind = lookup(node2, "10.96.0.10:53", "hostnames.default.svc.cluster.local.", dns.RcodeSuccess); kind == "" {
-					return ""
-				}
-			}
-			return kind
+			return resolve(node2, "10.96.0.10:53", "hostnames.default.svc.cluster.local.", dns.RcodeSuccess)
 		})
 	}()
 	go func() {
@@ -124,14 +101,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 		// goes to a replica.
 		var n atomic.Int64
 		cacheOutcomes = loadgen.Every(ctx, 20, 20*2*resolverTries, func() string {
-			name := fmt.Sprintf("nx-%06d.default.svc.cluster.local.", n.Add(1))
-			kind := ""
-			for range resolverTries {
-				if kind = lookup(node2, "169.254.20.10:53", name, dns.RcodeNameError); kind == "" {
-					return ""
-				}
-			}
-			return kind
+			return resolve(node2, "169.254.20.10:53", fmt.Sprintf("nx-%06d.default.svc.cluster.local.", n.Add(1)), dns.RcodeNameError)
 		})
 	}()
 	go func() {
@@ -178,20 +148,6 @@ func TestFaultsUnderLoad(t *testing.T) {
 		body, err := client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
 		return err == nil && string(body) == "ok"
 	}
-	nodeReady := func(name string) func() bool {
-		return func() bool {
-			n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-			if err != nil {
-				return false
-			}
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == corev1.NodeReady {
-					return cond.Status == corev1.ConditionTrue
-				}
-			}
-			return false
-		}
-	}
 	faults := []fault{
 		{name: "API server (with embedded etcd)", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
 			old := killOne(t, "the API server", " apiserver ", state+"/apiserver")
@@ -218,7 +174,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 		{name: "one DNS replica", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
 			killOne(t, "a DNS replica", " dns ", "--listen=0.0.0.0:53", "netns=svcnet-"+c.name+"-*", notShim)
 			time.Sleep(time.Second) // its pod to be seen not ready before waiting for both
-			return readyPods("k8s-app=kube-dns", "kube-system", 2)
+			return readyPods(client, "kube-system", "k8s-app=kube-dns", 2)
 		}},
 		// A server's crash: its pod's new connections would be refused
 		// (RST) until every proxy drops its endpoint; the node agent's
@@ -229,7 +185,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 			killOne(t, "a hostnames server", " image hostnames ", "netns=svcnet-"+c.name+"-*", notShim)
 			time.Sleep(time.Second) // its pod to be seen not ready before waiting for all
 			return func() bool {
-				return readyPods("app=hostnames", "default", 3)() && c.agentLogged(`msg="crash hold ended"`, "pod=default/hostnames-", `why="unrouted and programmed by`)
+				return readyPods(client, "default", "app=hostnames", 3)() && c.agentLogged(`msg="crash hold ended"`, "pod=default/hostnames-", `why="unrouted and programmed by`)
 			}
 		}},
 		{name: "the edge load balancer", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
@@ -240,21 +196,21 @@ func TestFaultsUnderLoad(t *testing.T) {
 		{name: "node-2's agent", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
 			// Its containers outlive it and are adopted: the same starts,
 			// not restarts.
-			before := containerStarts(t, client, "node-2")
+			before := containerStarts(client, "node-2")
 			old := killOne(t, "node-2's agent", agentOf("node-2")...)
 			return func() bool {
-				if !restarted(old, agentOf("node-2")...)() || !nodeReady("node-2")() {
+				if !restarted(old, agentOf("node-2")...)() || !nodeReady(client, "node-2") {
 					return false
 				}
 				// The restarted agent has seen every pod once its starts show.
-				after := containerStarts(t, client, "node-2")
+				after := containerStarts(client, "node-2")
 				for k, v := range before {
 					if after[k] != v {
 						t.Errorf("after the agent's restart, %s is %q, was %q: restarted, not adopted", k, after[k], v)
 						return true
 					}
 				}
-				return readyPods("app=hostnames", "default", 3)() && readyPods("k8s-app=kube-dns", "kube-system", 2)()
+				return readyPods(client, "default", "app=hostnames", 3)() && readyPods(client, "kube-system", "k8s-app=kube-dns", 2)()
 			}
 		}},
 		{name: "node-2 frozen 30 s (agent and proxy stopped)", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
@@ -272,7 +228,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 				_ = syscall.Kill(p, syscall.SIGCONT)
 			}
 			return func() bool {
-				return nodeReady("node-2")() && readyPods("app=hostnames", "default", 3)() && readyPods("k8s-app=kube-dns", "kube-system", 2)()
+				return nodeReady(client, "node-2") && readyPods(client, "default", "app=hostnames", 3)() && readyPods(client, "kube-system", "k8s-app=kube-dns", 2)()
 			}
 		}},
 	}
@@ -378,22 +334,6 @@ func failedAt(outcomes []loadgen.Outcome, from, to time.Time, stalls []loadgen.S
 		}
 	}
 	return strings.Join(out, "; ")
-}
-
-// containerStarts maps each container of the node's pods to its current
-// start (container ID and restart count).
-func containerStarts(t *testing.T, client kubernetes.Interface, node string) map[string]string {
-	pods, err := client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, p := range pods.Items {
-		for _, st := range p.Status.ContainerStatuses {
-			out[p.Namespace+"/"+p.Name+"/"+st.Name] = fmt.Sprintf("%s restarts=%d", st.ContainerID, st.RestartCount)
-		}
-	}
-	return out
 }
 
 // resolverTimeout and resolverTries are glibc's defaults (resolv.conf's

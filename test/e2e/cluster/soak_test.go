@@ -274,9 +274,9 @@ spec:
 	ingressIP := addr("the ingress controller's address", "-n", "ingress-svcnet", "get", "service", "ingress-controller")
 	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
 	c.until("every API server ready", time.Minute, s.allAPIReady)
-	c.until("3 hostnames pods ready", 2*time.Minute, s.readyPods("default", "app=hostnames", 3))
-	c.until("2 DNS pods ready", time.Minute, s.readyPods("kube-system", "k8s-app=kube-dns", 2))
-	c.until("2 ingress pods ready", time.Minute, s.readyPods("ingress-svcnet", "app.kubernetes.io/name=ingress-controller", 2))
+	c.until("3 hostnames pods ready", 2*time.Minute, readyPods(s.client, "default", "app=hostnames", 3))
+	c.until("2 DNS pods ready", time.Minute, readyPods(s.client, "kube-system", "k8s-app=kube-dns", 2))
+	c.until("2 ingress pods ready", time.Minute, readyPods(s.client, "ingress-svcnet", "app.kubernetes.io/name=ingress-controller", 2))
 
 	client, node2 := s.ns("client"), s.ns("node-2")
 	s.targets = []loadgen.Target{
@@ -584,7 +584,7 @@ func (s *soak) faultTable() []soakFault {
 	// pod (graceful; the Deployment makes another) in odd ones, or the
 	// other way round with killFirst false.
 	replica := func(round int, killFirst bool, ns, selector string, parts ...string) (string, func() bool, error) {
-		ready := s.readyPods(ns, selector, 2)
+		ready := readyPods(s.client, ns, selector, 2)
 		if (round%2 == 0) == killFirst {
 			pids := s.c.pidsWith(parts...)
 			if len(pids) == 0 {
@@ -645,17 +645,17 @@ func (s *soak) faultTable() []soakFault {
 		{"node agent", func(round int) (string, func() bool, error) {
 			// node-2's first: the ClusterIP and DNS traffic comes from it.
 			node := soakNodes[(round+1)%3]
-			before := s.containerStarts(node)
+			before := containerStarts(s.client, node)
 			old, err := s.kill(agentOf(node)...)
 			return "kill -9 " + node + "'s agent", func() bool {
-				if !s.back(old, agentOf(node)...) || !s.nodeReady(node) || !s.readyPods("kube-system", "k8s-app=kube-dns", 2)() ||
-					!s.readyPods("ingress-svcnet", ingressSel, 2)() || !s.deploymentAvailable("hostnames", 3) {
+				if !s.back(old, agentOf(node)...) || !nodeReady(s.client, node) || !readyPods(s.client, "kube-system", "k8s-app=kube-dns", 2)() ||
+					!readyPods(s.client, "ingress-svcnet", ingressSel, 2)() || !s.deploymentAvailable("hostnames", 3) {
 					return false
 				}
 				// Containers outlive their agent and are adopted: those still
 				// there keep their starts (pods that came and went meanwhile,
 				// the rollouts' and the churn's, are not compared).
-				after := s.containerStarts(node)
+				after := containerStarts(s.client, node)
 				for k, v := range before {
 					if a, ok := after[k]; ok && a != v {
 						s.t.Errorf("after %s's agent restarted, %s is %q, was %q: restarted, not adopted", node, k, a, v)
@@ -761,24 +761,6 @@ func (s *soak) netnsOf(pid int) string {
 	return "host"
 }
 
-func (s *soak) readyPods(ns, selector string, want int) func() bool {
-	return func() bool {
-		pods, err := s.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return false
-		}
-		n := 0
-		for _, p := range pods.Items {
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
-					n++
-				}
-			}
-		}
-		return n == want
-	}
-}
-
 func (s *soak) podGone(ns, name string) bool {
 	_, err := s.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 	return apierrors.IsNotFound(err)
@@ -789,35 +771,6 @@ func (s *soak) podGone(ns, name string) bool {
 func (s *soak) deploymentAvailable(name string, want int32) bool {
 	d, err := s.client.AppsV1().Deployments("default").Get(context.Background(), name, metav1.GetOptions{})
 	return err == nil && d.Status.AvailableReplicas >= want
-}
-
-func (s *soak) nodeReady(name string) bool {
-	n, err := s.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		return false
-	}
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// containerStarts is chaos_test's containerStarts without failing the
-// test: a list the API did not answer is empty.
-func (s *soak) containerStarts(node string) map[string]string {
-	pods, err := s.client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	out := map[string]string{}
-	if err != nil {
-		return out
-	}
-	for _, p := range pods.Items {
-		for _, st := range p.Status.ContainerStatuses {
-			out[p.Namespace+"/"+p.Name+"/"+st.Name] = fmt.Sprintf("%s restarts=%d", st.ContainerID, st.RestartCount)
-		}
-	}
-	return out
 }
 
 func (s *soak) leader() string {
