@@ -29,6 +29,13 @@ const rtnLocal = 2
 // ctStateNew is the ct state bit of a connection's first packet.
 const ctStateNew = 8
 
+// The TCP header's flags byte and two of its bits.
+const (
+	tcpFlagsOffset = 13
+	tcpSyn         = 0x02
+	tcpAck         = 0x10
+)
+
 // anonSet is a constant set or map that belongs to one rule (the targets
 // of a numgen, the prefixes of a MatchAddrList). The transaction creates
 // it just before the rule, which refers to it by ID.
@@ -136,6 +143,10 @@ func (c *compiled) add(f Family, s Stmt, nextID func() uint32) error {
 		c.exprs = append(c.exprs, &expr.Ct{Register: reg1, Key: expr.CtKeySTATE},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(ctStateNew), Xor: make([]byte, 4)},
 			&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: make([]byte, 4)})
+	case MatchTCPSyn:
+		c.exprs = append(c.exprs, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: tcpFlagsOffset, Len: 1},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 1, Mask: []byte{tcpSyn | tcpAck}, Xor: []byte{0}},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{tcpSyn}})
 	case MatchMarkClear:
 		c.exprs = append(c.exprs, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(s.Mark), Xor: make([]byte, 4)},

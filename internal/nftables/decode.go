@@ -61,6 +61,14 @@ func (d *decoder) next() error {
 			}
 			return errUnknown
 		}
+		if e.Base == expr.PayloadBaseTransportHeader && e.Offset == tcpFlagsOffset && e.Len == 1 {
+			b, ok1 := d.peek(1).(*expr.Bitwise)
+			c, ok2 := d.peek(2).(*expr.Cmp)
+			if ok1 && ok2 && slices.Equal(b.Mask, []byte{tcpSyn | tcpAck}) && isZero(b.Xor) && c.Op == expr.CmpOpEq && slices.Equal(c.Data, []byte{tcpSyn}) {
+				return d.emit(3, MatchTCPSyn{})
+			}
+			return errUnknown
+		}
 		return d.addr(e)
 	case *expr.Meta:
 		return d.meta(e)

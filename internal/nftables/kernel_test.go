@@ -67,6 +67,7 @@ func sample(f Family) *Table {
 				R(MatchAddrSet{Set: "cluster-ips"}, Reject{}),
 				R(MatchAddr{Prefix: p("10.96.0.0/12", "fd04::/108")}, Verdict{Kind: Drop}),
 				R(MatchFibLocal{Neg: true}, Verdict{Kind: Accept}),
+				R(MatchProto{Proto: TCP}, MatchTCPSyn{}, Verdict{Kind: Drop}),
 			}},
 			{Name: "services"},
 		},
@@ -144,7 +145,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("nft cannot list the table: %v: %s", err, out)
 			}
-			for _, s := range []string{"numgen random mod 3 vmap", "masquerade fully-random", "update @affinity-X", "comment \"ns1/svc1:p80\"", "timeout 3h"} {
+			for _, s := range []string{"numgen random mod 3 vmap", "masquerade fully-random", "update @affinity-X", "comment \"ns1/svc1:p80\"", "timeout 3h", "tcp flags"} {
 				if !strings.Contains(string(out), s) {
 					t.Errorf("nft's listing lacks %q:\n%s", s, out)
 				}

@@ -114,6 +114,12 @@ type MatchFibLocal struct{ Src, Neg bool }
 // MatchCtNew matches the first packet of a connection: `ct state new`.
 type MatchCtNew struct{}
 
+// MatchTCPSyn matches a TCP connection's opening segment, a SYN without
+// ACK, from its header alone (no conntrack): `tcp flags syn / syn,ack`
+// (`tcp flags & (syn | ack) == syn`). A rule that uses it must match the
+// protocol first (MatchProto).
+type MatchTCPSyn struct{}
+
 // MatchMarkClear matches packets whose mark has none of Mark's bits:
 // `meta mark & 0x4000 == 0`.
 type MatchMarkClear struct{ Mark uint32 }
@@ -240,7 +246,8 @@ func (s MatchFibLocal) nft(Family) string {
 	return "fib " + field + " type" + neg(s.Neg) + " local"
 }
 
-func (MatchCtNew) nft(Family) string { return "ct state new" }
+func (MatchCtNew) nft(Family) string  { return "ct state new" }
+func (MatchTCPSyn) nft(Family) string { return "tcp flags syn / syn,ack" }
 
 func (s MatchMarkClear) nft(Family) string {
 	return fmt.Sprintf("meta mark & %#08x == 0", s.Mark)

@@ -37,6 +37,7 @@ func TestFormat(t *testing.T) {
 		{IPv6, R(UpdateSrcSet{Set: "aff"}), "update @aff { ip6 saddr }"},
 		{IPv6, R(MatchProto{Proto: SCTP}, DNAT{To: netip.MustParseAddrPort("[fd00::5]:80")}), "meta l4proto sctp dnat to [fd00::5]:80"},
 		{IPv4, R(MatchCtNew{}, Verdict{Kind: Jump, Chain: "x"}), "ct state new jump x"},
+		{IPv4, R(MatchProto{Proto: TCP}, MatchTCPSyn{}, Verdict{Kind: Drop}), "meta l4proto tcp tcp flags syn / syn,ack drop"},
 		{IPv4, R(Masquerade{FullyRandom: true}), "masquerade fully-random"},
 		{IPv4, R(MatchAddrSet{Set: "cluster-ips"}, Reject{}), "ip daddr @cluster-ips reject"},
 	}

@@ -37,16 +37,25 @@ const crashHoldLimit = 10 * time.Second
 const crashHoldTable = "svcnet-crash-hold"
 
 // crashHold is the table of a hold on the pod at addr: the first packet
-// of every connection to it is dropped (answers to its own connections,
-// and its loopback traffic, pass).
+// of every TCP connection and UDP flow to it is dropped; its established
+// connections, the answers to its own and its loopback traffic pass. TCP
+// is told by its SYN, not by conntrack: the pod's namespace has tracked
+// nothing before the hold (no rule needed it), and conntrack would take
+// the next segment of a connection it has never seen for a new one. UDP
+// has no such mark, so an answer to one of the pod's own flows that
+// arrives in the moment the hold begins is dropped too (its sender asks
+// again); from then on conntrack knows the pod's flows.
 func crashHold(addr netip.Addr) *nft.Table {
 	f := nft.IPv4
 	if addr.Is6() {
 		f = nft.IPv6
 	}
+	pod := nft.MatchAddr{Prefix: netip.PrefixFrom(addr, addr.BitLen())}
 	return &nft.Table{Family: f, Name: crashHoldTable, Comment: "svcnet: a container of this pod crashed; new connections wait until no proxy sends them here",
-		Chains: []*nft.Chain{{Name: "input", Hook: &nft.Hook{Type: "filter", Hook: "input"},
-			Rules: []nft.Rule{nft.R(nft.MatchAddr{Prefix: netip.PrefixFrom(addr, addr.BitLen())}, nft.MatchCtNew{}, nft.Verdict{Kind: nft.Drop})}}}}
+		Chains: []*nft.Chain{{Name: "input", Hook: &nft.Hook{Type: "filter", Hook: "input"}, Rules: []nft.Rule{
+			nft.R(pod, nft.MatchProto{Proto: nft.TCP}, nft.MatchTCPSyn{}, nft.Verdict{Kind: nft.Drop}),
+			nft.R(pod, nft.MatchProto{Proto: nft.UDP}, nft.MatchCtNew{}, nft.Verdict{Kind: nft.Drop}),
+		}}}}
 }
 
 // Hold puts a crash hold on the pod of uid, whose address is addr.
