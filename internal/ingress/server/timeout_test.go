@@ -43,7 +43,16 @@ type ingressUnderTest struct {
 
 func serveIngress(t *testing.T, sendTimeout time.Duration, body int) *ingressUnderTest {
 	t.Helper()
-	in := &ingressUnderTest{reg: prometheus.NewRegistry(), limit: NewLimit(10000), pod: newBigPod(t, body)}
+	pod := newBigPod(t, body)
+	in := serveIngressTo(t, sendTimeout, pod.addr)
+	in.pod = pod
+	return in
+}
+
+// serveIngressTo is the ingress in front of the pod at addr.
+func serveIngressTo(t testing.TB, sendTimeout time.Duration, addr string) *ingressUnderTest {
+	t.Helper()
+	in := &ingressUnderTest{reg: prometheus.NewRegistry(), limit: NewLimit(10000)}
 	in.px = proxy.New(proxy.Options{SendTimeout: sendTimeout, Registerer: in.reg})
 	t.Cleanup(in.px.Close)
 	cert, err := proxy.SelfSigned()
@@ -62,7 +71,7 @@ func serveIngress(t *testing.T, sendTimeout time.Duration, body int) *ingressUnd
 		t.Fatal(problems)
 	}
 	up := upstream.New(table.Backends[0])
-	up.Set([]string{in.pod.addr})
+	up.Set([]string{addr})
 	in.px.Set(table, []*upstream.Upstream{up})
 
 	srv := New()
