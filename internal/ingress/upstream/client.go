@@ -28,12 +28,22 @@ type Client struct {
 	idle *Idle[*Conn]
 }
 
-// Conn is a connection of a Client to a pod.
+// Conn is a connection of a Client to a pod. It has a reader of its
+// own, for the bytes of an answer read ahead, and borrows a writer
+// (writers) only while it writes a request: a connection kept idle, or
+// passing on an answer to a client that does not take it, holds no
+// buffer for writing.
 type Conn struct {
 	net.Conn
 	br *bufio.Reader
-	bw *bufio.Writer
 }
+
+// podReadBuffer is the size of a pod connection's reader, as net/http's
+// Transport's: a longer head line is read in several pieces, and a body
+// read with a buffer at least as large bypasses it.
+const podReadBuffer = 4 << 10
+
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 8<<10) }}
 
 // IdleTimeout is how long a connection to a pod is kept without a
 // request, as nginx's upstream keepalive_timeout.
@@ -80,7 +90,7 @@ func (p *Client) get(ctx context.Context, addr string, fresh bool, connect time.
 	if err != nil {
 		return nil, false, DialError{err}
 	}
-	return &Conn{Conn: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 8<<10)}, false, nil
+	return &Conn{Conn: c, br: bufio.NewReaderSize(c, podReadBuffer)}, false, nil
 }
 
 // put keeps c for the next request to addr, if there is room. A
@@ -127,10 +137,7 @@ func (p *Client) exchange(c *Conn, r *http.Request, addr string, t Timeouts) (*h
 	if t.Send > 0 {
 		_ = c.SetWriteDeadline(time.Now().Add(t.Send))
 	}
-	if err := r.Write(c.bw); err != nil {
-		return nil, err
-	}
-	if err := c.bw.Flush(); err != nil {
+	if err := writeRequest(c.Conn, r); err != nil {
 		return nil, err
 	}
 	if t.Send > 0 {
@@ -175,6 +182,20 @@ func (p *Client) exchange(c *Conn, r *http.Request, addr string, t Timeouts) (*h
 		resp.Body = &body{body: resp.Body, c: c, p: p, addr: addr, reuse: !resp.Close && !r.Close && stop()}
 		return resp, nil
 	}
+}
+
+// writeRequest writes r to c through a writer of the pool.
+func writeRequest(c net.Conn, r *http.Request) error {
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(c)
+	defer func() {
+		bw.Reset(nil)
+		writers.Put(bw)
+	}()
+	if err := r.Write(bw); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // body returns the connection to the idle ones once the body was read to
