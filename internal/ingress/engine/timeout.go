@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -21,7 +22,9 @@ func WithWriteTimeout(c net.Conn, d time.Duration, timedOut func()) net.Conn {
 	if d <= 0 {
 		return c
 	}
-	return &writeTimeoutConn{Conn: c, d: d, onTimeout: timedOut}
+	wc := &writeTimeoutConn{Conn: c, d: d, onTimeout: timedOut, raw: rawConn(c)}
+	wc.measure = wc.measureRoom
+	return wc
 }
 
 type writeTimeoutConn struct {
@@ -32,6 +35,13 @@ type writeTimeoutConn struct {
 	// nanoseconds; 0: none.
 	own      atomic.Int64
 	timedOut atomic.Bool
+	// raw is the socket underneath, for Room; nil if none. Room
+	// measures it with measure (measureRoom), into room and roomErr:
+	// only the connection's writer calls Room.
+	raw     syscall.RawConn
+	measure func(fd uintptr)
+	room    int
+	roomErr error
 }
 
 // Write writes p whole. A blocked write wakes every quarter of d to see
@@ -59,12 +69,17 @@ func (c *writeTimeoutConn) Write(p []byte) (int, error) {
 		case n > 0:
 			last = now
 		case now.Sub(last) >= c.d:
-			c.Conn.Close()
-			if c.timedOut.CompareAndSwap(false, true) {
-				c.onTimeout()
-			}
+			c.timeOut()
 			return written, err
 		}
+	}
+}
+
+// timeOut closes the connection for the send timeout, counted once.
+func (c *writeTimeoutConn) timeOut() {
+	c.Conn.Close()
+	if c.timedOut.CompareAndSwap(false, true) {
+		c.onTimeout()
 	}
 }
 

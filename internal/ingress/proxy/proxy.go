@@ -16,6 +16,7 @@ import (
 	"errors"
 	"io"
 	mrand "math/rand/v2"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -171,6 +172,28 @@ func (p *Proxy) ClientConn(c net.Conn) net.Conn {
 	return engine.WithWriteTimeout(c, p.opts.SendTimeout, p.metrics.sendTimeouts.Inc)
 }
 
+// ConnContext is the context of the requests of c, a client connection
+// net/http's server serves: with what tells the room in c's socket (see
+// passOn), when c is one of ClientConn's.
+func (p *Proxy) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	for {
+		if r, ok := c.(roomer); ok {
+			return context.WithValue(ctx, roomKey{}, r)
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return ctx
+		}
+		c = w.NetConn()
+	}
+}
+
+// roomer tells how many bytes a client's socket takes without waiting
+// (engine.WithWriteTimeout's connections).
+type roomer interface{ Room() (int, error) }
+
+type roomKey struct{}
+
 // Handler serves one listener; scheme and port are what the
 // X-Forwarded-Proto and X-Forwarded-Port headers tell the pods.
 func (p *Proxy) Handler(port int) http.Handler {
@@ -194,6 +217,11 @@ type request struct {
 	upstream string // the endpoint that answered (or failed last)
 	id       string // X-Request-ID
 	cookie   string // the affinity cookie's valid value, if the client sent one
+	// room is the client's socket's (HTTP/1 clients of ClientConn);
+	// answer, the body modifyResponse kept from the reverse proxy for
+	// passOn.
+	room   roomer
+	answer io.ReadCloser
 }
 
 type requestKey struct{}
@@ -273,7 +301,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case clean != r.URL.Path:
 		req.path = clean
 	}
+	if r.ProtoMajor == 1 {
+		req.room, _ = r.Context().Value(roomKey{}).(roomer)
+	}
 	h.p.rp.ServeHTTP(lw, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
+	if req.answer != nil {
+		passOn(lw, req)
+	}
 }
 
 // useCanary decides, in ingress-nginx's order, whether a request goes to
@@ -392,6 +426,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if t, ok := resp.Body.(*upstream.Upgraded); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		t.OnClose(req.up.Track(t, req.upstream))
 	}
+	if req.room != nil && ownCopy(resp) {
+		req.answer, resp.Body = resp.Body, http.NoBody
+	}
 	a := req.cfg.Affinity
 	if a == nil || req.upstream == "" {
 		return nil
@@ -407,6 +444,33 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	}
 	resp.Header.Add("Set-Cookie", c.String())
 	return nil
+}
+
+// ownCopy reports whether passOn is to copy an answer's body rather
+// than the reverse proxy: a body of known length without trailers, that
+// the reverse proxy would copy as it is, unflushed. The others (chunked
+// and streamed answers, which it flushes as they come; trailers, which
+// it writes after the body; upgrades) stay its own.
+func ownCopy(resp *http.Response) bool {
+	if resp.StatusCode < 200 || resp.Body == http.NoBody || resp.ContentLength <= 0 || len(resp.Trailer) > 0 {
+		return false
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return ct != "text/event-stream"
+}
+
+// passOn writes the answer's body that modifyResponse kept from the
+// reverse proxy, once the proxy has written its head, with copyAnswer:
+// a client that stops reading holds neither a copy buffer nor a
+// goroutine blocked in a write deep under the reverse proxy, whose stack
+// the runtime could not shrink. A body that could not be passed on
+// whole aborts the connection, as the reverse proxy does.
+func passOn(w http.ResponseWriter, req *request) {
+	err := copyAnswer(w, req.answer, req.room.Room)
+	req.answer.Close()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // proxyError answers a request the pods could not: 413 for a body over

@@ -121,3 +121,35 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 
 func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { buffers.Put(&b) }
+
+// copyAnswer passes body on to w, reading no more at a time than room
+// says the client's socket takes without waiting, and no more than a
+// buffer of the pool, which it holds only for that read and write. A
+// client that takes nothing costs no buffer then (nor, over TLS, a
+// record's): the goroutine waits in room, and the rest of the answer in
+// the pod's socket. A client that keeps up gets a buffer's worth at each
+// write, as from the reverse proxy's own copy.
+func copyAnswer(w io.Writer, body io.Reader, room func() (int, error)) error {
+	for {
+		n, err := room()
+		if err != nil {
+			return err
+		}
+		buf := buffers.Get().(*[]byte)
+		m, rerr := body.Read((*buf)[:min(n, len(*buf))])
+
+		var werr error
+		if m > 0 {
+			_, werr = w.Write((*buf)[:m])
+		}
+		buffers.Put(buf)
+		switch {
+		case werr != nil:
+			return werr
+		case rerr == io.EOF:
+			return nil
+		case rerr != nil:
+			return rerr
+		}
+	}
+}

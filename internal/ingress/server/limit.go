@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 )
 
 // Limit counts open client connections over every listener given it.
@@ -46,6 +48,16 @@ type countedConn struct {
 func (c *countedConn) Close() error {
 	c.releaseSlot()
 	return c.Conn.Close()
+}
+
+// SyscallConn is the socket's, for what measures it (the proxy sizes
+// its writes by the room in a client's socket).
+func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 // releaseSlot gives the connection's slot back, once.

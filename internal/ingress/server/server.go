@@ -56,6 +56,12 @@ func (s *Servers) Serve(l *Listener, h http.Handler, tlsConfig *tls.Config, h2c 
 	if l.Limit != nil {
 		h = limited(h)
 	}
+	connContext := l.connContext
+	if px != nil {
+		connContext = func(ctx context.Context, c net.Conn) context.Context {
+			return px.ConnContext(l.connContext(ctx, c), c)
+		}
+	}
 	newServer := func(http1, http2, unencrypted bool) *http.Server {
 		srv := &http.Server{
 			Handler:           h,
@@ -63,7 +69,7 @@ func (s *Servers) Serve(l *Listener, h http.Handler, tlsConfig *tls.Config, h2c 
 			IdleTimeout:       IdleTimeout,
 			MaxHeaderBytes:    32 << 10, // more gets 431
 			ErrorLog:          log.New(io.Discard, "", 0),
-			ConnContext:       l.connContext,
+			ConnContext:       connContext,
 			TLSConfig:         tlsConfig,
 			Protocols:         new(http.Protocols),
 		}
