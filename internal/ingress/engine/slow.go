@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -22,6 +23,7 @@ import (
 func (c *conn) toGoroutine() {
 	e, pc := c.l.e, c.pod
 	pending := append([]byte(nil), pc.buf[pc.off:]...)
+	pc.buf, c.resp = nil, h1.Response{} // the goroutine reads through a buffer of its own
 	c.l.unregister(pc.fd)
 	pnc, perr := fileConn(pc.fd)
 	pc.fd, pc.c, c.pod = -1, nil, nil
@@ -106,12 +108,13 @@ func slowAnswer(client, pod net.Conn, pending []byte, head *h1.Request, readBy t
 		_, _ = w.WriteString("Connection: close\r\n")
 	}
 	_, _ = w.WriteString("\r\n")
+	resp.Header = nil // written; a body that waits for the client need not keep it
 	if !noBody {
 		body := flushing{resp.Body, br, w}
 		if resp.ContentLength >= 0 {
-			n, err = copyN(w, body, resp.ContentLength)
+			n, err = copyN(w, body, resp.ContentLength, roomOf(client))
 		} else {
-			n, err = copyChunked(w, body)
+			n, err = copyChunked(w, body, roomOf(client))
 		}
 	}
 	if err == nil {
@@ -122,32 +125,55 @@ func slowAnswer(client, pod net.Conn, pending []byte, head *h1.Request, readBy t
 
 var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// copyN copies n bytes of r to w, through a buffer of the pool: never
-// by w's ReadFrom, which reads into w's own buffer and so must not see it
-// flushed by a flushing reader meanwhile.
-func copyN(w *bufio.Writer, r io.Reader, n int64) (int64, error) {
-	buf := buffers.Get().(*[]byte)
-	defer buffers.Put(buf)
-	copied, err := io.CopyBuffer(writerOnly{w}, io.LimitReader(r, n), *buf)
-	if err == nil && copied < n {
-		err = io.ErrUnexpectedEOF
+// copyN copies n bytes of r to w through a buffer of the pool (never
+// into w's own buffer, which a flushing reader may flush meanwhile).
+// Each read is no larger than room says the client takes (Room), and the
+// buffer is held only for that read and its write: a client that takes
+// nothing costs none.
+func copyN(w *bufio.Writer, r io.Reader, n int64, room func() (int, error)) (int64, error) {
+	var copied int64
+	for copied < n {
+		free, err := room()
+		if err != nil {
+			return copied, err
+		}
+		buf := buffers.Get().(*[]byte)
+		m, err := r.Read((*buf)[:min(int64(free), int64(len(*buf)), n-copied)])
+		if m > 0 {
+			if _, werr := w.Write((*buf)[:m]); werr != nil {
+				err = werr
+			}
+		}
+		buffers.Put(buf)
+		copied += int64(m)
+		if err == io.EOF && copied < n {
+			return copied, io.ErrUnexpectedEOF
+		}
+		if err != nil && err != io.EOF {
+			return copied, err
+		}
 	}
-	return copied, err
+	return copied, nil
 }
 
-// copyChunked copies r to w in chunks and ends the chunks.
-func copyChunked(w *bufio.Writer, r io.Reader) (int64, error) {
-	buf := buffers.Get().(*[]byte)
-	defer buffers.Put(buf)
+// copyChunked copies r to w in chunks and ends the chunks, reading as
+// copyN does.
+func copyChunked(w *bufio.Writer, r io.Reader, room func() (int, error)) (int64, error) {
 	var n int64
 	for {
-		m, err := r.Read(*buf)
+		free, err := room()
+		if err != nil {
+			return n, err
+		}
+		buf := buffers.Get().(*[]byte)
+		m, err := r.Read((*buf)[:min(free, len(*buf))])
 		if m > 0 {
 			n += int64(m)
 			if _, werr := w.Write(h1.AppendChunk(nil, (*buf)[:m])); werr != nil {
-				return n, werr
+				err = werr
 			}
 		}
+		buffers.Put(buf)
 		if err == io.EOF {
 			_, err = w.WriteString(h1.LastChunk)
 			return n, err
@@ -158,8 +184,13 @@ func copyChunked(w *bufio.Writer, r io.Reader) (int64, error) {
 	}
 }
 
-// writerOnly hides its writer's ReadFrom from io.Copy.
-type writerOnly struct{ io.Writer }
+// roomOf is c's Room, or no bound for a connection without one.
+func roomOf(c net.Conn) func() (int, error) {
+	if r, ok := c.(interface{ Room() (int, error) }); ok {
+		return r.Room
+	}
+	return func() (int, error) { return math.MaxInt, nil }
+}
 
 // flushing reads r, and sends what the client's buffer holds before a
 // read that would wait for the pod: a streamed answer (server-sent
