@@ -12,10 +12,11 @@ import (
 )
 
 // setUpMounts builds the container's view of the filesystem in its
-// private mount namespace: its own root (Security.RootLayer), the pod's
-// files over /etc's and, when confined, the machine's filesystems
-// read-only under private writable places, with the container's volumes
-// on top.
+// private mount namespace: its own root (Security.RootLayer: the
+// machine's under a layer, or with Security.Layers an image's), the
+// pod's files over /etc's and, when confined over the machine's root,
+// the machine's filesystems read-only under private writable places,
+// with the container's volumes on top.
 func setUpMounts(o ExecOptions) error {
 	// Nothing below may propagate to the machine's namespace.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
@@ -64,10 +65,21 @@ func setUpMounts(o ExecOptions) error {
 		}
 	}
 	ownRoot := sec != nil && sec.RootLayer != ""
+	// An image's root shows nothing of the machine's filesystems to make
+	// read-only, and has its own /tmp, /run (in its layer) and /dev/shm.
+	imageRoot := ownRoot && len(sec.Layers) > 0
+	if sec != nil && len(sec.Layers) > 0 && !ownRoot {
+		return errors.New("image layers without a directory for the container's layer")
+	}
 	leave := func() error { return nil }
 	if ownRoot {
 		var err error
-		if leave, err = enterOwnRoot(sec.RootLayer); err != nil {
+		if imageRoot {
+			leave, err = enterImageRoot(sec.RootLayer, sec.Layers, sec.ReadOnlyHost)
+		} else {
+			leave, err = enterOwnRoot(sec.RootLayer)
+		}
+		if err != nil {
 			return err
 		}
 		if sec.OwnsRoot {
@@ -77,7 +89,7 @@ func setUpMounts(o ExecOptions) error {
 			}
 		}
 	}
-	if sec != nil && sec.ReadOnlyHost {
+	if sec != nil && sec.ReadOnlyHost && !imageRoot {
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, attr); err != nil {
 			return fmt.Errorf("make the machine's filesystem read-only: %w", err)

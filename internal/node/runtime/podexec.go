@@ -1,9 +1,11 @@
 // Package runtime runs containers as processes: each in its pod's network
 // namespace, with a private mount namespace in which the pod's
 // resolv.conf and hosts files cover /etc's, and a UTS namespace holding
-// the pod's hostname. A container sees the machine's filesystem
-// read-only, with writable /tmp, /run and /dev/shm of its own, and runs
-// as the user, with the capabilities, its Security gives.
+// the pod's hostname. A container of a built-in image sees the machine's
+// filesystem read-only under a writable layer of its own, with writable
+// /tmp, /run and /dev/shm; one of a pulled image sees only the image's
+// layers under such a layer, with /proc, /sys and /dev of its own. It
+// runs as the user, with the capabilities, its Security gives.
 package runtime
 
 import (
@@ -83,8 +85,11 @@ func Exec(o ExecOptions) error {
 	// /tmp may hide it (svcnet's own binary, for the built-in images).
 	// A program only the container's view has (/agnhost) is looked up
 	// there.
+	// Not for an image's container: its programs are the image's alone,
+	// and a machine's program of the same name must not stand in.
 	exe := -1
-	if path, err := exec.LookPath(o.Argv[0]); err == nil {
+	imageRoot := o.Security != nil && len(o.Security.Layers) > 0
+	if path, err := exec.LookPath(o.Argv[0]); err == nil && !imageRoot {
 		if exe, err = unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
@@ -117,7 +122,15 @@ func Exec(o ExecOptions) error {
 		}
 	}
 	if o.Dir != "" {
-		if err := os.Chdir(o.Dir); err != nil {
+		err := os.Chdir(o.Dir)
+		if errors.Is(err, unix.ENOENT) && imageRoot && o.Join == 0 {
+			// An image's working directory need not exist in it: made in
+			// the container's layer, as container runtimes make it.
+			if err = os.MkdirAll(o.Dir, 0o755); err == nil {
+				err = os.Chdir(o.Dir)
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("working directory %s: %w", o.Dir, err)
 		}
 	}

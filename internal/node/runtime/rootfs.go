@@ -40,21 +40,16 @@ func enterOwnRoot(scratch string) (leave func() error, err error) {
 	if strings.ContainsAny(scratch, ",:\\") {
 		return nil, fmt.Errorf("layer directory %q: overlay options cannot name it", scratch)
 	}
-	if err := unix.Mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size="+layerSize); err != nil {
-		return nil, fmt.Errorf("container layer: %w", err)
+	l, err := mountLayer(scratch)
+	if err != nil {
+		return nil, err
 	}
-	upper, work, root := filepath.Join(scratch, "upper"), filepath.Join(scratch, "work"), filepath.Join(scratch, "root")
-	for _, d := range []string{upper, work, root} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	opts := "lowerdir=/,upperdir=" + upper + ",workdir=" + work
-	if err := unix.Mount("overlay", root, "overlay", 0, opts); err != nil {
+	opts := "lowerdir=/,upperdir=" + l.upper + ",workdir=" + l.work
+	if err := unix.Mount("overlay", l.root, "overlay", 0, opts); err != nil {
 		return nil, fmt.Errorf("container root (overlay of the machine's root): %w", err)
 	}
 	for _, m := range subs {
-		target := filepath.Join(root, m)
+		target := filepath.Join(l.root, m)
 		if _, err := os.Lstat(target); err != nil {
 			continue // a mount point the root filesystem does not show (under another mount)
 		}
@@ -62,6 +57,32 @@ func enterOwnRoot(scratch string) (leave func() error, err error) {
 			return nil, fmt.Errorf("show %s in the container: %w", m, err)
 		}
 	}
+	return pivotInto(l.root)
+}
+
+// layerDirs are the directories of a container's writable layer, on the
+// tmpfs that holds it: overlayfs's upper and work directories, and where
+// the container's root is mounted.
+type layerDirs struct{ upper, work, root string }
+
+// mountLayer mounts the container's writable layer, a tmpfs, on scratch
+// and makes its directories.
+func mountLayer(scratch string) (layerDirs, error) {
+	if err := unix.Mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size="+layerSize); err != nil {
+		return layerDirs{}, fmt.Errorf("container layer: %w", err)
+	}
+	l := layerDirs{filepath.Join(scratch, "upper"), filepath.Join(scratch, "work"), filepath.Join(scratch, "root")}
+	for _, d := range []string{l.upper, l.work, l.root} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return layerDirs{}, err
+		}
+	}
+	return l, nil
+}
+
+// pivotInto makes root (a mount point) the process's root, the old one
+// waiting under /.svcnet-old-root until leave is called.
+func pivotInto(root string) (leave func() error, err error) {
 	if err := os.Mkdir(filepath.Join(root, oldRoot), 0o700); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,13 @@ type Security struct {
 	// namespace only), so that it writes anywhere without changing the
 	// machine, and mount targets need not exist on the machine.
 	RootLayer string `json:"rootLayer,omitempty"`
+	// Layers, with a RootLayer, make the container's root an image's
+	// instead of the machine's: these directories (overlayfs lower
+	// directories, bottom first, as the image store unpacks them) under
+	// the copy-on-write layer, with /proc, /sys and a minimal /dev of
+	// the container's own. Nothing else of the machine's is visible but
+	// what Mounts bring.
+	Layers []string `json:"layers,omitempty"`
 	// OwnsRoot gives the user the root directory of its own root (with a
 	// RootLayer): a container that runs as svcnet's user where an image's
 	// would run as root writes new files in / (a working directory of /
