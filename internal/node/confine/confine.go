@@ -14,6 +14,11 @@
 // root owns the machine's files, the cluster's credentials among them. A
 // privileged container is the documented way to get more: root, every
 // capability, the machine writable.
+//
+// Containers of pulled images keep these defaults: their root is the
+// image's, but they still share the node's process table and IPC, and
+// hostPath volumes show them the machine. ForImage takes the image's
+// user within them.
 package confine
 
 import (
@@ -22,6 +27,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,10 +51,55 @@ func DefaultUser(pod *corev1.Pod) int64 {
 	return UserBase + int64(h.Sum32()%UserRange)
 }
 
+// ImageUser is the user an image's config names, resolved against the
+// image's own /etc/passwd and /etc/group (the caller's work: confine is
+// pure).
+type ImageUser struct {
+	// Spec is the config's User as written: "uid", "uid:gid", "name" or
+	// "name:group".
+	Spec     string
+	UID, GID int64
+}
+
+// numeric reports whether the image names its user by number, which is
+// all the kubelet can check runAsNonRoot against.
+func (u *ImageUser) numeric() bool {
+	name, _, _ := strings.Cut(u.Spec, ":")
+	_, err := strconv.ParseUint(name, 10, 32)
+	return err == nil
+}
+
+// RunAsUser reports whether the pod or the container names a user, which
+// then wins over the image's: the image's is not even resolved.
+func RunAsUser(pod *corev1.Pod, c *corev1.Container) bool {
+	return (c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil) ||
+		(pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.RunAsUser != nil)
+}
+
 // For is the confinement of container c of pod; podDir holds the pod's
 // emptyDir volumes (podDir/volumes/NAME). An error is a configuration
 // the node cannot honour (CreateContainerConfigError).
 func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security, error) {
+	return ForImage(pod, c, podDir, nil)
+}
+
+// ForImage is For for a container of an image whose config names a user
+// (nil: none, or a built-in image). Kubernetes' rules: runAsUser and
+// runAsGroup win; else the image's user, and its group unless runAsGroup
+// names one. Where svcnet's defaults differ, they stay svcnet's:
+//   - An image's root (user 0, or none named) runs as the pod's
+//     DefaultUser, as a built-in image's container does, where Kubernetes
+//     runs it as root; root still takes privileged: true.
+//   - An image's group 0 with another user (a user by number that its
+//     passwd lacks, "1001:0") becomes the user's number, as a runAsUser
+//     alone does here: group 0 takes privileged: true too.
+//
+// runAsNonRoot is checked as the kubelet checks it: against runAsUser if
+// set, else against the image's user, refused when it is 0 or a name
+// (the kubelet cannot tell a name's uid). An image naming no user passes,
+// unlike in Kubernetes (which takes it for root): it runs as the
+// DefaultUser here.
+func ForImage(pod *corev1.Pod, c *corev1.Container, podDir string, img *ImageUser) (runtime.Security, error) {
 	psc := pod.Spec.SecurityContext
 	if psc == nil {
 		psc = &corev1.PodSecurityContext{}
@@ -62,9 +113,28 @@ func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security,
 	if privileged {
 		def = 0
 	}
+	runAsUser := csc.RunAsUser != nil || psc.RunAsUser != nil
+	runAsGroup := csc.RunAsGroup != nil || psc.RunAsGroup != nil
+	nonRoot := firstBool(csc.RunAsNonRoot, psc.RunAsNonRoot)
+	if nonRoot && !runAsUser && img != nil {
+		if !img.numeric() {
+			return runtime.Security{}, fmt.Errorf("container %s has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root", c.Name, img.Spec)
+		}
+		if img.UID == 0 {
+			return runtime.Security{}, fmt.Errorf("container %s has runAsNonRoot and image will run as root", c.Name)
+		}
+	}
+	imageUser := img != nil && !runAsUser && img.UID != 0
 	uid := pick(csc.RunAsUser, psc.RunAsUser, def)
 	gid := pick(csc.RunAsGroup, psc.RunAsGroup, uid)
-	if csc.RunAsUser == nil && psc.RunAsUser == nil && csc.RunAsGroup == nil && psc.RunAsGroup == nil {
+	switch {
+	case imageUser:
+		uid = img.UID
+		gid = pick(csc.RunAsGroup, psc.RunAsGroup, img.GID)
+		if !runAsGroup && gid == 0 {
+			gid = uid
+		}
+	case !runAsUser && !runAsGroup:
 		gid = def
 	}
 	for _, id := range []int64{uid, gid} {
@@ -72,7 +142,7 @@ func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security,
 			return runtime.Security{}, fmt.Errorf("user or group %d is out of range", id)
 		}
 	}
-	if nonRoot := firstBool(csc.RunAsNonRoot, psc.RunAsNonRoot); nonRoot && uid == 0 {
+	if nonRoot && uid == 0 {
 		return runtime.Security{}, fmt.Errorf("container %s has runAsNonRoot and would run as root (uid 0)", c.Name)
 	}
 	if !privileged && (uid == 0 || gid == 0 || slices.Contains(psc.SupplementalGroups, 0) || (psc.FSGroup != nil && *psc.FSGroup == 0)) {
@@ -86,7 +156,7 @@ func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security,
 	// writing files in / as its working directory, as images' root does,
 	// works.
 	sec := runtime.Security{ReadOnlyHost: !privileged, UID: uint32(uid), GID: uint32(gid), RootLayer: podDir,
-		OwnsRoot: !privileged && uid == def && csc.RunAsUser == nil && psc.RunAsUser == nil}
+		OwnsRoot: !privileged && uid == def && !runAsUser && !imageUser}
 
 	// Supplementary groups: the pod's, and fsGroup, as kubelet gives them.
 	groups := slices.Clone(psc.SupplementalGroups)

@@ -151,3 +151,61 @@ func TestFor(t *testing.T) {
 		})
 	}
 }
+
+// TestForImage: an image's user as Kubernetes takes it, within svcnet's
+// defaults (root and group 0 still take privileged).
+func TestForImage(t *testing.T) {
+	uid := types.UID("5b1c0e8e-2f9a-4d3b-8c7e-1a2b3c4d5e6f")
+	def := uint32(DefaultUser(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}))
+	app := &ImageUser{Spec: "app", UID: 1234, GID: 2345}
+	type pod = corev1.PodSpec
+	cases := []struct {
+		name    string
+		pod     pod
+		sc      *corev1.SecurityContext
+		img     *ImageUser
+		uid     uint32
+		gid     uint32
+		owns    bool
+		wantErr string
+	}{
+		{name: "no image user: the pod's default user", uid: def, gid: def, owns: true},
+		{name: "the image's named user and its group", img: app, uid: 1234, gid: 2345},
+		{name: "runAsUser wins, its group follows it", img: app,
+			sc: &corev1.SecurityContext{RunAsUser: ptr.To[int64](500)}, uid: 500, gid: 500},
+		{name: "runAsGroup with the image's user", img: app,
+			pod: pod{SecurityContext: &corev1.PodSecurityContext{RunAsGroup: ptr.To[int64](77)}}, uid: 1234, gid: 77},
+		{name: "group 0 becomes the user's number", img: &ImageUser{Spec: "1001", UID: 1001}, uid: 1001, gid: 1001},
+		{name: "image root: the default user, not root", img: &ImageUser{Spec: "root"}, uid: def, gid: def, owns: true},
+		{name: "privileged: the image's root", img: &ImageUser{Spec: "0:0"},
+			sc: &corev1.SecurityContext{Privileged: ptr.To(true)}, uid: 0, gid: 0},
+		{name: "runAsNonRoot with the image's numeric user", img: &ImageUser{Spec: "1001:1001", UID: 1001, GID: 1001},
+			sc: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)}, uid: 1001, gid: 1001},
+		{name: "runAsNonRoot and the image's root", img: &ImageUser{Spec: "0"},
+			sc: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)}, wantErr: "image will run as root"},
+		{name: "runAsNonRoot and a named image user", img: app,
+			pod: pod{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}}, wantErr: "non-numeric user (app)"},
+		{name: "runAsNonRoot and runAsUser: the image is not asked", img: &ImageUser{Spec: "0"},
+			sc: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](42)}, uid: 42, gid: 42},
+		{name: "runAsNonRoot, no image user: the default user", sc: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)},
+			uid: def, gid: def, owns: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Spec: tc.pod}
+			got, err := ForImage(p, &corev1.Container{Name: "c", SecurityContext: tc.sc}, "/pods/p", tc.img)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.UID != tc.uid || got.GID != tc.gid || got.OwnsRoot != tc.owns {
+				t.Errorf("user %d:%d owns root %v, want %d:%d %v", got.UID, got.GID, got.OwnsRoot, tc.uid, tc.gid, tc.owns)
+			}
+		})
+	}
+}
