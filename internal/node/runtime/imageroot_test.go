@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,72 +13,19 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/imagestore"
+	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
 )
 
-// layerFile is one entry of a test image layer.
-type layerFile struct {
-	name     string
-	typ      byte
-	body     string // a file's content, a symlink's target
-	mode     int64
-	uid, gid int
-}
-
-// tarLayer writes entries as an uncompressed layer tar stream.
-func tarLayer(t *testing.T, entries ...layerFile) io.Reader {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		hdr := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: time.Unix(1700000000, 0)}
-		switch e.typ {
-		case tar.TypeReg:
-			hdr.Size = int64(len(e.body))
-		case tar.TypeSymlink:
-			hdr.Linkname = e.body
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			t.Fatal(err)
-		}
-		if e.typ == tar.TypeReg {
-			if _, err := io.WriteString(tw, e.body); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return &buf
-}
-
-func regFile(name, body string, mode int64) layerFile {
-	return layerFile{name: name, typ: tar.TypeReg, body: body, mode: mode}
-}
-
-// busyboxBase is a base layer: the machine's static busybox (Debian's
-// busybox-static) with a few applets, an /etc/passwd naming app (1234,
-// group 2345), a file and a directory the next layer hides.
+// busyboxBase is a base layer: busybox, an /etc/passwd naming app
+// (1234, group 2345), a file and a directory the next layer hides.
 func busyboxBase(t *testing.T) io.Reader {
-	t.Helper()
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Skip("needs a static /bin/busybox (Debian's busybox-static):", err)
-	}
-	entries := []layerFile{
-		{name: "bin/", typ: tar.TypeDir, mode: 0o755},
-		regFile("bin/busybox", string(bb), 0o755),
-		regFile("etc/passwd", "root:x:0:0:root:/root:/bin/sh\napp:x:1234:2345:app:/home/app:/bin/sh\n", 0o644),
-		regFile("etc/group", "root:x:0:\napp:x:2345:\n", 0o644),
-		regFile("etc/secret", "the machine's?\n", 0o644),
-		regFile("opq/old", "old\n", 0o644),
-		{name: "home/app/", typ: tar.TypeDir, mode: 0o755, uid: 1234, gid: 2345},
-		{name: "tmp/", typ: tar.TypeDir, mode: 0o1777},
-	}
-	for _, applet := range []string{"sh", "cat", "ls", "id", "pwd", "readlink", "grep", "head", "wc", "stat", "touch"} {
-		entries = append(entries, layerFile{name: "bin/" + applet, typ: tar.TypeSymlink, body: "busybox", mode: 0o777})
-	}
-	return tarLayer(t, entries...)
+	return imagetest.Busybox(t,
+		imagetest.File("etc/passwd", "root:x:0:0:root:/root:/bin/sh\napp:x:1234:2345:app:/home/app:/bin/sh\n", 0o644),
+		imagetest.File("etc/group", "root:x:0:\napp:x:2345:\n", 0o644),
+		imagetest.File("etc/secret", "the machine's?\n", 0o644),
+		imagetest.File("opq/old", "old\n", 0o644),
+		imagetest.Entry{Name: "home/app/", Type: tar.TypeDir, Mode: 0o755, UID: 1234, GID: 2345},
+	)
 }
 
 // testImage imports an image of the busybox base, a layer that whites
@@ -91,13 +37,13 @@ func testImage(t *testing.T, n int) *imagestore.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layers := []io.Reader{busyboxBase(t), tarLayer(t,
-		regFile("etc/.wh.secret", "", 0o644),
-		regFile("opq/.wh..wh..opq", "", 0o644),
-		regFile("opq/new", "new\n", 0o644),
+	layers := []io.Reader{busyboxBase(t), imagetest.Layer(t,
+		imagetest.Whiteout("etc/secret"),
+		imagetest.Opaque("opq"),
+		imagetest.File("opq/new", "new\n", 0o644),
 	)}
 	for i := len(layers); i < n; i++ {
-		layers = append(layers, tarLayer(t, regFile(fmt.Sprintf("data/%d", i), "", 0o644), regFile("data/top", fmt.Sprint(i), 0o644)))
+		layers = append(layers, imagetest.Layer(t, imagetest.File(fmt.Sprintf("data/%d", i), "", 0o644), imagetest.File("data/top", fmt.Sprint(i), 0o644)))
 	}
 	img, err := store.Import(context.Background(), "svcnet.test/busybox:layers", imagestore.Config{}, layers)
 	if err != nil {
