@@ -18,10 +18,13 @@ type EnvSource interface {
 	Secret(ctx context.Context, ns, name string) (*corev1.Secret, error)
 }
 
-// baseEnv is what a container starts with before the pod's variables:
-// what an image's environment typically holds.
+// defaultPath is the PATH of a container whose image sets none.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// baseEnv is what a container of a built-in image starts with before the
+// pod's variables: what an image's environment typically holds.
 var baseEnv = []corev1.EnvVar{
-	{Name: "PATH", Value: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	{Name: "PATH", Value: defaultPath},
 	{Name: "HOME", Value: "/root"},
 }
 
@@ -30,6 +33,11 @@ var baseEnv = []corev1.EnvVar{
 // variables with $(NAME)), plus HOSTNAME. A missing object that is not
 // optional is an error (CreateContainerConfigError).
 func ContainerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, svcEnv []corev1.EnvVar, src EnvSource) ([]string, error) {
+	return containerEnv(ctx, pod, c, baseEnv, svcEnv, src)
+}
+
+// containerEnv is ContainerEnv over base, the image's environment.
+func containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, base, svcEnv []corev1.EnvVar, src EnvSource) ([]string, error) {
 	vars := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -38,7 +46,7 @@ func ContainerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, svc
 		}
 		vars[k] = v
 	}
-	for _, e := range baseEnv {
+	for _, e := range base {
 		set(e.Name, e.Value)
 	}
 	set("HOSTNAME", Hostname(pod))

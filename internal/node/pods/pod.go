@@ -36,6 +36,10 @@ type Runtime struct {
 	Net           Network
 	Volumes       volumes.Source
 	Node          Node
+	// Images, when set, is the node's image store: a container whose
+	// image is not built in runs from there if it was pulled. Built-in
+	// images take precedence.
+	Images ImageSource
 }
 
 // Network gives pods a network namespace and an address of their own.

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/images"
+	"github.com/svcnet/svcnet/internal/imagestore"
 	"github.com/svcnet/svcnet/internal/node/confine"
 	"github.com/svcnet/svcnet/internal/node/runtime"
 )
@@ -22,42 +23,21 @@ import (
 func (p *Pod) Start(ctx context.Context, name string) {
 	c := p.Container(name)
 	waiting := func(reason, msg string, retry time.Duration) { c.Waiting(reason, msg, time.Now().Add(retry)) }
-	img, ok := images.Lookup(c.Spec.Image)
-	if !ok {
-		msg := images.ErrNotBuiltin(c.Spec.Image).Error()
+	l, reason, err := p.prepare(ctx, c)
+	switch {
+	case reason == "ErrImagePull":
+		msg := err.Error()
 		if c.State.Waiting == nil || c.State.Waiting.Reason != "ErrImagePull" {
 			p.event(corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", c.Spec.Image, msg)
 		}
 		waiting("ErrImagePull", msg, 30*time.Second)
 		p.Publish()
 		return
-	}
-	argv, err := p.argv(img, c)
-	if err != nil {
-		waiting("CreateContainerConfigError", err.Error(), 10*time.Second)
-		return
-	}
-	// The pod's own status (its IP) is visible to the downward API.
-	pod := p.pod.DeepCopy()
-	pod.Status.PodIP, pod.Status.PodIPs = p.ip.String(), []corev1.PodIP{{IP: p.ip.String()}}
-	pod.Status.HostIP = p.rt.NodeIP.String()
-	env, err := ContainerEnv(ctx, pod, &c.Spec, p.rt.Node.ServiceEnv(pod), p.rt.Node)
-	if err != nil {
-		if c.State.Waiting == nil || c.State.Waiting.Reason != "CreateContainerConfigError" {
+	case err != nil:
+		if c.State.Waiting == nil || c.State.Waiting.Reason != reason {
 			p.event(corev1.EventTypeWarning, "Failed", "Error: %v", err)
 		}
-		waiting("CreateContainerConfigError", err.Error(), 10*time.Second)
-		return
-	}
-	for i := range argv {
-		argv[i] = Expand(argv[i], envMap(env))
-	}
-	sec, err := p.security(c)
-	if err != nil {
-		if c.State.Waiting == nil || c.State.Waiting.Reason != "CreateContainerConfigError" {
-			p.event(corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		}
-		waiting("CreateContainerConfigError", err.Error(), 10*time.Second)
+		waiting(reason, err.Error(), 10*time.Second)
 		return
 	}
 	if err := p.makeDirs(); err != nil {
@@ -86,8 +66,8 @@ func (p *Pod) Start(ctx context.Context, name string) {
 	proc, err := runtime.Start(p.rt.Self, runtime.Spec{
 		Exec: runtime.ExecOptions{Netns: p.netns, Hostname: Hostname(p.pod),
 			ResolvConf: filepath.Join(p.dir, "resolv.conf"), Hosts: filepath.Join(p.dir, "hosts"),
-			Dir: c.Spec.WorkingDir, Argv: argv, Security: sec},
-		Env: env, Log: logPath, StateDir: run,
+			Dir: l.dir, Argv: l.argv, Security: l.sec},
+		Env: l.env, Log: logPath, StateDir: run,
 		Stdio: runtime.Stdio{Stdin: c.Spec.Stdin, StdinOnce: c.Spec.StdinOnce, TTY: c.Spec.TTY},
 	})
 	if err != nil {
@@ -95,7 +75,7 @@ func (p *Pod) Start(ctx context.Context, name string) {
 		return
 	}
 	c.Started(proc.Started)
-	p.follow(ctx, c, proc, env)
+	p.follow(ctx, c, proc, l.env)
 	p.event(corev1.EventTypeNormal, "Started", "Started container %s", c.Spec.Name)
 	p.postStart(ctx, c)
 }
@@ -203,17 +183,49 @@ func envMap(env []string) map[string]string {
 // security is how c is confined (the same for its start, its probes and
 // hooks, and exec into it).
 func (p *Pod) security(c *Container) (*runtime.Security, error) {
-	sec, err := confine.For(p.pod, &c.Spec, p.dir)
-	if err != nil {
-		return nil, err
+	_, stored, _ := p.image(c.Spec.Image)
+	sec, _, err := p.confinement(c, stored)
+	return sec, err
+}
+
+// confinement is how c is confined, given its image from the node's
+// store (nil: a built-in image), and the home directory its user has in
+// the image.
+func (p *Pod) confinement(c *Container, stored *imagestore.Image) (*runtime.Security, string, error) {
+	if stored == nil {
+		sec, err := confine.For(p.pod, &c.Spec, p.dir)
+		if err != nil {
+			return nil, "", err
+		}
+		// The image's programs are svcnet itself, where the image has them.
+		if img, ok := images.Lookup(c.Spec.Image); ok {
+			for _, prog := range img.Programs {
+				sec.Mounts = append(sec.Mounts, runtime.Mount{Source: p.rt.Self, Target: prog, ReadOnly: true})
+			}
+		}
+		return &sec, "", nil
 	}
-	// The image's programs are svcnet itself, where the image has them.
-	if img, ok := images.Lookup(c.Spec.Image); ok {
-		for _, prog := range img.Programs {
-			sec.Mounts = append(sec.Mounts, runtime.Mount{Source: p.rt.Self, Target: prog, ReadOnly: true})
+	var user *confine.ImageUser
+	if !confine.RunAsUser(p.pod, &c.Spec) {
+		var err error
+		if user, err = imageUser(stored); err != nil {
+			return nil, "", err
 		}
 	}
-	return &sec, nil
+	sec, err := confine.ForImage(p.pod, &c.Spec, p.dir, user)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, l := range stored.Layers {
+		sec.Layers = append(sec.Layers, l.Dir)
+	}
+	// The pod's own user stands for the image's root (OwnsRoot): root's
+	// home, as the program expects.
+	homeUID := int64(sec.UID)
+	if sec.OwnsRoot {
+		homeUID = 0
+	}
+	return &sec, imageHome(stored, homeUID), nil
 }
 
 // makeDirs makes the pod's directory, its hostPath volumes that ask to be
