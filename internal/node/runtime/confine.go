@@ -22,12 +22,6 @@ func setUpMounts(o ExecOptions) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	type bind struct {
-		fd       int
-		target   string
-		readOnly bool
-		dir      bool
-	}
 	var binds []bind
 	defer func() {
 		for _, b := range binds {
@@ -65,21 +59,33 @@ func setUpMounts(o ExecOptions) error {
 		}
 	}
 	ownRoot := sec != nil && sec.RootLayer != ""
-	// An image's root shows nothing of the machine's filesystems to make
-	// read-only, and has its own /tmp, /run (in its layer) and /dev/shm.
-	imageRoot := ownRoot && len(sec.Layers) > 0
-	if sec != nil && len(sec.Layers) > 0 && !ownRoot {
-		return errors.New("image layers without a directory for the container's layer")
+	if sec != nil && len(sec.Layers) > 0 {
+		if !ownRoot {
+			return errors.New("image layers without a directory for the container's layer")
+		}
+		// An image's root shows nothing of the machine's filesystems to
+		// make read-only, and has its own /tmp, /run (in its layer) and
+		// /dev/shm. Its files are the image's, not the machine's: every
+		// mount is made inside it before the machine's root is left.
+		return enterImageRoot(sec.RootLayer, sec.Layers, sec.ReadOnlyHost, func(root int) error {
+			if sec.OwnsRoot {
+				// In the layer only: the layers never change.
+				if err := unix.Fchownat(root, "", int(sec.UID), int(sec.GID), unix.AT_EMPTY_PATH); err != nil {
+					return fmt.Errorf("give the container's user its root directory: %w", err)
+				}
+			}
+			for _, b := range binds {
+				if err := bindInRoot(root, b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	leave := func() error { return nil }
 	if ownRoot {
 		var err error
-		if imageRoot {
-			leave, err = enterImageRoot(sec.RootLayer, sec.Layers, sec.ReadOnlyHost)
-		} else {
-			leave, err = enterOwnRoot(sec.RootLayer)
-		}
-		if err != nil {
+		if leave, err = enterOwnRoot(sec.RootLayer); err != nil {
 			return err
 		}
 		if sec.OwnsRoot {
@@ -89,7 +95,7 @@ func setUpMounts(o ExecOptions) error {
 			}
 		}
 	}
-	if sec != nil && sec.ReadOnlyHost && !imageRoot {
+	if sec != nil && sec.ReadOnlyHost {
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, attr); err != nil {
 			return fmt.Errorf("make the machine's filesystem read-only: %w", err)
@@ -123,16 +129,28 @@ func setUpMounts(o ExecOptions) error {
 		if err := unix.Mount(src, b.target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("mount over %s: %w", b.target, err)
 		}
-		// A bind mount keeps its source's flags: set what this one is.
-		attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
-		if b.readOnly {
-			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-		}
-		if err := unix.MountSetattr(unix.AT_FDCWD, b.target, unix.AT_RECURSIVE, attr); err != nil {
+		if err := unix.MountSetattr(unix.AT_FDCWD, b.target, unix.AT_RECURSIVE, b.attr()); err != nil {
 			return fmt.Errorf("mount flags of %s: %w", b.target, err)
 		}
 	}
 	return leave()
+}
+
+// bind is a mount of a file or directory of the machine's into the
+// container, its source opened before the container's root is entered.
+type bind struct {
+	fd       int
+	target   string
+	readOnly bool
+	dir      bool
+}
+
+// attr is the bind mount's flags: it keeps its source's unless set.
+func (b bind) attr() *unix.MountAttr {
+	if b.readOnly {
+		return &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	}
+	return &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
 }
 
 // makeTarget makes sure a mount target exists. Under a confined

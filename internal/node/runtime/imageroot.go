@@ -28,35 +28,69 @@ const linksDir = "l"
 // them up. Nothing of the machine's filesystems shows but those.
 // confined makes the kernel's settings under /proc read-only.
 //
-// As with enterOwnRoot, the machine's root stays reachable until leave.
-func enterImageRoot(scratch string, layers []string, confined bool) (leave func() error, err error) {
+// mountInside makes the container's other mounts, given the new root (an
+// O_PATH descriptor), before pivot_root; the machine's root is unmounted
+// right after. The image is not the machine's: its symlinks may point
+// anywhere, /.svcnet-old-root and /proc/1/root included, so nothing may
+// be resolved in it by path while the machine's root is reachable or
+// /proc is mounted — only beneath root (bindInRoot, openInRoot).
+func enterImageRoot(scratch string, layers []string, confined bool, mountInside func(root int) error) error {
 	if len(layers) == 0 || len(layers) > maxLayers {
-		return nil, fmt.Errorf("an image root takes 1 to %d layers, not %d", maxLayers, len(layers))
+		return fmt.Errorf("an image root takes 1 to %d layers, not %d", maxLayers, len(layers))
 	}
 	l, err := mountLayer(scratch)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	opts, err := linkLayers(scratch, layers)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The options name the layers relative to scratch, so the mount is
 	// made from there; nothing else runs in this process meanwhile, and
 	// pivotInto moves to the new root.
 	if err := os.Chdir(scratch); err != nil {
-		return nil, err
+		return err
 	}
 	if err := unix.Mount("overlay", l.root, "overlay", 0, opts); err != nil {
-		return nil, fmt.Errorf("container root (overlay of %d image layers): %w", len(layers), err)
+		return fmt.Errorf("container root (overlay of %d image layers): %w", len(layers), err)
 	}
 	if err := mountKernelFS(l.root, confined); err != nil {
-		return nil, err
+		return err
 	}
 	if err := mountDev(l.root); err != nil {
-		return nil, err
+		return err
 	}
-	return pivotInto(l.root)
+	root, err := unix.Open(l.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	err = mountInside(root)
+	unix.Close(root)
+	if err != nil {
+		return err
+	}
+	leave, err := pivotInto(l.root)
+	if err != nil {
+		return err
+	}
+	return leave()
+}
+
+// topDir makes sure name (/proc, /sys, /dev) is a directory of the
+// image's root, not a symlink leading elsewhere, and returns its path.
+func topDir(root, name string) (string, error) {
+	p := filepath.Join(root, name)
+	fi, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return p, os.Mkdir(p, 0o755)
+	case err != nil:
+		return "", err
+	case !fi.IsDir():
+		return "", fmt.Errorf("the image's /%s is not a directory (%s)", name, fi.Mode().Type())
+	}
+	return p, nil
 }
 
 // linkLayers makes scratch/l/N point to layers[N] and returns the overlay
@@ -103,11 +137,11 @@ func mountKernelFS(root string, confined bool) error {
 		if m.fstype == "sysfs" {
 			dir = "/sys"
 		}
-		target := filepath.Join(root, dir)
-		if err := os.MkdirAll(target, 0o555); err != nil {
+		target, err := topDir(root, dir[1:])
+		if err != nil {
 			return err
 		}
-		err := unix.Mount(m.fstype, target, m.fstype, m.flags, "")
+		err = unix.Mount(m.fstype, target, m.fstype, m.flags, "")
 		if errors.Is(err, unix.EPERM) {
 			err = bindReadOnly(dir, target, m.flags&unix.MS_RDONLY != 0)
 		}
@@ -118,6 +152,7 @@ func mountKernelFS(root string, confined bool) error {
 	if !confined {
 		return nil
 	}
+	// A new proc: its own entries, no image symlinks among them.
 	for _, p := range readOnlyProc {
 		target := filepath.Join(root, "proc", p)
 		if _, err := os.Lstat(target); err != nil {
@@ -151,8 +186,8 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // There is no /dev/mqueue: a new mqueue mount would show the node's IPC
 // namespace, which the container shares.
 func mountDev(root string) error {
-	dev := filepath.Join(root, "dev")
-	if err := os.MkdirAll(dev, 0o755); err != nil {
+	dev, err := topDir(root, "dev")
+	if err != nil {
 		return err
 	}
 	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_STRICTATIME, "mode=755,size=65536k"); err != nil {

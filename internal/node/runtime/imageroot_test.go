@@ -201,3 +201,87 @@ func readFile(p string) string {
 	data, _ := os.ReadFile(p)
 	return string(data)
 }
+
+// TestImageRootEscapes: an image's symlinks lead nowhere outside it while
+// its container is set up as root — not through the machine's old root
+// (/.svcnet-old-root), /proc's magic links or "..": resolved inside the
+// image, they dangle or are refused, and the start fails, the machine's
+// directory they aim at empty. A symlink within the image is followed.
+func TestImageRootEscapes(t *testing.T) {
+	_, self := containerTest(t, "escapes")
+	outside := t.TempDir() // on the machine: nothing may appear here
+	store, err := imagestore.Open(filepath.Join(t.TempDir(), "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := func(name, target string) imagetest.Entry {
+		return imagetest.Entry{Name: name, Type: tar.TypeSymlink, Body: target, Mode: 0o777}
+	}
+	img, err := store.Import(context.Background(), "svcnet.test/escapes:v1", imagestore.Config{}, []io.Reader{
+		imagetest.Busybox(t, link("old", "/"+oldRoot+outside), link("magic", "/proc/1/root"+outside),
+			link("rel", "../../../../../../.."+outside), link("abs", "/tmp")),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := filepath.Join(t.TempDir(), "volume")
+	if err := os.WriteFile(source, []byte("volume\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		mount  string // a volume's target
+		dir    string
+		starts bool
+	}{
+		{name: "a volume through the old root", mount: "/old/f"},
+		{name: "a volume through a magic link", mount: "/magic/f"},
+		{name: "a volume through ..", mount: "/rel/f"},
+		{name: "a volume through a symlink within the image", mount: "/abs/f", starts: true},
+		{name: "a working directory through the old root", dir: "/old/sub"},
+		{name: "a working directory through a magic link", dir: "/magic/sub"},
+		{name: "a working directory through a symlink within the image", dir: "/abs/sub", starts: true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			podDir, state, log := filepath.Join(dir, "pod"), filepath.Join(dir, "run"), filepath.Join(dir, "log")
+			for _, d := range []string{podDir, state} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sec := &Security{ReadOnlyHost: true, UID: 1234, GID: 1234, NoNewPrivs: true, RootLayer: podDir, Layers: imageLayerDirs(img)}
+			check := "pwd"
+			if tc.mount != "" {
+				sec.Mounts = []Mount{{Source: source, Target: tc.mount, ReadOnly: true}}
+				check = "cat " + tc.mount
+			}
+			p, err := Start(self, Spec{
+				Exec: ExecOptions{Netns: fmt.Sprintf("/proc/%d/ns/net", os.Getpid()), Hostname: fmt.Sprint("escape", i),
+					Dir: tc.dir, Argv: []string{"/bin/sh", "-c", check}, Security: sec},
+				Env: []string{"PATH=/bin"}, Log: log, StateDir: state,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { Kill(state) })
+			select {
+			case <-p.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the container did not end")
+			}
+			out := logText(t, log)
+			if started := p.ExitCode() != 128; started != tc.starts {
+				t.Errorf("exit code %d (started: %v, want %v); output %q; shim: %s", p.ExitCode(), started, tc.starts, out,
+					readFile(filepath.Join(state, "shim.log")))
+			}
+			if tc.starts && !strings.Contains(out, "volume") && !strings.Contains(out, "/tmp/sub") {
+				t.Errorf("output %q", out)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+				t.Fatalf("the container's setup wrote %v into the machine's %s", entries, outside)
+			}
+		})
+	}
+}

@@ -122,13 +122,14 @@ func Exec(o ExecOptions) error {
 		}
 	}
 	if o.Dir != "" {
-		err := os.Chdir(o.Dir)
-		if errors.Is(err, unix.ENOENT) && imageRoot && o.Join == 0 {
-			// An image's working directory need not exist in it: made in
-			// the container's layer, as container runtimes make it.
-			if err = os.MkdirAll(o.Dir, 0o755); err == nil {
-				err = os.Chdir(o.Dir)
-			}
+		var err error
+		if imageRoot {
+			// Resolved within the image, whose symlinks are its author's;
+			// missing, it is made in the container's layer, as container
+			// runtimes make it (not for exec into a running container).
+			err = chdirInRoot(o.Dir, o.Join == 0)
+		} else {
+			err = os.Chdir(o.Dir)
 		}
 		if err != nil {
 			return fmt.Errorf("working directory %s: %w", o.Dir, err)
