@@ -18,6 +18,8 @@ type launch struct {
 	env  []string
 	dir  string
 	sec  *runtime.Security
+	// imageID is the store's image's ID ("" for a built-in image).
+	imageID string
 }
 
 // prepare works out how c starts. On failure, reason is the kubelet's
@@ -52,6 +54,7 @@ func (p *Pod) prepare(ctx context.Context, c *Container) (launch, string, error)
 		// the kubelet does before the runtime adds the image's.
 		l.argv, err = imageArgv(stored.Config, expandAll(c.Spec.Command, vars), expandAll(c.Spec.Args, vars))
 		l.dir = imageWorkingDir(stored.Config, &c.Spec)
+		l.imageID = stored.ID
 	} else {
 		l.argv, err = p.argv(builtin, c)
 		l.argv = expandAll(l.argv, vars)

@@ -128,6 +128,9 @@ cat /etc/resolv.conf /etc/hosts; test -e /etc/debian_version && echo machine-roo
 			if c.proc == nil {
 				t.Fatalf("not started: %+v", c.State.Waiting)
 			}
+			if id := c.Status(tc.image).ImageID; !strings.HasPrefix(id, "svcnet.test/app@sha256:") {
+				t.Errorf("imageID %q, want the store's", id)
+			}
 			var exit Exit
 			select {
 			case exit = <-p.Exits():

@@ -75,6 +75,7 @@ func (p *Pod) Start(ctx context.Context, name string) {
 		return
 	}
 	c.Started(proc.Started)
+	c.ImageID = l.imageID
 	p.follow(ctx, c, proc, l.env)
 	p.event(corev1.EventTypeNormal, "Started", "Started container %s", c.Spec.Name)
 	p.postStart(ctx, c)
@@ -129,6 +130,9 @@ func (p *Pod) adopt(ctx context.Context) {
 			}
 		}
 		c.Adopted(proc.Started, meta.Gen, was)
+		if _, stored, err := p.image(c.Spec.Image); err == nil && stored != nil {
+			c.ImageID = stored.ID
+		}
 		if code, done := runtime.Finished(run); done {
 			// It ended while the agent was away: report the end, never a
 			// run that is not there (a finished init container stays

@@ -8,6 +8,7 @@
 package podstate
 
 import (
+	"cmp"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,10 @@ type Container struct {
 	// Killing: being stopped by the agent (liveness, termination), so its
 	// exit is not a start error.
 	Killing bool
+	// ImageID is the imageID of an image from the image store that the
+	// container runs (repo@sha256:…), as kubelet reports it; "" for a
+	// built-in image, reported as svcnet://<image>.
+	ImageID string
 
 	running bool
 	readyOK bool
@@ -226,7 +231,7 @@ func (c *Container) ID() string { return fmt.Sprintf("svcnet://%s-%d", c.Spec.Na
 func (c *Container) Status(image string) corev1.ContainerStatus {
 	started := c.running && c.startedOK.Load()
 	st := corev1.ContainerStatus{
-		Name: c.Spec.Name, Image: image, ImageID: "svcnet://" + image,
+		Name: c.Spec.Name, Image: image, ImageID: cmp.Or(c.ImageID, "svcnet://"+image),
 		State: c.State, LastTerminationState: c.Last, Ready: c.Ready(), RestartCount: c.Restarts,
 		Started: &started,
 	}
