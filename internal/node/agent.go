@@ -37,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/imagestore"
 	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/kubeclient"
 	"github.com/svcnet/svcnet/internal/node/ipam"
@@ -87,6 +88,14 @@ type Config struct {
 	// once the proxies have programmed its removal: a margin for proxies
 	// that do not say so (kube-proxy). 0 by default.
 	EndpointDrainDelay time.Duration
+	// ImageStoreDir is the machine's image store, which the agent pulls
+	// the images of its pods into (empty: none, only built-in images
+	// run). RegistryMirrors lists, per registry host, the mirrors tried
+	// before it; InsecureRegistries are the hosts spoken to in plain
+	// HTTP (imagestore.PullOptions).
+	ImageStoreDir      string
+	RegistryMirrors    map[string][]string
+	InsecureRegistries []string
 }
 
 // Agent is a running node agent.
@@ -99,6 +108,10 @@ type Agent struct {
 	recorder record.EventRecorder
 	// pods is what the pods' sandboxes share.
 	pods pods.Runtime
+	// store is the image store (nil: none); pullOptions are the node's
+	// registry settings, without a pod's secrets.
+	store       imageStore
+	pullOptions imagestore.PullOptions
 
 	// programmed tells when the proxies have programmed a change.
 	programmed *programmed.Waiter
@@ -126,6 +139,14 @@ func New(cfg Config) (*Agent, error) {
 			IPAM: &ipam.Allocator{CIDR: cfg.PodCIDR, Gateway: cfg.PodCIDR.Addr().Next(), Dir: cfg.StateDir + "/ipam"}}}
 	a.pods = pods.Runtime{Self: self, NodeIP: cfg.NodeIP, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 		NodeResolv: string(resolv), Net: a.net, Volumes: apiSource{client}, Node: a}
+	if cfg.ImageStoreDir != "" {
+		store, err := imagestore.Open(cfg.ImageStoreDir)
+		if err != nil {
+			return nil, err
+		}
+		a.store, a.pods.Images = store, store
+		a.pullOptions = imagestore.PullOptions{Mirrors: cfg.RegistryMirrors, Insecure: cfg.InsecureRegistries}
+	}
 	return a, nil
 }
 

@@ -33,6 +33,9 @@ type Options struct {
 	TLSPrivateKeyFile  string
 	ClientCAFile       string
 	EndpointDrainDelay time.Duration
+	ImageStoreDir      string
+	RegistryMirrors    []string
+	InsecureRegistries []string
 }
 
 // Defaults are the flags' defaults.
@@ -67,6 +70,9 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "CA that signs the API server's client certificate")
 	f.DurationVar(&o.EndpointDrainDelay, "endpoint-drain-delay", o.EndpointDrainDelay,
 		"a margin more before the SIGTERM of a deleted pod that backs a Service and has no preStop hook, once its EndpointSlices stop offering it and every svcnet proxy has programmed that: for proxies that do not say so, such as kube-proxy (the hold is at most half the grace period in all)")
+	f.StringVar(&o.ImageStoreDir, "image-store-dir", o.ImageStoreDir, "directory of the image store the agent pulls images into, shared by every node agent of the machine (empty: no store; only built-in images run)")
+	f.StringArrayVar(&o.RegistryMirrors, "registry-mirror", o.RegistryMirrors, "a mirror of a registry, host=endpoint (e.g. docker.io=http://10.0.0.5:5000), tried before the registry; repeatable, in order")
+	f.StringArrayVar(&o.InsecureRegistries, "insecure-registry", o.InsecureRegistries, "a registry or mirror host[:port] spoken to in plain HTTP; repeatable")
 }
 
 // Args is the command line of `svcnet node` with o: the flags whose values
@@ -80,6 +86,7 @@ func (o Options) Config() (Config, error) {
 		StateDir: o.RootDir, ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, IPTablesBinary: o.IPTablesBinary,
 		ServerAddress: o.Address, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSPrivateKeyFile, ClientCAFile: o.ClientCAFile,
 		EndpointDrainDelay: o.EndpointDrainDelay, Labels: map[string]string{},
+		ImageStoreDir: o.ImageStoreDir, InsecureRegistries: o.InsecureRegistries,
 	}
 	var err error
 	if cfg.NodeIP, err = netip.ParseAddr(o.NodeIP); err != nil {
@@ -93,6 +100,9 @@ func (o Options) Config() (Config, error) {
 			return Config{}, fmt.Errorf("--cluster-cidr %q: %w", o.ClusterCIDR, err)
 		}
 	}
+	if cfg.RegistryMirrors, err = ParseMirrors(o.RegistryMirrors); err != nil {
+		return Config{}, err
+	}
 	for _, l := range o.NodeLabels {
 		k, v, _ := strings.Cut(l, "=")
 		cfg.Labels[k] = v
@@ -104,4 +114,21 @@ func (o Options) Config() (Config, error) {
 		cfg.NodeCache = strings.Fields(o.NodeCacheCommand)
 	}
 	return cfg, nil
+}
+
+// ParseMirrors parses --registry-mirror values, host=endpoint, into the
+// mirrors of each registry host in the order given.
+func ParseMirrors(flags []string) (map[string][]string, error) {
+	var m map[string][]string
+	for _, f := range flags {
+		host, endpoint, ok := strings.Cut(f, "=")
+		if !ok || host == "" || endpoint == "" || strings.ContainsAny(host, "/ ") {
+			return nil, fmt.Errorf("--registry-mirror %q: want host=endpoint, e.g. docker.io=http://10.0.0.5:5000", f)
+		}
+		if m == nil {
+			m = map[string][]string{}
+		}
+		m[host] = append(m[host], endpoint)
+	}
+	return m, nil
 }

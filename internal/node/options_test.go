@@ -16,6 +16,8 @@ func TestOptionsConfig(t *testing.T) {
 	o := valid()
 	o.ClusterCIDR, o.NodeLabels = "10.244.0.0/16", []string{"zone=a", "empty="}
 	o.ProxyCommand, o.NodeCacheCommand = "/bin/svcnet proxy --kubeconfig /k", ""
+	o.ImageStoreDir, o.InsecureRegistries = "/var/lib/images", []string{"10.0.0.5:5000"}
+	o.RegistryMirrors = []string{"docker.io=http://10.0.0.5:5000", "quay.io=q.example", "docker.io=m.example"}
 	cfg, err := o.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +32,18 @@ func TestOptionsConfig(t *testing.T) {
 	if !slices.Equal(cfg.Proxy, []string{"/bin/svcnet", "proxy", "--kubeconfig", "/k"}) || cfg.NodeCache != nil {
 		t.Errorf("proxy %q, node cache %q", cfg.Proxy, cfg.NodeCache)
 	}
+	if cfg.ImageStoreDir != "/var/lib/images" || !slices.Equal(cfg.InsecureRegistries, []string{"10.0.0.5:5000"}) ||
+		!slices.Equal(cfg.RegistryMirrors["docker.io"], []string{"http://10.0.0.5:5000", "m.example"}) ||
+		!slices.Equal(cfg.RegistryMirrors["quay.io"], []string{"q.example"}) || len(cfg.RegistryMirrors) != 2 {
+		t.Errorf("image settings: store %q, mirrors %v, insecure %v", cfg.ImageStoreDir, cfg.RegistryMirrors, cfg.InsecureRegistries)
+	}
+	args := strings.Join(o.Args(), " ")
+	for _, want := range []string{"--registry-mirror=docker.io=http://10.0.0.5:5000 --registry-mirror=quay.io=q.example",
+		"--insecure-registry=10.0.0.5:5000", "--image-store-dir=/var/lib/images"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
 	if cfg.EndpointDrainDelay != 0 || cfg.Bridge != "cbr0" {
 		t.Errorf("defaults not carried: %+v", cfg)
 	}
@@ -43,6 +57,8 @@ func TestOptionsConfig(t *testing.T) {
 		{"no node IP", func(o *Options) { o.NodeIP = "" }, "--node-ip"},
 		{"pod CIDR", func(o *Options) { o.PodCIDR = "10.244.1.0" }, "--pod-cidr"},
 		{"cluster CIDR", func(o *Options) { o.ClusterCIDR = "10.244.0.0/33" }, "--cluster-cidr"},
+		{"a mirror without its registry", func(o *Options) { o.RegistryMirrors = []string{"http://10.0.0.5:5000"} }, "--registry-mirror"},
+		{"a mirror of nothing", func(o *Options) { o.RegistryMirrors = []string{"docker.io="} }, "--registry-mirror"},
 	}
 	for _, tc := range bad {
 		o := valid()

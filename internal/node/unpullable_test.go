@@ -16,12 +16,19 @@ func TestUnpullable(t *testing.T) {
 		owners []metav1.OwnerReference
 		images []string
 		init   string
-		want   string // "" : not rejected; else in the message
+		pulls  bool   // the node has an image store
+		reason string // "": not rejected
+		want   string // in the message
 	}{
-		{"built-in images", nil, []string{"busybox", "registry.k8s.io/e2e-test-images/agnhost:2.66.1"}, "", ""},
-		{"a bare pod with an unknown image", nil, []string{"busybox", "httpd:2.4"}, "", `image "httpd:2.4" is not built into svcnet`},
-		{"an unknown init container image", nil, []string{"busybox"}, "alpine", `container init: image "alpine"`},
-		{"a controller's pod waits instead", owned, []string{"httpd"}, "", ""},
+		{"built-in images", nil, []string{"busybox", "registry.k8s.io/e2e-test-images/agnhost:2.66.1"}, "", false, "", ""},
+		{"built-in images, with a store", nil, []string{"busybox"}, "", true, "", ""},
+		{"no store: an unknown image", nil, []string{"busybox", "httpd:2.4"}, "", false, "ErrImagePull", `image "httpd:2.4" is not built into svcnet`},
+		{"no store: an unknown init container image", nil, []string{"busybox"}, "alpine", false, "ErrImagePull", `container init: image "alpine"`},
+		{"a store: a well-formed name is pulled", nil, []string{"busybox", "httpd:2.4"}, "alpine", true, "", ""},
+		{"an invalid name", nil, []string{"busybox", "Not/A:Valid:Name"}, "", true, "InvalidImageName", `container b: couldn't parse image name "Not/A:Valid:Name"`},
+		{"an invalid init name, no store", nil, []string{"busybox"}, "UPPER", false, "InvalidImageName", "container init"},
+		{"a controller's pod waits instead", owned, []string{"httpd"}, "", false, "", ""},
+		{"a controller's pod with an invalid name waits", owned, []string{"a b"}, "", true, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: tc.owners}}
@@ -31,12 +38,12 @@ func TestUnpullable(t *testing.T) {
 			if tc.init != "" {
 				pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: tc.init}}
 			}
-			r := unpullable(pod)
+			r := unpullable(pod, tc.pulls)
 			switch {
-			case tc.want == "" && r != nil:
+			case tc.reason == "" && r != nil:
 				t.Errorf("rejected: %+v", r)
-			case tc.want != "" && (r == nil || r.Reason != "ErrImagePull" || !strings.Contains(r.Message, tc.want)):
-				t.Errorf("rejection %+v, want ErrImagePull with %q", r, tc.want)
+			case tc.reason != "" && (r == nil || r.Reason != tc.reason || !strings.Contains(r.Message, tc.want)):
+				t.Errorf("rejection %+v, want %s with %q", r, tc.reason, tc.want)
 			}
 		})
 	}

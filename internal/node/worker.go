@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/svcnet/svcnet/internal/node/imagepull"
 	"github.com/svcnet/svcnet/internal/node/pods"
 	"github.com/svcnet/svcnet/internal/node/podstate"
 	"github.com/svcnet/svcnet/internal/node/prober"
@@ -50,6 +51,11 @@ type podWorker struct {
 	// pod's Ready condition as last computed.
 	hold  *heldCrash
 	ready bool
+	// pulls are the pod's image pulls; pulled delivers their ends, and
+	// pullCtx, which ends with the worker, bounds them.
+	pulls   imagepull.Images
+	pulled  chan pulled
+	pullCtx context.Context
 }
 
 // sandbox is what the worker asks of its pod's processes (pods.Pod).
@@ -79,7 +85,8 @@ type sandbox interface {
 
 func newPodWorker(a *Agent, pod *corev1.Pod) *podWorker {
 	w := &podWorker{a: a, uid: pod.UID, latest: pod, notify: make(chan struct{}, 1), gone: make(chan struct{}),
-		dir: filepath.Join(a.cfg.StateDir, "pods", string(pod.UID)), report: status.Reporter{Client: a.client}}
+		pulled: make(chan pulled),
+		dir:    filepath.Join(a.cfg.StateDir, "pods", string(pod.UID)), report: status.Reporter{Client: a.client}}
 	w.notify <- struct{}{}
 	return w
 }
@@ -116,8 +123,9 @@ func (w *podWorker) setPod(pod *corev1.Pod) {
 
 // run is the worker's loop: it syncs the pod, reports its status, and
 // waits for the next thing to act on — a new copy of the pod, its
-// removal, a container's exit, a probe's verdict, or a timer (restart
-// back-offs, volume refreshes, storage checks).
+// removal, a container's exit, a probe's verdict, the end of an image
+// pull, or a timer (restart and pull back-offs, volume refreshes,
+// storage checks).
 func (w *podWorker) run(ctx context.Context) {
 	<-w.notify
 	w.pod = w.newest()
@@ -131,8 +139,11 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 	terminal := podstate.Terminal(w.pod.Status.Phase)
 	if !terminal {
-		w.state.Rejected = unpullable(w.pod)
+		w.state.Rejected = unpullable(w.pod, w.a.store != nil)
 	}
+	var cancel context.CancelFunc
+	w.pullCtx, cancel = context.WithCancel(ctx)
+	defer cancel()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	defer w.endHold("")
@@ -169,19 +180,23 @@ func (w *podWorker) run(ctx context.Context) {
 			w.endHold("")
 		case r := <-w.sb.Probes():
 			w.onProbe(r)
+		case r := <-w.pulled:
+			w.onPulled(r)
 		case <-timer.C:
 		}
 	}
 }
 
-// sync sets up the sandbox, starts the containers that are due and
-// checks their storage; once the pod is done (it reports that), its
+// sync sets up the sandbox, starts the containers that are due (once
+// their images are there) and checks their storage; a rejected pod
+// starts nothing; once the pod is done (it reports that), its
 // sidecars stop, as kubelet stops them, and its network goes.
 func (w *podWorker) sync(ctx context.Context) (terminal bool) {
-	if w.sb.EnsureSandbox(ctx) {
+	if w.state.Rejected == nil && w.sb.EnsureSandbox(ctx) {
 		for _, c := range w.state.Due(w.pod.Spec.RestartPolicy, time.Now()) {
-			w.sb.Start(ctx, c.Spec.Name)
+			w.startContainer(ctx, c)
 		}
+		w.pulls.Synced()
 	}
 	w.checkStorage(ctx)
 	if !podstate.Terminal(w.phase()) {
