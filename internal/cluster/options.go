@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/node"
 	"github.com/svcnet/svcnet/internal/proxy/app"
 )
 
@@ -17,7 +18,7 @@ const ExampleNodePort = 8477
 // Validate refuses, before anything starts, options that cannot make a
 // working cluster: a proxy mode that is not built (its proxies would
 // crash-loop on every node while the cluster reports ready), a node-port
-// range or DNS upstream that does not parse, a bad plan.
+// range, DNS upstream or registry mirror that does not parse, a bad plan.
 func (o Options) Validate() error {
 	if _, err := o.plan(); err != nil {
 		return err
@@ -48,6 +49,9 @@ func (o Options) Validate() error {
 				return fmt.Errorf("--iptables-binary %s: %s is not installed", b, tool)
 			}
 		}
+	}
+	if _, err := node.ParseMirrors(o.RegistryMirrors); err != nil {
+		return err
 	}
 	if o.APIPort < 0 || o.APIPort > 65535 {
 		return fmt.Errorf("--api-port %d: not a port", o.APIPort)

@@ -34,6 +34,10 @@ func TestValidate(t *testing.T) {
 		{"range beyond ports", func(o *Options) { o.NodePortRange = "30000-70000" }, "--service-node-port-range"},
 		{"not a range", func(o *Options) { o.NodePortRange = "high" }, "--service-node-port-range"},
 		{"bad upstream", func(o *Options) { o.DNSUpstream = "dns.google" }, "--dns-upstream"},
+		{"registry mirrors", func(o *Options) {
+			o.RegistryMirrors = []string{"docker.io=http://10.0.0.5:5000", "docker.io=mirror.example"}
+		}, ""},
+		{"a mirror without its registry", func(o *Options) { o.RegistryMirrors = []string{"http://10.0.0.5:5000"} }, "--registry-mirror"},
 		{"no nodes", func(o *Options) { o.Nodes = 0 }, "--nodes"},
 		{"bad name", func(o *Options) { o.Name = "My_Cluster" }, "cluster name"},
 		{"not an iptables", func(o *Options) { o.IPTablesBinary = "nft" }, "--iptables-binary"},

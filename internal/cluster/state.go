@@ -48,6 +48,11 @@ type Options struct {
 	// ready, each add-on ready); 90 s when zero. Slow machines (the test
 	// VM's emulated CPU) need more.
 	Wait time.Duration
+	// RegistryMirrors (host=endpoint) and InsecureRegistries (host) pass
+	// through to every node agent's --registry-mirror and
+	// --insecure-registry, in order.
+	RegistryMirrors    []string
+	InsecureRegistries []string
 }
 
 // stepWait is o.Wait or its default.
@@ -69,6 +74,11 @@ func Home() string {
 	}
 	return filepath.Join(home, ".svcnet")
 }
+
+// ImageStoreDir is the machine's image store: every node agent of every
+// cluster pulls into it, so an image is fetched and unpacked once per
+// machine (its layers are shared; imagestore serialises the writers).
+func ImageStoreDir() string { return filepath.Join(Home(), "images") }
 
 // State is the directory of one cluster.
 type State struct{ Dir string }

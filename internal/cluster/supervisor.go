@@ -115,6 +115,8 @@ func (s *supervisor) start(ctx context.Context) error {
 		o.Address = netip.AddrPortFrom(n.IP, 10250).String()
 		o.TLSCertFile, o.TLSPrivateKeyFile = filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key")
 		o.ClientCAFile = filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)
+		o.ImageStoreDir = ImageStoreDir()
+		o.RegistryMirrors, o.InsecureRegistries = s.opts.RegistryMirrors, s.opts.InsecureRegistries
 		if s.opts.NodeLocalDNS {
 			// The cache reads one Service and its slices: the proxy's
 			// identity is enough.
