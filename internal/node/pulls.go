@@ -85,7 +85,8 @@ func (w *podWorker) pull(image string) {
 func (w *podWorker) onPulled(r pulled) {
 	evs, wait := w.pulls.Done(r.image, r.result, time.Now())
 	w.record(evs)
-	if wait == nil {
+	// A pod that ended meanwhile keeps the states it ended with.
+	if wait == nil || podstate.Terminal(w.phase()) {
 		return
 	}
 	w.log().Info("image pull failed", "image", r.image, "err", r.result.Err)
