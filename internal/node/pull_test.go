@@ -48,6 +48,8 @@ type testRegistry struct {
 	auth  string // "user:pass", "" for none
 	// hold, while set, keeps blob fetches waiting until it is closed.
 	hold atomic.Pointer[chan struct{}]
+	// blobGets counts the blob fetches.
+	blobGets atomic.Int32
 }
 
 func startRegistry(t *testing.T, auth string) *testRegistry {
@@ -69,7 +71,11 @@ func (r *testRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	if h := r.hold.Load(); h != nil && req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/") {
+	blob := req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/")
+	if blob {
+		r.blobGets.Add(1)
+	}
+	if h := r.hold.Load(); h != nil && blob {
 		select {
 		case <-*h:
 		case <-req.Context().Done():

@@ -179,3 +179,46 @@ func TestWorkerDeletedMidPull(t *testing.T) {
 		t.Fatal("the worker of a deleted pod waits for its pull")
 	}
 }
+
+// TestWorkersSharePull: pods of one image pulled at once fetch it once,
+// and both run it.
+func TestWorkersSharePull(t *testing.T) {
+	reg := startRegistry(t, "")
+	reg.push(t, "team/shared:v1", "/bin/echo", "shared")
+	hold := make(chan struct{})
+	reg.hold.Store(&hold)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(hold)
+		}
+	})
+	a, rec := testAgent(t, testImageStore(t))
+	image := reg.host + "/team/shared:v1"
+	before := reg.blobGets.Load()
+	var ps []*corev1.Pod
+	for i := range 2 {
+		ps = append(ps, testPod(40+i, image))
+		runPod(t, a, ps[i])
+	}
+	deadline := time.After(30 * time.Second)
+	for pulling := 0; pulling < 2; {
+		select {
+		case e := <-rec.Events:
+			if strings.HasPrefix(e, "Normal Pulling") {
+				pulling++
+			}
+		case <-deadline:
+			t.Fatal("the pods did not both start pulling")
+		}
+	}
+	released = true
+	close(hold)
+	for _, p := range ps {
+		awaitStatus(t, a, p, "success", func(st *corev1.PodStatus) bool { return st.Phase == corev1.PodSucceeded })
+	}
+	// The config blob and the one layer, once each.
+	if got := reg.blobGets.Load() - before; got != 2 {
+		t.Errorf("%d blob fetches for two pods, want 2 (config and layer, once)", got)
+	}
+}
