@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +22,7 @@ import (
 // name is pulled; how a failed pull ends such a pod is
 // imagepull.FailsBarePod's. A controller's pods wait as in Kubernetes:
 // failing them would have the controller replace them in a loop.
-func unpullable(pod *corev1.Pod, pulls bool) *podstate.Rejection {
+func unpullable(pod *corev1.Pod, pulls bool) *unpullableImage {
 	if metav1.GetControllerOf(pod) != nil {
 		return nil
 	}
@@ -30,13 +31,31 @@ func unpullable(pod *corev1.Pod, pulls bool) *podstate.Rejection {
 			continue
 		}
 		if _, err := name.ParseReference(c.Image); err != nil {
-			return &podstate.Rejection{Reason: "InvalidImageName",
-				Message: fmt.Sprintf("container %s: couldn't parse image name %q: %v", c.Name, c.Image, err)}
+			return &unpullableImage{container: c.Name, reason: "InvalidImageName",
+				err: fmt.Errorf("couldn't parse image name %q: %w", c.Image, err)}
 		}
 		if !pulls {
-			return &podstate.Rejection{Reason: "ErrImagePull",
-				Message: fmt.Sprintf("container %s: %v", c.Name, images.ErrNotBuiltin(c.Image))}
+			return &unpullableImage{container: c.Name, reason: "ErrImagePull", err: images.ErrNotBuiltin(c.Image)}
 		}
 	}
 	return nil
+}
+
+// unpullableImage is the container whose image fails its pod, and why.
+type unpullableImage struct {
+	container, reason string
+	err               error
+}
+
+// reject fails the pod for u: the pod's reason and message name the
+// container, whose waiting state says why (the pod starts nothing, so
+// no start attempt reports it).
+func (w *podWorker) reject(u *unpullableImage) {
+	if u == nil {
+		return
+	}
+	w.state.Rejected = &podstate.Rejection{Reason: u.reason, Message: fmt.Sprintf("container %s: %v", u.container, u.err)}
+	if c := w.state.Container(u.container); c != nil {
+		c.Waiting(u.reason, u.err.Error(), time.Time{})
+	}
 }

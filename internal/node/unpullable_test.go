@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/node/podstate"
 )
 
 func TestUnpullable(t *testing.T) {
@@ -38,12 +40,21 @@ func TestUnpullable(t *testing.T) {
 			if tc.init != "" {
 				pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: tc.init}}
 			}
-			r := unpullable(pod, tc.pulls)
+			w := &podWorker{pod: pod, state: podstate.New(pod)}
+			w.reject(unpullable(pod, tc.pulls))
+			r := w.state.Rejected
 			switch {
 			case tc.reason == "" && r != nil:
 				t.Errorf("rejected: %+v", r)
 			case tc.reason != "" && (r == nil || r.Reason != tc.reason || !strings.Contains(r.Message, tc.want)):
 				t.Errorf("rejection %+v, want %s with %q", r, tc.reason, tc.want)
+			case tc.reason != "":
+				// The container that failed it says why.
+				name := strings.TrimSuffix(strings.Fields(r.Message)[1], ":")
+				c := w.state.Container(name)
+				if c == nil || c.State.Waiting == nil || c.State.Waiting.Reason != tc.reason || !strings.Contains(r.Message, c.State.Waiting.Message) {
+					t.Errorf("container %s: state %+v, want waiting in %s", name, c, tc.reason)
+				}
 			}
 		})
 	}

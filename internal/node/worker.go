@@ -139,7 +139,7 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 	terminal := podstate.Terminal(w.pod.Status.Phase)
 	if !terminal {
-		w.state.Rejected = unpullable(w.pod, w.a.store != nil)
+		w.reject(unpullable(w.pod, w.a.store != nil))
 	}
 	var cancel context.CancelFunc
 	w.pullCtx, cancel = context.WithCancel(ctx)
