@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,16 +91,18 @@ func (w *podWorker) onPulled(r pulled) {
 		return
 	}
 	w.log().Info("image pull failed", "image", r.image, "err", r.result.Err)
-	started := false
+	started := slices.ContainsFunc(w.state.Containers, func(c *podstate.Container) bool { return c.Gen > 0 })
+	if !started && metav1.GetControllerOf(w.pod) == nil && imagepull.FailsBarePod(r.result.Err) {
+		// The pod ends here, so its message says what svcnet has
+		// instead: its built-in images may be what was meant.
+		msg := fmt.Sprintf("%v; %v", r.result.Err, images.ErrNotBuiltin(r.image))
+		w.state.Rejected = &podstate.Rejection{Reason: wait.Reason, Message: fmt.Sprintf("Failed to pull image %q: %s", r.image, msg)}
+		wait.Message = msg
+	}
 	for _, c := range w.state.Containers {
-		started = started || c.Gen > 0
 		if c.Spec.Image == r.image && !c.Running() && c.State.Waiting != nil {
 			c.Waiting(wait.Reason, wait.Message, wait.Until)
 		}
-	}
-	if !started && metav1.GetControllerOf(w.pod) == nil && imagepull.FailsBarePod(r.result.Err) {
-		w.state.Rejected = &podstate.Rejection{Reason: wait.Reason,
-			Message: fmt.Sprintf("Failed to pull image %q: %v", r.image, r.result.Err)}
 	}
 }
 

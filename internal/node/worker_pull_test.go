@@ -141,8 +141,11 @@ func TestWorkerPullUnreachable(t *testing.T) {
 	bare := testPod(20, image)
 	runPod(t, a, bare)
 	st := awaitStatus(t, a, bare, "failure", func(st *corev1.PodStatus) bool { return st.Phase == corev1.PodFailed })
-	if st.Reason != "ErrImagePull" || !strings.Contains(st.Message, "network error") {
-		t.Errorf("reason %q, message %q", st.Reason, st.Message)
+	if st.Reason != "ErrImagePull" || !strings.Contains(st.Message, "network error") || !strings.Contains(st.Message, "not built into svcnet") {
+		t.Errorf("reason %q, message %q: want ErrImagePull, the network error and the built-in images", st.Reason, st.Message)
+	}
+	if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ErrImagePull" || !strings.Contains(w.Message, "not built into svcnet") {
+		t.Errorf("container state %+v", st.ContainerStatuses[0].State)
 	}
 	owner := testPod(21, image, owned)
 	runPod(t, a, owner)
