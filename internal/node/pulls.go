@@ -48,6 +48,7 @@ func (w *podWorker) startContainer(ctx context.Context, c *podstate.Container) {
 		w.sb.Start(ctx, c.Spec.Name)
 	case v.Wait != nil:
 		c.Waiting(v.Wait.Reason, v.Wait.Message, v.Wait.Until)
+		w.sb.Publish()
 	default:
 		// Its pull runs: the pull's end wakes the worker, no timer.
 		c.NextStart = time.Time{}
@@ -104,6 +105,7 @@ func (w *podWorker) onPulled(r pulled) {
 			c.Waiting(wait.Reason, wait.Message, wait.Until)
 		}
 	}
+	w.sb.Publish()
 }
 
 func (w *podWorker) record(evs []imagepull.Event) {

@@ -70,6 +70,9 @@ type sandbox interface {
 	VolumesWake(d time.Duration) time.Duration
 
 	Container(name string) *pods.Container
+	// Publish hands the node server the containers' newest states (why
+	// one waits, for logs and attach).
+	Publish()
 	AnyRunning() bool
 	Start(ctx context.Context, name string)
 	Exits() <-chan pods.Exit
