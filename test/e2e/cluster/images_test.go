@@ -1,0 +1,122 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// TestPulledImage: a Deployment of an image no node has is pulled by
+// the node agents from a registry (plain HTTP, `--insecure-registry`)
+// that runs in the cluster's outside client's namespace, runs from the
+// image's own layers (busybox's httpd serving a file of the image, as
+// the image's user) and answers through its Service; the pods' events
+// and imageID tell what was pulled. A pod of a repository the registry
+// does not have waits in ImagePullBackOff.
+func TestPulledImage(t *testing.T) {
+	t.Parallel()
+	c := up(t, 2, "--insecure-registry=172.18.0.2:5000")
+	client := "svcnet-" + c.name + "-client"
+	ln, err := netns.Listen(client, "tcp", "172.18.0.2:5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	layer := func(r io.Reader) v1.Layer {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	img, err := mutate.AppendLayers(empty.Image,
+		layer(imagetest.Busybox(t)),
+		layer(imagetest.Layer(t, imagetest.Entry{Name: "www/", Type: '5', Mode: 0o755},
+			imagetest.File("www/index.html", "served from a pulled image\n", 0o644),
+			imagetest.File("etc/passwd", "root:x:0:0::/root:/bin/sh\nweb:x:1234:1234::/www:/bin/sh\n", 0o644),
+			imagetest.File("etc/group", "root:x:0:\nweb:x:1234:\n", 0o644))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = mutate.Config(img, v1.Config{Entrypoint: []string{"/bin/busybox", "httpd", "-f", "-p", "8080", "-h", "/www"}, User: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference("172.18.0.2:5000/e2e/web:1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return netns.DialContext(ctx, client, network, addr)
+	}}
+	if err := remote.Write(ref, img, remote.WithTransport(push)); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	k := c.kubectl
+	k.MustRun("", "create", "deployment", "web", "--image="+ref.String(), "--replicas=2", "--port=8080")
+	k.MustRun("", "expose", "deployment", "web", "--port=80", "--target-port=8080")
+	k.MustRun("", "rollout", "status", "deployment/web", "--timeout=2m")
+	clusterIP := k.MustRun("", "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
+	for _, node := range []string{"node-1", "node-2"} {
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: nsDialer("svcnet-" + c.name + "-" + node)}}
+		var body string
+		c.until("the image's page through the Service from "+node, 30*time.Second, func() bool {
+			body, err = httpGet(hc, "http://"+clusterIP+"/index.html")
+			return err == nil
+		})
+		if body != "served from a pulled image\n" {
+			t.Errorf("from %s: %q, want the image's index.html", node, body)
+		}
+	}
+	ids := k.MustRun("", "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.containerStatuses[0].imageID}")
+	for _, id := range strings.Fields(ids) {
+		if id != "172.18.0.2:5000/e2e/web@"+digest.String() {
+			t.Errorf("imageID %q, want the pushed image's digest %s", id, digest)
+		}
+	}
+	events := k.MustRun("", "get", "events", "--field-selector", "reason=Pulled", "-o", "jsonpath={.items[*].message}")
+	if !strings.Contains(events, `Successfully pulled image "`+ref.String()+`"`) {
+		t.Errorf("no Pulled event for %s: %q", ref, events)
+	}
+	// The image's user, from its own /etc/passwd.
+	pod := strings.Fields(k.MustRun("", "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}"))[0]
+	if uid := strings.TrimSpace(k.MustRun("", "exec", pod, "--", "/bin/busybox", "id", "-u")); uid != "1234" {
+		t.Errorf("the container runs as %s, want the image's user web (1234)", uid)
+	}
+
+	// A repository the registry does not have: the pod backs off.
+	k.MustRun("", "create", "deployment", "missing", "--image=172.18.0.2:5000/e2e/missing:1")
+	c.until("the missing image's pod in ImagePullBackOff", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "pods", "-l", "app=missing", "-o", "jsonpath={.items[*].status.containerStatuses[0].state.waiting.reason}")
+		return out == "ImagePullBackOff"
+	})
+}
