@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -84,6 +85,9 @@ func (o Options) Validate() error {
 			// kubernetes Service could never point at it.
 			return fmt.Errorf("--advertise-address %s: must be an address other hosts reach, not loopback, link-local, multicast or unspecified", a)
 		}
+	}
+	if o.EventTTL < time.Second {
+		return fmt.Errorf("--event-ttl %s: must be at least a second", o.EventTTL)
 	}
 	if o.AllocationRepairInterval <= 0 {
 		return fmt.Errorf("--allocation-repair-interval %s: must be positive", o.AllocationRepairInterval)

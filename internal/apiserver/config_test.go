@@ -26,6 +26,7 @@ func TestValidate(t *testing.T) {
 		{"advertise unspecified", func(o *Options) { o.AdvertiseAddress = "0.0.0.0" }, "not loopback"},
 		{"advertise reachable", func(o *Options) { o.AdvertiseAddress = "172.18.0.1" }, ""},
 		{"repair never", func(o *Options) { o.AllocationRepairInterval = 0 }, "--allocation-repair-interval"},
+		{"events kept for no time", func(o *Options) { o.EventTTL = 0 }, "--event-ttl"},
 		{"reconciler", func(o *Options) { o.EndpointReconcilerType = "master-count" }, "--endpoint-reconciler-type"},
 		{"bind address", func(o *Options) { o.BindAddress = "localhost" }, "--bind-address"},
 		{"etcd TLS without etcd servers", func(o *Options) { o.EtcdCAFile = "ca.crt" }, "are for --etcd-servers"},

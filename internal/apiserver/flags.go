@@ -26,6 +26,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.ServiceCIDR, "service-cluster-ip-range", o.ServiceCIDR, "CIDR of service cluster IPs")
 	f.StringVar(&o.NodePortRange, "service-node-port-range", o.NodePortRange, "port range of NodePort services, MIN-MAX")
 	f.DurationVar(&o.AllocationRepairInterval, "allocation-repair-interval", o.AllocationRepairInterval, "how often the recorded cluster IPs (IPAddresses) and node ports are checked against the Services: missing ones recorded, ones no Service holds at three checks in a row freed")
+	f.DurationVar(&o.EventTTL, "event-ttl", o.EventTTL, "how long an Event is kept after its last write")
 	f.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "bearer tokens, CSV: token,user,uid,\"group1,group2\" (default: generated in --data-dir)")
 	f.DurationVar(&o.EtcdCompactionInterval, "etcd-compaction-interval", o.EtcdCompactionInterval, "how often to compact old etcd revisions (older resourceVersions then get 410 Gone)")
 	f.StringSliceVar(&o.AlsoListenAt, "also-listen", o.AlsoListenAt, "also serve inside a named network namespace: NETNS/HOST:PORT (svcnet up uses it)")

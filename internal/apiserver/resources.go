@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -67,7 +68,7 @@ type reviewers struct {
 	audiences authenticator.Audiences
 }
 
-func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators, nodeOpts NodeOptions, ca *pki.CA, rv reviewers, signer *satoken.Signer) (*resources, error) {
+func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocators, nodeOpts NodeOptions, ca *pki.CA, rv reviewers, signer *satoken.Signer, eventTTL time.Duration) (*resources, error) {
 	r := &resources{byGroup: map[string]map[string]rest.Storage{}}
 	add := func(k *registry.Kind, sub string, s rest.Storage) {
 		g := k.Resource.Group
@@ -83,6 +84,11 @@ func buildResources(optsGetter generic.RESTOptionsGetter, alloc *service.Allocat
 	var nodes core.NodeConnection
 	var nodeStore metrics.Store
 	for _, k := range plainKinds {
+		if k == core.Event {
+			events := *k
+			events.TTLSeconds = uint64(eventTTL / time.Second)
+			k = &events
+		}
 		store, err := registry.NewStore(k, optsGetter)
 		if err != nil {
 			return nil, err

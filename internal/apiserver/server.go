@@ -72,8 +72,11 @@ type Options struct {
 	// and node ports is checked against the Services (kube-apiserver:
 	// every 3 minutes).
 	AllocationRepairInterval time.Duration
-	TokenAuthFile            string   // --token-auth-file; default: generated in DataDir
-	TLSSANs                  []string // extra names and addresses of the serving certificate
+	// EventTTL is how long an Event is kept after its last write
+	// (kube-apiserver's --event-ttl, an hour by default).
+	EventTTL      time.Duration
+	TokenAuthFile string   // --token-auth-file; default: generated in DataDir
+	TLSSANs       []string // extra names and addresses of the serving certificate
 	// AlsoListen are extra addresses inside network namespaces; New adds
 	// those of AlsoListenAt (--also-listen NETNS/HOST:PORT).
 	AlsoListen   []NetnsListen
@@ -112,6 +115,7 @@ func Defaults() Options {
 		ServiceCIDR:              "10.96.0.0/12",
 		NodePortRange:            "30000-32767",
 		AllocationRepairInterval: 3 * time.Minute,
+		EventTTL:                 time.Hour,
 		EtcdCompactionInterval:   5 * time.Minute,
 		Nodes:                    NodeOptions{Port: 10250},
 		EndpointReconcilerType:   "lease",
@@ -172,7 +176,7 @@ func (c *Config) build() (*Server, error) {
 		newDefaultIngressClass(informerFactory), newEscalation(auth.authz))
 
 	res, err := buildResources(config.RESTOptionsGetter, c.alloc, opts.Nodes, c.ca,
-		reviewers{authz: auth.authz, tokens: auth.tokens, audiences: config.Authentication.APIAudiences}, auth.signer)
+		reviewers{authz: auth.authz, tokens: auth.tokens, audiences: config.Authentication.APIAudiences}, auth.signer, opts.EventTTL)
 	if err != nil {
 		return nil, err
 	}

@@ -258,7 +258,8 @@ var ServiceAccount = &registry.Kind{
 	},
 }
 
-// Event describes core/v1 Events, which expire after an hour.
+// Event describes core/v1 Events, which expire after an hour (the API
+// server's --event-ttl sets another time).
 var Event = &registry.Kind{
 	Resource:   schema.GroupResource{Resource: "events"},
 	Singular:   "event",

@@ -333,3 +333,33 @@ func TestCompactedResourceVersion(t *testing.T) {
 		t.Errorf("watch from compacted resourceVersion: %v, want 410 Gone", err)
 	}
 }
+
+// TestEventTTL: an Event expires --event-ttl after its last write (an
+// etcd lease), a ConfigMap written with it does not.
+func TestEventTTL(t *testing.T) {
+	s := framework.StartAPIServer(t, "--event-ttl", "3s") // its own: a flag
+	c := s.Client()
+	ctx := framework.Context(t, time.Minute)
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "short-lived"}, Reason: "Test", Message: "expires",
+		InvolvedObject: corev1.ObjectReference{Kind: "ConfigMap", Namespace: "default", Name: "kept"}}
+	if _, err := c.CoreV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap("kept", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Events("default").Get(ctx, "short-lived", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatal("the Event did not expire within 30 s of a 3 s --event-ttl")
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("the Event went after %s, before its 3 s TTL", took)
+	}
+	if _, err := c.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Errorf("the ConfigMap beside it: %v", err)
+	}
+}
