@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -25,22 +24,17 @@ func TestMain(m *testing.M) {
 		switch os.Args[2] {
 		case "container-shim":
 			// --state DIR --log FILE [stdio flags] -- pod-exec args…
-			var state, log string
-			var stdio Stdio
-			fs := flag.NewFlagSet("container-shim", flag.ExitOnError)
-			fs.StringVar(&state, "state", "", "")
-			fs.StringVar(&log, "log", "", "")
-			fs.BoolVar(&stdio.Stdin, "stdin", false, "")
-			fs.BoolVar(&stdio.StdinOnce, "stdin-once", false, "")
-			fs.BoolVar(&stdio.TTY, "tty", false, "")
-			_ = fs.Parse(os.Args[3:])
-			if err := RunShim(os.Args[0], state, log, stdio, fs.Args()); err != nil {
+			o, podExec, err := ParseShimArgs(os.Args[3:])
+			if err == nil {
+				err = RunShim(os.Args[0], o.StateDir, o.Log, o.Stdio, podExec)
+			}
+			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(1)
 			}
 			os.Exit(0)
 		case "pod-exec":
-			o, err := parsePodExec(os.Args[3:])
+			o, err := ParseExecArgs(os.Args[3:])
 			if err == nil {
 				err = Exec(o)
 			}
@@ -53,33 +47,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-// parsePodExec reads what ExecOptions.Args wrote, as svcnet's pod-exec
-// command does.
-func parsePodExec(args []string) (ExecOptions, error) {
-	var o ExecOptions
-	var security string
-	fs := flag.NewFlagSet("pod-exec", flag.ContinueOnError)
-	fs.StringVar(&o.Netns, "netns", "", "")
-	fs.StringVar(&o.Hostname, "hostname", "", "")
-	fs.StringVar(&o.ResolvConf, "resolv-conf", "", "")
-	fs.StringVar(&o.Hosts, "hosts", "", "")
-	fs.StringVar(&o.Dir, "dir", "", "")
-	fs.StringVar(&security, "security", "", "")
-	fs.IntVar(&o.Join, "join", 0, "")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	o.Argv = fs.Args()
-	if security != "" {
-		sec, err := ParseSecurity(security)
-		if err != nil {
-			return o, err
-		}
-		o.Security = &sec
-	}
-	return o, nil
 }
 
 // testNetns makes a network namespace svcnet-test-WHAT-N for the test,

@@ -1,0 +1,35 @@
+package runtime
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestArgsRoundTrip: what Args writes, the parsers read back the same.
+func TestArgsRoundTrip(t *testing.T) {
+	cases := []ExecOptions{
+		{Netns: "svcnet-x-node-1-0a1b2c3d", Hostname: "web-0", ResolvConf: "/p/resolv.conf", Hosts: "/p/hosts", Dir: "/srv", Argv: []string{"sh", "-c", "echo --not-a-flag"}},
+		{Netns: "n", Argv: []string{"true"}, Join: 4242, Security: &Security{UID: 1234, GID: 1234, ReadOnlyHost: true, RootLayer: "/p/layer", Layers: []string{"/s/a", "/s/b"}}},
+	}
+	for _, want := range cases {
+		got, err := ParseExecArgs(want.Args()[2:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("pod-exec round trip:\n got %+v\nwant %+v", got, want)
+		}
+		shim := ShimOptions{StateDir: "/p/c-1", Log: "/p/c.log", Stdio: Stdio{Stdin: true, TTY: true}, Exec: want}
+		gotShim, podExec, err := ParseShimArgs(shim.Args()[2:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(podExec, want.Args()) {
+			t.Errorf("the shim's container command line %q, want %q", podExec, want.Args())
+		}
+		gotShim.Exec = want
+		if !reflect.DeepEqual(gotShim, shim) {
+			t.Errorf("container-shim round trip:\n got %+v\nwant %+v", gotShim, shim)
+		}
+	}
+}
