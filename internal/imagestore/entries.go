@@ -98,15 +98,7 @@ func (u *unpacker) file(dfd int, base string, hdr *tar.Header, r io.Reader) erro
 }
 
 func (u *unpacker) hardlink(dfd int, base string, hdr *tar.Header) error {
-	target, err := cleanName(hdr.Linkname)
-	if err != nil {
-		return err
-	}
-	tparent, tbase := path.Split(target)
-	if tparent == "" {
-		tparent = "."
-	}
-	tfd, err := u.openDir(tparent)
+	tfd, _, tbase, err := u.openParent(hdr.Linkname)
 	if err != nil {
 		return err
 	}

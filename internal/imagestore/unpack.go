@@ -139,17 +139,24 @@ func (u *unpacker) mkdirAll(name string) error {
 	return nil
 }
 
-// entry writes one tar entry.
-func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
-	name, err := cleanName(hdr.Name)
-	if err != nil {
-		return err
+// openParent opens the directory that a name of the layer (as the tar
+// has it) is in, beneath the layer's root, and gives the name cleaned
+// and its last element.
+func (u *unpacker) openParent(name string) (dfd int, clean, base string, err error) {
+	if clean, err = cleanName(name); err != nil {
+		return -1, "", "", err
 	}
-	parent, base := path.Split(name)
+	parent, base := path.Split(clean)
 	if parent == "" {
 		parent = "."
 	}
-	dfd, err := u.openDir(parent)
+	dfd, err = u.openDir(parent)
+	return dfd, clean, base, err
+}
+
+// entry writes one tar entry.
+func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
+	dfd, name, base, err := u.openParent(hdr.Name)
 	if err != nil {
 		return err
 	}
