@@ -38,21 +38,15 @@ func newImageCommand() *cobra.Command {
 // newInternalCommand holds the helpers svcnet starts itself with.
 func newInternalCommand() *cobra.Command {
 	root := &cobra.Command{Use: "internal", Hidden: true, Short: "Helpers svcnet runs itself"}
-	var o runtime.ExecOptions
-	var security string
+	// The helpers' command lines are runtime's to read (ParseExecArgs,
+	// ParseShimArgs), as runtime writes them, and as test binaries that
+	// stand for svcnet read them too.
 	podExec := &cobra.Command{
-		Use:   "pod-exec [flags] -- COMMAND [ARGS...]",
-		Short: "Enter a pod's namespaces and run a command (how containers start)",
-		Args:  cobra.MinimumNArgs(1),
+		Use:                "pod-exec [flags] -- COMMAND [ARGS...]",
+		Short:              "Enter a pod's namespaces and run a command (how containers start)",
+		DisableFlagParsing: true,
 		Run: func(_ *cobra.Command, args []string) {
-			o.Argv = args
-			err := error(nil)
-			if security != "" {
-				var sec runtime.Security
-				if sec, err = runtime.ParseSecurity(security); err == nil {
-					o.Security = &sec
-				}
-			}
+			o, err := runtime.ParseExecArgs(args)
 			if err == nil {
 				err = runtime.Exec(o)
 			}
@@ -60,14 +54,6 @@ func newInternalCommand() *cobra.Command {
 			os.Exit(128) // the node agent reads this as StartError
 		},
 	}
-	f := podExec.Flags()
-	f.StringVar(&o.Netns, "netns", "", "named network namespace of the pod")
-	f.StringVar(&o.Hostname, "hostname", "", "hostname of the pod")
-	f.StringVar(&o.ResolvConf, "resolv-conf", "", "file to show as /etc/resolv.conf")
-	f.StringVar(&o.Hosts, "hosts", "", "file to show as /etc/hosts")
-	f.StringVar(&o.Dir, "dir", "", "working directory")
-	f.StringVar(&security, "security", "", "the container's confinement (JSON: user, groups, capabilities, mounts)")
-	f.IntVar(&o.Join, "join", 0, "pid of the running container whose mount namespace to enter")
 	var ns string
 	netnsExec := &cobra.Command{
 		Use:   "netns-exec --netns NAME -- COMMAND [ARGS...]",
@@ -100,25 +86,28 @@ func newInternalCommand() *cobra.Command {
 	relay.Flags().StringVar(&relayNetns, "netns", "", "named network namespace to connect from")
 	relay.Flags().StringVar(&relayTo, "to", "", "address to connect to")
 	root.AddCommand(relay)
-	var stateDir, logPath string
-	var stdio runtime.Stdio
 	shim := &cobra.Command{
-		Use:   "container-shim --state DIR --log FILE -- POD-EXEC-ARGS...",
-		Short: "Run one container and outlive the node agent that started it",
-		Args:  cobra.MinimumNArgs(1),
+		Use:                "container-shim --state DIR --log FILE [--stdin] [--stdin-once] [--tty] -- internal pod-exec ...",
+		Short:              "Run one container and outlive the node agent that started it",
+		DisableFlagParsing: true,
 		RunE: func(_ *cobra.Command, args []string) error {
+			o, err := runtime.ParseShimArgs(args)
+			if err != nil {
+				return err
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return err
 			}
-			return runtime.RunShim(self, stateDir, logPath, stdio, args)
+			return runtime.RunShim(self, o)
 		},
 	}
-	shim.Flags().StringVar(&stateDir, "state", "", "the container start's state directory")
-	shim.Flags().StringVar(&logPath, "log", "", "the container's log file")
-	shim.Flags().BoolVar(&stdio.Stdin, "stdin", false, "keep the container's stdin open for attach")
-	shim.Flags().BoolVar(&stdio.StdinOnce, "stdin-once", false, "close the container's stdin when the first attach's input ends")
-	shim.Flags().BoolVar(&stdio.TTY, "tty", false, "give the container a terminal")
-	root.AddCommand(podExec, netnsExec, shim, newSuperviseCommand())
+	podInit := &cobra.Command{
+		Use:   "pod-init",
+		Short: "Hold a pod's shared PID namespace and reap its orphans (the pause container)",
+		Args:  cobra.NoArgs,
+		Run:   func(*cobra.Command, []string) { runtime.PodInit() },
+	}
+	root.AddCommand(podExec, netnsExec, shim, podInit, newSuperviseCommand())
 	return root
 }

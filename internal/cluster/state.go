@@ -80,6 +80,10 @@ func Home() string {
 // machine (its layers are shared; imagestore serialises the writers).
 func ImageStoreDir() string { return filepath.Join(Home(), "images") }
 
+// PodUsersDir holds the claims on pods' default users of every node of
+// every cluster, so that no two pods of the machine share one.
+func PodUsersDir() string { return filepath.Join(Home(), "users") }
+
 // State is the directory of one cluster.
 type State struct{ Dir string }
 

@@ -115,7 +115,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		o.Address = netip.AddrPortFrom(n.IP, 10250).String()
 		o.TLSCertFile, o.TLSPrivateKeyFile = filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key")
 		o.ClientCAFile = filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)
-		o.ImageStoreDir = ImageStoreDir()
+		o.ImageStoreDir, o.PodUsersDir = ImageStoreDir(), PodUsersDir()
 		o.RegistryMirrors, o.InsecureRegistries = s.opts.RegistryMirrors, s.opts.InsecureRegistries
 		if s.opts.NodeLocalDNS {
 			// The cache reads one Service and its slices: the proxy's

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
 )
 
 // Up starts cluster opts.Name in the background and returns once it is
@@ -192,6 +193,11 @@ func Down(name string, out io.Writer) error {
 	}
 	killInNamespaces(NetnsPrefix(name))
 	if err := Destroy(name); err != nil {
+		return err
+	}
+	// The pods' IPC and UTS namespaces are held by files in their
+	// directories: let go of them before removing those.
+	if err := noderuntime.ReleaseNamespaces(st.Dir); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(st.Dir); err != nil {

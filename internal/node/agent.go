@@ -44,6 +44,7 @@ import (
 	"github.com/svcnet/svcnet/internal/node/pods"
 	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
 	"github.com/svcnet/svcnet/internal/node/server"
+	"github.com/svcnet/svcnet/internal/node/users"
 	"github.com/svcnet/svcnet/internal/programmed"
 	"github.com/svcnet/svcnet/internal/svcstate"
 )
@@ -96,6 +97,9 @@ type Config struct {
 	ImageStoreDir      string
 	RegistryMirrors    map[string][]string
 	InsecureRegistries []string
+	// PodUsersDir holds the claims on pods' default users, shared by
+	// every agent of the machine (empty: StateDir/users, this node's).
+	PodUsersDir string
 }
 
 // Agent is a running node agent.
@@ -139,6 +143,9 @@ func New(cfg Config) (*Agent, error) {
 			IPAM: &ipam.Allocator{CIDR: cfg.PodCIDR, Gateway: cfg.PodCIDR.Addr().Next(), Dir: cfg.StateDir + "/ipam"}}}
 	a.pods = pods.Runtime{Self: self, NodeIP: cfg.NodeIP, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 		NodeResolv: string(resolv), Net: a.net, Volumes: apiSource{client}, Node: a}
+	if a.pods.Users, err = users.Open(cmp.Or(cfg.PodUsersDir, filepath.Join(cfg.StateDir, "users"))); err != nil {
+		return nil, err
+	}
 	if cfg.ImageStoreDir != "" {
 		store, err := imagestore.Open(cfg.ImageStoreDir)
 		if err != nil {
@@ -270,7 +277,11 @@ func (a *Agent) cleanupStale(store cache.Store) {
 	for _, d := range dirs {
 		if gone(d.Name()) {
 			a.killContainers(d.Name())
-			_ = os.RemoveAll(filepath.Join(a.cfg.StateDir, "pods", d.Name()))
+			dir := filepath.Join(a.cfg.StateDir, "pods", d.Name())
+			if err := noderuntime.ReleaseNamespaces(dir); err != nil {
+				slog.Warn("release the namespaces of a pod that is gone", "uid", d.Name(), "err", err)
+			}
+			_ = os.RemoveAll(dir)
 		}
 	}
 }

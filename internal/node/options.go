@@ -34,6 +34,7 @@ type Options struct {
 	ClientCAFile       string
 	EndpointDrainDelay time.Duration
 	ImageStoreDir      string
+	PodUsersDir        string
 	RegistryMirrors    []string
 	InsecureRegistries []string
 }
@@ -71,6 +72,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.EndpointDrainDelay, "endpoint-drain-delay", o.EndpointDrainDelay,
 		"a margin more before the SIGTERM of a deleted pod that backs a Service and has no preStop hook, once its EndpointSlices stop offering it and every svcnet proxy has programmed that: for proxies that do not say so, such as kube-proxy (the hold is at most half the grace period in all)")
 	f.StringVar(&o.ImageStoreDir, "image-store-dir", o.ImageStoreDir, "directory of the image store the agent pulls images into, shared by every node agent of the machine (empty: no store; only built-in images run)")
+	f.StringVar(&o.PodUsersDir, "pod-users-dir", o.PodUsersDir, "directory of the claims on pods' default users, shared by every node agent of the machine so that no two pods share one (empty: <root-dir>/users, distinct on this node only)")
 	f.StringArrayVar(&o.RegistryMirrors, "registry-mirror", o.RegistryMirrors, "a mirror of a registry, host=endpoint (e.g. docker.io=http://10.0.0.5:5000), tried before the registry; repeatable, in order")
 	f.StringArrayVar(&o.InsecureRegistries, "insecure-registry", o.InsecureRegistries, "a registry or mirror host[:port] spoken to in plain HTTP; repeatable")
 }
@@ -86,7 +88,7 @@ func (o Options) Config() (Config, error) {
 		StateDir: o.RootDir, ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, IPTablesBinary: o.IPTablesBinary,
 		ServerAddress: o.Address, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSPrivateKeyFile, ClientCAFile: o.ClientCAFile,
 		EndpointDrainDelay: o.EndpointDrainDelay, Labels: map[string]string{},
-		ImageStoreDir: o.ImageStoreDir, InsecureRegistries: o.InsecureRegistries,
+		ImageStoreDir: o.ImageStoreDir, InsecureRegistries: o.InsecureRegistries, PodUsersDir: o.PodUsersDir,
 	}
 	var err error
 	if cfg.NodeIP, err = netip.ParseAddr(o.NodeIP); err != nil {

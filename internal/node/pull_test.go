@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -37,6 +38,8 @@ import (
 	"github.com/svcnet/svcnet/internal/imagestore"
 	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
 	"github.com/svcnet/svcnet/internal/node/pods"
+	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
+	"github.com/svcnet/svcnet/internal/node/users"
 )
 
 // testRegistry is go-containerregistry's in-memory registry on
@@ -143,12 +146,18 @@ func testAgent(t *testing.T, store *imagestore.Store, objs ...k8sruntime.Object)
 	}
 	client := fake.NewClientset(objs...)
 	rec := record.NewFakeRecorder(100)
-	a := &Agent{cfg: Config{NodeName: "node-1", NodeIP: netip.MustParseAddr("10.0.0.1"), StateDir: t.TempDir()},
+	stateDir := t.TempDir()
+	// The pods' namespaces, held by files, go before their directories.
+	t.Cleanup(func() { _ = noderuntime.ReleaseNamespaces(stateDir) })
+	a := &Agent{cfg: Config{NodeName: "node-1", NodeIP: netip.MustParseAddr("10.0.0.1"), StateDir: stateDir},
 		client: client, recorder: rec, store: store, workers: map[types.UID]*podWorker{},
 		services: corelisters.NewServiceLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc,
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))}
 	a.pods = pods.Runtime{Self: self, NodeIP: a.cfg.NodeIP, ClusterDNS: "10.96.0.10", ClusterDomain: "cluster.local",
 		Net: ownNetwork{}, Volumes: apiSource{client}, Node: a, Images: store}
+	if a.pods.Users, err = users.Open(filepath.Join(stateDir, "users")); err != nil {
+		t.Fatal(err)
+	}
 	return a, rec
 }
 

@@ -3,27 +3,27 @@
 // and tested without root.
 //
 // Where the pod asks for nothing, a container runs as an unprivileged user
-// of its pod's own (DefaultUser) with no capabilities (but
-// NET_BIND_SERVICE in hostNetwork pods), no privilege
-// escalation and the machine's filesystem read-only — stricter than a
-// container runtime's default (the image's user, often root, with 14
-// capabilities), because svcnet's containers share the machine's
-// filesystem and process table rather than an image's: a user per pod
-// keeps pods from signalling or tracing each other's processes, and root
-// (user or group 0) is refused unless the container is privileged, since
-// root owns the machine's files, the cluster's credentials among them. A
-// privileged container is the documented way to get more: root, every
-// capability, the machine writable.
+// of its pod's own (the default user the node allocates it, package
+// users) with no capabilities (but NET_BIND_SERVICE in hostNetwork pods),
+// no privilege escalation and the machine's filesystem read-only —
+// stricter than a container runtime's default (the image's user, often
+// root, with 14 capabilities), because a built-in image's container
+// sees the machine's filesystem rather than an image's, and hostPath
+// volumes show it to any container: root (user or group 0) is refused
+// unless the container is privileged, since root owns the machine's
+// files, the cluster's credentials among them. A user per pod keeps
+// what one pod writes from another's. A privileged container is the
+// documented way to get more: root, every capability, the machine
+// writable.
 //
-// Containers of pulled images keep these defaults: their root is the
-// image's, but they still share the node's process table and IPC, and
-// hostPath volumes show them the machine. ForImage takes the image's
-// user within them.
+// Containers of pulled images keep these defaults (their root is the
+// image's); ForImage takes the image's user within them. Processes are
+// isolated by namespaces (package runtime): a container sees its own
+// PID namespace, or its pod's, and its pod's IPC namespace.
 package confine
 
 import (
 	"fmt"
-	"hash/fnv"
 	"path"
 	"path/filepath"
 	"slices"
@@ -35,21 +35,6 @@ import (
 	"github.com/svcnet/svcnet/internal/node/runtime"
 	"github.com/svcnet/svcnet/internal/node/volumes"
 )
-
-// Default users are taken from [UserBase, UserBase+UserRange), away from
-// the machine's own users and from ids pods usually name.
-const (
-	UserBase  = 200000
-	UserRange = 800000
-)
-
-// DefaultUser is the user (and group) of a pod's containers that name
-// none: one per pod, from its UID.
-func DefaultUser(pod *corev1.Pod) int64 {
-	h := fnv.New32a()
-	h.Write([]byte(pod.UID))
-	return UserBase + int64(h.Sum32()%UserRange)
-}
 
 // ImageUser is the user an image's config names, resolved against the
 // image's own /etc/passwd and /etc/group (the caller's work: confine is
@@ -77,10 +62,12 @@ func RunAsUser(pod *corev1.Pod, c *corev1.Container) bool {
 }
 
 // For is the confinement of container c of pod; podDir holds the pod's
-// emptyDir volumes (podDir/volumes/NAME). An error is a configuration
-// the node cannot honour (CreateContainerConfigError).
-func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security, error) {
-	return ForImage(pod, c, podDir, nil)
+// emptyDir volumes (podDir/volumes/NAME); defaultUser is the user of the
+// pod's own the node gave it (package users), for containers that name
+// none. An error is a configuration the node cannot honour
+// (CreateContainerConfigError).
+func For(pod *corev1.Pod, c *corev1.Container, podDir string, defaultUser int64) (runtime.Security, error) {
+	return ForImage(pod, c, podDir, defaultUser, nil)
 }
 
 // ForImage is For for a container of an image whose config names a user
@@ -88,7 +75,7 @@ func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security,
 // runAsGroup win; else the image's user, and its group unless runAsGroup
 // names one. Where svcnet's defaults differ, they stay svcnet's:
 //   - An image's root (user 0, or none named) runs as the pod's
-//     DefaultUser, as a built-in image's container does, where Kubernetes
+//     default user, as a built-in image's container does, where Kubernetes
 //     runs it as root; root still takes privileged: true.
 //   - An image's group 0 with another user (a user by number that its
 //     passwd lacks, "1001:0") becomes the user's number, as a runAsUser
@@ -98,8 +85,8 @@ func For(pod *corev1.Pod, c *corev1.Container, podDir string) (runtime.Security,
 // set, else against the image's user, refused when it is 0 or a name
 // (the kubelet cannot tell a name's uid). An image naming no user passes,
 // unlike in Kubernetes (which takes it for root): it runs as the
-// DefaultUser here.
-func ForImage(pod *corev1.Pod, c *corev1.Container, podDir string, img *ImageUser) (runtime.Security, error) {
+// default user here.
+func ForImage(pod *corev1.Pod, c *corev1.Container, podDir string, defaultUser int64, img *ImageUser) (runtime.Security, error) {
 	psc := pod.Spec.SecurityContext
 	if psc == nil {
 		psc = &corev1.PodSecurityContext{}
@@ -109,7 +96,7 @@ func ForImage(pod *corev1.Pod, c *corev1.Container, podDir string, img *ImageUse
 		csc = &corev1.SecurityContext{}
 	}
 	privileged := csc.Privileged != nil && *csc.Privileged
-	def := DefaultUser(pod)
+	def := defaultUser
 	if privileged {
 		def = 0
 	}

@@ -15,7 +15,7 @@ import (
 
 func TestFor(t *testing.T) {
 	uid := types.UID("0f5cdd1a-8a4b-4c9e-9d6e-3b1a2c4d5e6f")
-	def := uint32(DefaultUser(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}))
+	const def = 201234 // the pod's user, as the node gave it
 	type pod = corev1.PodSpec
 	ctr := func(sc *corev1.SecurityContext, mounts ...corev1.VolumeMount) corev1.Container {
 		return corev1.Container{Name: "c", SecurityContext: sc, VolumeMounts: mounts}
@@ -121,17 +121,10 @@ func TestFor(t *testing.T) {
 			pod: pod{Volumes: []corev1.Volume{{Name: "e", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
 			c:   ctr(nil, corev1.VolumeMount{Name: "e", MountPath: "/x", SubPath: "a"}), wantErr: "subPath"},
 	}
-	if def < UserBase || def >= UserBase+UserRange {
-		t.Fatalf("default user %d outside its range", def)
-	}
-	other := DefaultUser(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "another"}})
-	if int64(def) == other {
-		t.Errorf("two pods got the same default user %d", def)
-	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Spec: tc.pod}
-			got, err := For(p, &tc.c, "/pods/p")
+			got, err := For(p, &tc.c, "/pods/p", def)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -156,7 +149,7 @@ func TestFor(t *testing.T) {
 // defaults (root and group 0 still take privileged).
 func TestForImage(t *testing.T) {
 	uid := types.UID("5b1c0e8e-2f9a-4d3b-8c7e-1a2b3c4d5e6f")
-	def := uint32(DefaultUser(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}))
+	const def = 201234 // the pod's user, as the node gave it
 	app := &ImageUser{Spec: "app", UID: 1234, GID: 2345}
 	type pod = corev1.PodSpec
 	cases := []struct {
@@ -193,7 +186,7 @@ func TestForImage(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Spec: tc.pod}
-			got, err := ForImage(p, &corev1.Container{Name: "c", SecurityContext: tc.sc}, "/pods/p", tc.img)
+			got, err := ForImage(p, &corev1.Container{Name: "c", SecurityContext: tc.sc}, "/pods/p", def, tc.img)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

@@ -22,6 +22,8 @@ import (
 	"github.com/svcnet/svcnet/internal/node/hostports"
 	"github.com/svcnet/svcnet/internal/node/podstate"
 	"github.com/svcnet/svcnet/internal/node/prober"
+	"github.com/svcnet/svcnet/internal/node/runtime"
+	"github.com/svcnet/svcnet/internal/node/users"
 	"github.com/svcnet/svcnet/internal/node/volumes"
 )
 
@@ -36,6 +38,8 @@ type Runtime struct {
 	Net           Network
 	Volumes       volumes.Source
 	Node          Node
+	// Users gives each pod its default user (the machine's claims).
+	Users *users.Allocator
 	// Images, when set, is the node's image store: a container whose
 	// image is not built in runs from there if it was pulled. Built-in
 	// images take precedence.
@@ -84,6 +88,11 @@ type Pod struct {
 	sandboxErr string
 	vols       apiVolumes
 	adopted    bool // looked for containers of an earlier run
+	// init holds the PID namespace the containers share when the pod
+	// asks (shareProcessNamespace), as the pause container does.
+	init *runtime.Process
+	// user is the pod's default user, claimed with its sandbox.
+	user int64
 
 	exits  chan Exit
 	probes chan prober.Result
@@ -95,6 +104,10 @@ type Pod struct {
 // containers, in dir; nothing is set up until EnsureSandbox. publish
 // receives the pod's ExecInfo whenever a container starts or stops.
 func New(rt *Runtime, pod *corev1.Pod, dir string, containers []*podstate.Container, publish func(*ExecInfo)) *Pod {
+	// Absolute: it is the owner of the pod's user (users.Allocator).
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	p := &Pod{rt: rt, uid: pod.UID, dir: dir, pod: pod, publish: publish,
 		exits: make(chan Exit, 16), probes: make(chan prober.Result, 16)}
 	for _, c := range containers {
@@ -158,10 +171,24 @@ func (p *Pod) EnsureSandbox(ctx context.Context) bool {
 			p.ip = netip.Addr{}
 			return false
 		}
+		if err := p.claimUser(); err != nil {
+			p.sandboxErr = err.Error()
+			p.ip = netip.Addr{}
+			return false
+		}
+		if err := runtime.NewPodNamespaces(p.nsDir(), Hostname(p.pod), p.pod.Spec.HostIPC); err != nil {
+			p.sandboxErr = err.Error()
+			p.ip = netip.Addr{}
+			return false
+		}
 		if !p.adopted {
 			p.adopted = true
 			p.adopt(ctx)
 		}
+	}
+	if err := p.ensureInit(); err != nil {
+		p.sandboxErr = err.Error()
+		return false
 	}
 	if err := p.syncVolumes(ctx); err != nil {
 		p.sandboxErr = err.Error()
@@ -227,5 +254,14 @@ func (p *Pod) TeardownNetwork() {
 func (p *Pod) Remove() {
 	p.TeardownNetwork()
 	p.rt.Net.Teardown(string(p.uid))
+	runtime.Kill(filepath.Join(p.dir, initRun))
+	if err := runtime.ReleaseNamespaces(p.dir); err != nil {
+		p.log().Warn("release the pod's namespaces", "err", err)
+	}
+	if p.user != 0 {
+		if err := p.rt.Users.Release(p.dir, p.user); err != nil {
+			p.log().Warn("release the pod's user", "err", err)
+		}
+	}
 	_ = os.RemoveAll(p.dir)
 }

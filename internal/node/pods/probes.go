@@ -18,6 +18,9 @@ func (p *Pod) execIn(c *Container) prober.Exec {
 	opts := runtime.ExecOptions{Netns: p.netns, Hostname: Hostname(p.pod),
 		ResolvConf: filepath.Join(p.dir, "resolv.conf"), Hosts: filepath.Join(p.dir, "hosts")}
 	sec, err := p.security(c)
+	if err == nil {
+		err = p.namespaces(&opts)
+	}
 	env, self, image := c.env, p.rt.Self, c.Spec.Image
 	if c.Running() && c.proc != nil {
 		opts.Join = c.proc.Pid()

@@ -20,6 +20,7 @@ import (
 	"github.com/svcnet/svcnet/internal/node/hostports"
 	"github.com/svcnet/svcnet/internal/node/podstate"
 	"github.com/svcnet/svcnet/internal/node/runtime"
+	"github.com/svcnet/svcnet/internal/node/users"
 )
 
 // testNode is the agent as a pod sees it: no Services, no hostPorts,
@@ -104,12 +105,13 @@ cat /etc/resolv.conf /etc/hosts; test -e /etc/debian_version && echo machine-roo
 		t.Run(tc.name, func(t *testing.T) {
 			node := testNode{events: make(chan string, 16)}
 			rt := &Runtime{Self: self, NodeIP: netip.MustParseAddr("10.0.0.1"), ClusterDNS: "10.96.0.10",
-				ClusterDomain: "cluster.local", Net: ownNetwork{}, Node: node, Images: store}
+				ClusterDomain: "cluster.local", Net: ownNetwork{}, Node: node, Images: store, Users: testUsers(t)}
 			spec := corev1.Container{Name: "c", Image: tc.image, Command: tc.command, Args: tc.args,
 				SecurityContext: tc.sc, WorkingDir: tc.workingDir, Env: []corev1.EnvVar{{Name: "FOO", Value: "bar"}}}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprint("p", i),
 				UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i))}, Spec: corev1.PodSpec{Containers: []corev1.Container{spec}}}
 			p := New(rt, pod, filepath.Join(t.TempDir(), "pod"), []*podstate.Container{podstate.NewContainer(spec, false)}, func(*ExecInfo) {})
+			t.Cleanup(p.Remove) // after the container's end: cleanups run last first
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			if !p.EnsureSandbox(ctx) {
@@ -164,4 +166,14 @@ cat /etc/resolv.conf /etc/hosts; test -e /etc/debian_version && echo machine-roo
 			}
 		})
 	}
+}
+
+// testUsers is a test's own claims on pod users.
+func testUsers(t *testing.T) *users.Allocator {
+	t.Helper()
+	a, err := users.Open(filepath.Join(t.TempDir(), "users"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

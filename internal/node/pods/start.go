@@ -63,11 +63,16 @@ func (p *Pod) Start(ctx context.Context, name string) {
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return
 	}
+	exec := runtime.ExecOptions{Netns: p.netns, Hostname: Hostname(p.pod),
+		ResolvConf: filepath.Join(p.dir, "resolv.conf"), Hosts: filepath.Join(p.dir, "hosts"),
+		Dir: l.dir, Argv: l.argv, Security: l.sec}
+	if err := p.namespaces(&exec); err != nil {
+		waiting("RunContainerError", err.Error(), 10*time.Second)
+		return
+	}
 	proc, err := runtime.Start(p.rt.Self, runtime.Spec{
-		Exec: runtime.ExecOptions{Netns: p.netns, Hostname: Hostname(p.pod),
-			ResolvConf: filepath.Join(p.dir, "resolv.conf"), Hosts: filepath.Join(p.dir, "hosts"),
-			Dir: l.dir, Argv: l.argv, Security: l.sec},
-		Env: l.env, Log: logPath, StateDir: run,
+		Exec: exec,
+		Env:  l.env, Log: logPath, StateDir: run,
 		Stdio: runtime.Stdio{Stdin: c.Spec.Stdin, StdinOnce: c.Spec.StdinOnce, TTY: c.Spec.TTY},
 	})
 	if err != nil {
@@ -197,7 +202,7 @@ func (p *Pod) security(c *Container) (*runtime.Security, error) {
 // the image.
 func (p *Pod) confinement(c *Container, stored *imagestore.Image) (*runtime.Security, string, error) {
 	if stored == nil {
-		sec, err := confine.For(p.pod, &c.Spec, p.dir)
+		sec, err := confine.For(p.pod, &c.Spec, p.dir, p.user)
 		if err != nil {
 			return nil, "", err
 		}
@@ -216,7 +221,7 @@ func (p *Pod) confinement(c *Container, stored *imagestore.Image) (*runtime.Secu
 			return nil, "", err
 		}
 	}
-	sec, err := confine.ForImage(p.pod, &c.Spec, p.dir, user)
+	sec, err := confine.ForImage(p.pod, &c.Spec, p.dir, p.user, user)
 	if err != nil {
 		return nil, "", err
 	}

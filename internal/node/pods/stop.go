@@ -125,4 +125,5 @@ func (p *Pod) Terminate(grace time.Duration, onProbe func(prober.Result)) {
 			}
 		}
 	}
+	p.stopInit()
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"flag"
+	"fmt"
 	"io"
 )
 
@@ -19,6 +20,9 @@ func ParseExecArgs(args []string) (ExecOptions, error) {
 	fs.StringVar(&o.Hosts, "hosts", "", "")
 	fs.StringVar(&o.Dir, "dir", "", "")
 	fs.StringVar(&security, "security", "", "")
+	fs.StringVar(&o.PID, "pid", "", "")
+	fs.StringVar(&o.IPC, "ipc", "", "")
+	fs.StringVar(&o.UTS, "uts", "", "")
 	fs.IntVar(&o.Join, "join", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -35,9 +39,9 @@ func ParseExecArgs(args []string) (ExecOptions, error) {
 }
 
 // ParseShimArgs reads what ShimOptions.Args wrote, less its first two
-// words (`internal container-shim`); the container's own command line
-// (pod-exec's, for RunShim) comes back as it is, not in o.Exec.
-func ParseShimArgs(args []string) (o ShimOptions, podExec []string, err error) {
+// words (`internal container-shim`).
+func ParseShimArgs(args []string) (ShimOptions, error) {
+	var o ShimOptions
 	fs := flag.NewFlagSet("container-shim", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.StateDir, "state", "", "")
@@ -46,7 +50,13 @@ func ParseShimArgs(args []string) (o ShimOptions, podExec []string, err error) {
 	fs.BoolVar(&o.Stdio.StdinOnce, "stdin-once", false, "")
 	fs.BoolVar(&o.Stdio.TTY, "tty", false, "")
 	if err := fs.Parse(args); err != nil {
-		return o, nil, err
+		return o, err
 	}
-	return o, fs.Args(), nil
+	podExec := fs.Args()
+	if len(podExec) < 2 || podExec[0] != "internal" || podExec[1] != "pod-exec" {
+		return o, fmt.Errorf("container-shim: want the container's `internal pod-exec …` command line, not %q", podExec)
+	}
+	var err error
+	o.Exec, err = ParseExecArgs(podExec[2:])
+	return o, err
 }

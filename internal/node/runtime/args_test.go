@@ -9,7 +9,8 @@ import (
 func TestArgsRoundTrip(t *testing.T) {
 	cases := []ExecOptions{
 		{Netns: "svcnet-x-node-1-0a1b2c3d", Hostname: "web-0", ResolvConf: "/p/resolv.conf", Hosts: "/p/hosts", Dir: "/srv", Argv: []string{"sh", "-c", "echo --not-a-flag"}},
-		{Netns: "n", Argv: []string{"true"}, Join: 4242, Security: &Security{UID: 1234, GID: 1234, ReadOnlyHost: true, RootLayer: "/p/layer", Layers: []string{"/s/a", "/s/b"}}},
+		{Netns: "n", PID: PIDOwn, IPC: "/p/ns/ipc", UTS: "/p/ns/uts", Argv: []string{"sleep", "1"}},
+		{Netns: "n", PID: "/proc/7/ns/pid", Argv: []string{"true"}, Join: 4242, Security: &Security{UID: 1234, GID: 1234, ReadOnlyHost: true, RootLayer: "/p/layer", Layers: []string{"/s/a", "/s/b"}}},
 	}
 	for _, want := range cases {
 		got, err := ParseExecArgs(want.Args()[2:])
@@ -20,16 +21,15 @@ func TestArgsRoundTrip(t *testing.T) {
 			t.Errorf("pod-exec round trip:\n got %+v\nwant %+v", got, want)
 		}
 		shim := ShimOptions{StateDir: "/p/c-1", Log: "/p/c.log", Stdio: Stdio{Stdin: true, TTY: true}, Exec: want}
-		gotShim, podExec, err := ParseShimArgs(shim.Args()[2:])
+		gotShim, err := ParseShimArgs(shim.Args()[2:])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(podExec, want.Args()) {
-			t.Errorf("the shim's container command line %q, want %q", podExec, want.Args())
-		}
-		gotShim.Exec = want
 		if !reflect.DeepEqual(gotShim, shim) {
 			t.Errorf("container-shim round trip:\n got %+v\nwant %+v", gotShim, shim)
 		}
+	}
+	if _, err := ParseShimArgs([]string{"--state", "/p", "--", "sh"}); err == nil {
+		t.Error("a shim command line without pod-exec's was read")
 	}
 }

@@ -22,6 +22,8 @@ func setUpMounts(o ExecOptions) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	// Asked before a /proc of the container's own hides the machine's.
+	ownPIDs := ownPIDNamespace()
 	var binds []bind
 	defer func() {
 		for _, b := range binds {
@@ -119,6 +121,12 @@ func setUpMounts(o ExecOptions) error {
 			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode="+mode+",size=64m"); err != nil {
 				return fmt.Errorf("private %s: %w", dir, err)
 			}
+		}
+	}
+	if ownPIDs {
+		// The machine's /proc would show every process of the machine.
+		if err := mountProc("/proc", sec != nil && sec.ReadOnlyHost); err != nil {
+			return err
 		}
 	}
 	for _, b := range binds {

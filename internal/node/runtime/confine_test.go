@@ -117,7 +117,7 @@ func confineCheck(args []string) {
 // and a bare PATH.
 func confinedCommand(self string, o ExecOptions) *exec.Cmd {
 	cmd := exec.Command(self, o.Args()...)
-	cmd.SysProcAttr = SysProcAttr()
+	cmd.SysProcAttr = SysProcAttr(o)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	return cmd
 }

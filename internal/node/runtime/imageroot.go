@@ -118,47 +118,56 @@ func linkLayers(scratch string, layers []string) (string, error) {
 	return opts, nil
 }
 
+// mountKernelFS mounts /proc and /sys (read-only) in root: new instances,
+// which show the process's own PID namespace and its pod's network
+// devices, or the machine's bound where the kernel refuses a new one.
+func mountKernelFS(root string, confined bool) error {
+	target, err := topDir(root, "sys")
+	if err != nil {
+		return err
+	}
+	const noexec = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	err = unix.Mount("sysfs", target, "sysfs", noexec|unix.MS_RDONLY, "")
+	if errors.Is(err, unix.EPERM) {
+		err = bindReadOnly("/sys", target, true)
+	}
+	if err != nil {
+		return fmt.Errorf("/sys in the container: %w", err)
+	}
+	if target, err = topDir(root, "proc"); err != nil {
+		return err
+	}
+	return mountProc(target, confined)
+}
+
 // Kernel settings a confined container reads but does not change, as
 // container runtimes mount them (a non-root user cannot write them
 // anyway; this holds for capabilities added too).
 var readOnlyProc = []string{"bus", "fs", "irq", "sys", "sysrq-trigger"}
 
-// mountKernelFS mounts /proc and /sys (read-only) in root: new instances,
-// which show the process's own PID namespace (the node's: svcnet has no
-// PID isolation) and its pod's network devices, or the machine's bound
-// where the kernel refuses a new one.
-func mountKernelFS(root string, confined bool) error {
-	const noexec = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	for _, m := range []struct {
-		fstype string
-		flags  uintptr
-	}{{"proc", noexec}, {"sysfs", noexec | unix.MS_RDONLY}} {
-		dir := "/proc"
-		if m.fstype == "sysfs" {
-			dir = "/sys"
-		}
-		target, err := topDir(root, dir[1:])
-		if err != nil {
-			return err
-		}
-		err = unix.Mount(m.fstype, target, m.fstype, m.flags, "")
-		if errors.Is(err, unix.EPERM) {
-			err = bindReadOnly(dir, target, m.flags&unix.MS_RDONLY != 0)
-		}
-		if err != nil {
-			return fmt.Errorf("%s in the container: %w", dir, err)
-		}
+// mountProc mounts a new /proc on target (a directory the container's
+// own, not resolved through an image's symlinks), which shows the
+// processes of the caller's PID namespace; confined makes the kernel's
+// settings in it read-only. Where the kernel refuses a new instance, the
+// machine's is bound.
+func mountProc(target string, confined bool) error {
+	err := unix.Mount("proc", target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	if errors.Is(err, unix.EPERM) {
+		err = bindReadOnly("/proc", target, false)
+	}
+	if err != nil {
+		return fmt.Errorf("/proc in the container: %w", err)
 	}
 	if !confined {
 		return nil
 	}
 	// A new proc: its own entries, no image symlinks among them.
 	for _, p := range readOnlyProc {
-		target := filepath.Join(root, "proc", p)
-		if _, err := os.Lstat(target); err != nil {
+		dir := filepath.Join(target, p)
+		if _, err := os.Lstat(dir); err != nil {
 			continue
 		}
-		if err := bindReadOnly(target, target, true); err != nil {
+		if err := bindReadOnly(dir, dir, true); err != nil {
 			return fmt.Errorf("/proc/%s read-only: %w", p, err)
 		}
 	}
@@ -183,8 +192,7 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // mountDev gives root a /dev of its own: a small tmpfs with the devices
 // above, the usual symlinks, a devpts instance of its own and a /dev/shm.
-// There is no /dev/mqueue: a new mqueue mount would show the node's IPC
-// namespace, which the container shares.
+// /dev/mqueue shows the message queues of the IPC namespace, the pod's.
 func mountDev(root string) error {
 	dev, err := topDir(root, "dev")
 	if err != nil {
@@ -218,6 +226,7 @@ func mountDev(root string) error {
 		// gid 5 is tty's in the usual images, as runc assumes.
 		{"pts", "devpts", "newinstance,ptmxmode=0666,mode=0620,gid=5", unix.MS_NOSUID | unix.MS_NOEXEC},
 		{"shm", "tmpfs", "mode=1777,size=64m", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+		{"mqueue", "mqueue", "", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
 	} {
 		target := filepath.Join(dev, m.dir)
 		if err := os.Mkdir(target, 0o755); err != nil {

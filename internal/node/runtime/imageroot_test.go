@@ -127,7 +127,7 @@ echo "env:$FOO"
 		fmt.Sprintf("\n%d\n", nLayers-1),
 		"written\n", "mine\n",
 		"proc:proc\n", "own-proc\n", "sys-ro\n",
-		"dev:fd dev:full dev:null dev:ptmx dev:pts dev:random dev:shm dev:stderr dev:stdin dev:stdout dev:tty dev:urandom dev:zero \n",
+		"dev:fd dev:full dev:mqueue dev:null dev:ptmx dev:pts dev:random dev:shm dev:stderr dev:stdin dev:stdout dev:tty dev:urandom dev:zero \n",
 		"\n5\n",
 		"nameserver 10.96.0.10\nsearch svcnet.test\n10.1.2.3\tpod-a\n",
 		"env:bar\n",

@@ -1,7 +1,8 @@
-// Package runtime runs containers as processes: each in its pod's network
-// namespace, with a private mount namespace in which the pod's
-// resolv.conf and hosts files cover /etc's, and a UTS namespace holding
-// the pod's hostname. A container of a built-in image sees the machine's
+// Package runtime runs containers as processes: each in its pod's network,
+// IPC and UTS (hostname) namespaces, a PID namespace of its own or its
+// pod's, and a private mount namespace in which the pod's resolv.conf and
+// hosts files cover /etc's and /proc shows its PID namespace's processes
+// only. A container of a built-in image sees the machine's
 // filesystem read-only under a writable layer of its own, with writable
 // /tmp, /run and /dev/shm; one of a pulled image sees only the image's
 // layers under such a layer, with /proc, /sys and /dev of its own. It
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 
 	vnetns "github.com/vishvananda/netns"
@@ -33,10 +35,19 @@ type ExecOptions struct {
 	Argv       []string
 	// Security confines the process; nil for the node's own helpers.
 	Security *Security
-	// Join is the pid of a running container whose mount namespace the
-	// process enters (kubectl exec, probes, hooks: they see the
-	// container's files, its layer and /tmp included), instead of
-	// building the container's view again.
+	// PID is the process's PID namespace: "" the node's (hostPID, the
+	// node's helpers), PIDOwn a new one of its own, or the file of one to
+	// join (a pod's shared one).
+	PID string
+	// IPC and UTS are the files of the namespaces to join (the pod's,
+	// NewPodNamespaces'); "" keeps the node's IPC namespace, and gives
+	// the process a UTS namespace of its own holding Hostname.
+	IPC, UTS string
+	// Join is the pid of a running container whose namespaces the
+	// process enters, mounts included (kubectl exec, probes, hooks: they
+	// see the container's files, its layer, /tmp and processes), instead
+	// of building the container's view again; PID, IPC and UTS are then
+	// the container's.
 	Join int
 }
 
@@ -47,18 +58,29 @@ func (o ExecOptions) Args() []string {
 	if o.Security != nil {
 		args = append(args, "--security", o.Security.encode())
 	}
+	for flag, v := range map[string]string{"--pid": o.PID, "--ipc": o.IPC, "--uts": o.UTS} {
+		if v != "" {
+			args = append(args, flag, v)
+		}
+	}
 	if o.Join != 0 {
 		args = append(args, "--join", strconv.Itoa(o.Join))
 	}
 	return append(append(args, "--"), o.Argv...)
 }
 
-// SysProcAttr is what a pod-exec process must be started with: new mount
-// and UTS namespaces (a Go process cannot unshare them itself), its own
-// process group, and death with its parent.
-func SysProcAttr() *syscall.SysProcAttr {
+// SysProcAttr is what a pod-exec process running o must be started with:
+// new mount and UTS namespaces (a Go process cannot unshare them
+// itself), a new PID namespace when o asks for one of its own (the
+// process is its first), its own process group, and death with its
+// parent.
+func SysProcAttr(o ExecOptions) *syscall.SysProcAttr {
+	flags := unix.CLONE_NEWNS | unix.CLONE_NEWUTS
+	if o.PID == PIDOwn && o.Join == 0 {
+		flags |= unix.CLONE_NEWPID
+	}
 	return &syscall.SysProcAttr{
-		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWUTS,
+		Cloneflags: uintptr(flags),
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
 	}
@@ -73,12 +95,26 @@ func Exec(o ExecOptions) error {
 	// setns applies to the calling thread; exec keeps that thread's
 	// namespace for the new program.
 	runtime.LockOSThread()
+	ns := o.namespaces()
+	if ns.pid != "" && ns.pid != PIDOwn && !inNamespace(ns.pid, "pid") {
+		return relayInto(ns.pid)
+	}
 	target, err := vnetns.GetFromPath(netns.Path(o.Netns))
 	if err != nil {
 		return fmt.Errorf("pod network namespace %s: %w", o.Netns, err)
 	}
 	if err := vnetns.Set(target); err != nil {
 		return fmt.Errorf("enter %s: %w", o.Netns, err)
+	}
+	for _, n := range []struct {
+		file, kind string
+		nstype     int
+	}{{ns.ipc, "ipc", unix.CLONE_NEWIPC}, {ns.uts, "uts", unix.CLONE_NEWUTS}} {
+		if n.file != "" && !inNamespace(n.file, n.kind) {
+			if err := enterNamespace(n.file, n.kind, n.nstype); err != nil {
+				return err
+			}
+		}
 	}
 	// Opened first, as root and in the machine's view: the container's
 	// user may not reach the executable's directory, and its private
@@ -104,7 +140,7 @@ func Exec(o ExecOptions) error {
 		// process started without it shares its parent's, and must not
 		// change it.
 		self, err1 := os.Readlink("/proc/self/ns/mnt")
-		parent, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", os.Getppid()))
+		parent, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", parentPid()))
 		if err1 != nil || err2 != nil || self == parent {
 			return errors.New("refusing to mount the pod's files: not in a mount namespace of its own")
 		}
@@ -116,7 +152,7 @@ func Exec(o ExecOptions) error {
 	if err != nil && exe < 0 {
 		return fmt.Errorf("%s: %w", o.Argv[0], err)
 	}
-	if o.Hostname != "" {
+	if o.Hostname != "" && ns.uts == "" {
 		if err := unix.Sethostname([]byte(o.Hostname)); err != nil {
 			return fmt.Errorf("set hostname: %w", err)
 		}
@@ -190,4 +226,22 @@ func joinMounts(pid int) error {
 		return fmt.Errorf("the container's root: %w", err)
 	}
 	return os.Chdir("/")
+}
+
+// parentPid is the parent's pid as the mounted /proc numbers it (the
+// machine's, before a container's own is mounted): getppid says 0 to
+// the first process of a PID namespace, whose parent is outside.
+func parentPid() int {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return os.Getppid()
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return pid
+			}
+		}
+	}
+	return os.Getppid()
 }

@@ -215,7 +215,7 @@ func (p *Process) Stop(grace time.Duration) {
 func RunOnce(self string, o ExecOptions, env []string, timeout time.Duration) ([]byte, int, error) {
 	cmd := exec.Command(self, o.Args()...)
 	cmd.Env = env
-	cmd.SysProcAttr = SysProcAttr()
+	cmd.SysProcAttr = SysProcAttr(o)
 	var out limitedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

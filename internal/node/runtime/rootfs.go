@@ -49,6 +49,9 @@ func enterOwnRoot(scratch string) (leave func() error, err error) {
 		return nil, fmt.Errorf("container root (overlay of the machine's root): %w", err)
 	}
 	for _, m := range subs {
+		if strings.HasPrefix(m, filepath.Clean(scratch)+"/") {
+			continue // hidden by the layer mounted on scratch (the pod's namespace files)
+		}
 		target := filepath.Join(l.root, m)
 		if _, err := os.Lstat(target); err != nil {
 			continue // a mount point the root filesystem does not show (under another mount)

@@ -52,11 +52,12 @@ func (o ShimOptions) Args() []string {
 	return append(append(args, "--"), o.Exec.Args()...)
 }
 
-// RunShim is the shim: it starts `self podExecArgs...` (the container,
-// entering its pod), copies its output to the log, records its pid and
-// then its exit code, and returns when it has exited. The container dies
-// with the shim (its parent-death signal).
-func RunShim(self, stateDir, logPath string, stdio Stdio, podExecArgs []string) error {
+// RunShim is the shim: it starts `self internal pod-exec …` (o.Exec: the
+// container, entering its pod), copies its output to the log, records
+// its pid and then its exit code, and returns when it has exited. The
+// container dies with the shim (its parent-death signal).
+func RunShim(self string, o ShimOptions) error {
+	stateDir, logPath, stdio := o.StateDir, o.Log, o.Stdio
 	// The agent stops a container through its process group; the shim
 	// has nothing to stop for but its container's end. Caught, not
 	// ignored: an ignored signal would stay ignored in the container.
@@ -70,11 +71,11 @@ func RunShim(self, stateDir, logPath string, stdio Stdio, podExecArgs []string) 
 		return writeExit(stateDir, 128, err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(self, podExecArgs...)
+	cmd := exec.Command(self, o.Exec.Args()...)
 	// The container's environment is the container's alone: the shim
 	// itself (a Go program) runs with the agent's minimal one.
 	cmd.Env = env
-	cmd.SysProcAttr = SysProcAttr()
+	cmd.SysProcAttr = SysProcAttr(o.Exec)
 	outputs := map[string]io.Reader{}
 	var in io.WriteCloser
 	var term, termSlave *os.File
@@ -112,6 +113,13 @@ func RunShim(self, stateDir, logPath string, stdio Stdio, podExecArgs []string) 
 	}
 	defer attach.Close()
 	go hub.serve(attach)
+	if pidns := o.Exec.PID; pidns != "" && pidns != PIDOwn {
+		// The container joins its pod's PID namespace: started in it, so
+		// that the pid recorded is its own, not a relay's.
+		if err := joinPIDNamespaceForChildren(cmd, pidns); err != nil {
+			return writeExit(stateDir, 128, err)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		return writeExit(stateDir, 128, err)
 	}

@@ -24,9 +24,9 @@ func TestMain(m *testing.M) {
 		switch os.Args[2] {
 		case "container-shim":
 			// --state DIR --log FILE [stdio flags] -- pod-exec args…
-			o, podExec, err := ParseShimArgs(os.Args[3:])
+			o, err := ParseShimArgs(os.Args[3:])
 			if err == nil {
-				err = RunShim(os.Args[0], o.StateDir, o.Log, o.Stdio, podExec)
+				err = RunShim(os.Args[0], o)
 			}
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
@@ -40,6 +40,8 @@ func TestMain(m *testing.M) {
 			}
 			fmt.Fprintln(os.Stderr, "cannot start:", err)
 			os.Exit(128)
+		case "pod-init":
+			PodInit()
 		}
 	}
 	if len(os.Args) > 1 && os.Args[1] == "confine-check" {

@@ -122,7 +122,7 @@ func runInPod(ctx context.Context, self string, t *execTarget, argv []string, in
 		Hosts: filepath.Join(t.dir, "hosts"), Argv: argv, Security: t.security, Join: t.pid}
 	c := exec.CommandContext(ctx, self, o.Args()...)
 	c.Env = t.env
-	c.SysProcAttr = runtime.SysProcAttr()
+	c.SysProcAttr = runtime.SysProcAttr(o)
 	if tty {
 		// A terminal session instead of a process group.
 		c.SysProcAttr.Setpgid = false

@@ -20,9 +20,9 @@ func Main() {
 	}
 	switch os.Args[2] {
 	case "container-shim":
-		o, podExec, err := runtime.ParseShimArgs(os.Args[3:])
+		o, err := runtime.ParseShimArgs(os.Args[3:])
 		if err == nil {
-			err = runtime.RunShim(os.Args[0], o.StateDir, o.Log, o.Stdio, podExec)
+			err = runtime.RunShim(os.Args[0], o)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -36,5 +36,7 @@ func Main() {
 		}
 		fmt.Fprintln(os.Stderr, "cannot start:", err)
 		os.Exit(128)
+	case "pod-init":
+		runtime.PodInit()
 	}
 }
