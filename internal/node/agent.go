@@ -40,6 +40,7 @@ import (
 	"github.com/svcnet/svcnet/internal/imagestore"
 	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/kubeclient"
+	"github.com/svcnet/svcnet/internal/node/cgroups"
 	"github.com/svcnet/svcnet/internal/node/ipam"
 	"github.com/svcnet/svcnet/internal/node/pods"
 	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
@@ -143,6 +144,7 @@ func New(cfg Config) (*Agent, error) {
 			IPAM: &ipam.Allocator{CIDR: cfg.PodCIDR, Gateway: cfg.PodCIDR.Addr().Next(), Dir: cfg.StateDir + "/ipam"}}}
 	a.pods = pods.Runtime{Self: self, NodeIP: cfg.NodeIP, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 		NodeResolv: string(resolv), Net: a.net, Volumes: apiSource{client}, Node: a}
+	a.pods.Cgroups = cgroups.Detect()
 	if a.pods.Users, err = users.Open(cmp.Or(cfg.PodUsersDir, filepath.Join(cfg.StateDir, "users"))); err != nil {
 		return nil, err
 	}
@@ -277,6 +279,9 @@ func (a *Agent) cleanupStale(store cache.Store) {
 	for _, d := range dirs {
 		if gone(d.Name()) {
 			a.killContainers(d.Name())
+			if err := a.pods.Cgroups.RemoveAll("svcnet-" + d.Name() + "-"); err != nil {
+				slog.Warn("remove the cgroups of a pod that is gone", "uid", d.Name(), "err", err)
+			}
 			dir := filepath.Join(a.cfg.StateDir, "pods", d.Name())
 			if err := noderuntime.ReleaseNamespaces(dir); err != nil {
 				slog.Warn("release the namespaces of a pod that is gone", "uid", d.Name(), "err", err)

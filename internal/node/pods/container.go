@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/node/cgroups"
 	"github.com/svcnet/svcnet/internal/node/podstate"
 	"github.com/svcnet/svcnet/internal/node/runtime"
 )
@@ -17,11 +18,22 @@ type Container struct {
 	stopProbe context.CancelFunc
 	logPath   string
 	env       []string // of the current start, for exec
+	// cgroup enforces the current start's limits.
+	cgroup cgroups.Group
+	// warnedLimits: the pod was told which limits are not enforced.
+	warnedLimits bool
 }
 
 // exited records the end of the current process and lets it go.
 func (c *Container) exited(code int, started time.Time) {
 	c.Exited(code, started, time.Now())
+	// Killed (SIGKILL) by the kernel's OOM killer in its memory cgroup,
+	// as the kubelet reports it.
+	if t := c.State.Terminated; t != nil && code == 137 && c.cgroup.OOMKilled() {
+		t.Reason = "OOMKilled"
+	}
+	_ = c.cgroup.Remove()
+	c.cgroup = cgroups.Group{}
 	if c.stopProbe != nil {
 		c.stopProbe()
 	}

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/svcnet/svcnet/internal/node/cgroups"
 	"github.com/svcnet/svcnet/internal/node/hostports"
 	"github.com/svcnet/svcnet/internal/node/podstate"
 	"github.com/svcnet/svcnet/internal/node/prober"
@@ -38,6 +39,8 @@ type Runtime struct {
 	Net           Network
 	Volumes       volumes.Source
 	Node          Node
+	// Cgroups is where containers' limits are enforced.
+	Cgroups cgroups.Hierarchy
 	// Users gives each pod its default user (the machine's claims).
 	Users *users.Allocator
 	// Images, when set, is the node's image store: a container whose
@@ -255,6 +258,9 @@ func (p *Pod) Remove() {
 	p.TeardownNetwork()
 	p.rt.Net.Teardown(string(p.uid))
 	runtime.Kill(filepath.Join(p.dir, initRun))
+	if err := p.rt.Cgroups.RemoveAll(p.cgroupPrefix()); err != nil {
+		p.log().Warn("remove the pod's cgroups", "err", err)
+	}
 	if err := runtime.ReleaseNamespaces(p.dir); err != nil {
 		p.log().Warn("release the pod's namespaces", "err", err)
 	}

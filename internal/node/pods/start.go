@@ -70,12 +70,18 @@ func (p *Pod) Start(ctx context.Context, name string) {
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return
 	}
+	if err := p.makeCgroups(c); err != nil {
+		waiting("RunContainerError", err.Error(), 10*time.Second)
+		return
+	}
+	exec.Cgroups = c.cgroup.Procs()
 	proc, err := runtime.Start(p.rt.Self, runtime.Spec{
 		Exec: exec,
 		Env:  l.env, Log: logPath, StateDir: run,
 		Stdio: runtime.Stdio{Stdin: c.Spec.Stdin, StdinOnce: c.Spec.StdinOnce, TTY: c.Spec.TTY},
 	})
 	if err != nil {
+		_ = c.cgroup.Remove()
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return
 	}
@@ -135,6 +141,7 @@ func (p *Pod) adopt(ctx context.Context) {
 			}
 		}
 		c.Adopted(proc.Started, meta.Gen, was)
+		c.cgroup = p.rt.Cgroups.Find(p.cgroupName(c))
 		if _, stored, err := p.image(c.Spec.Image); err == nil && stored != nil {
 			c.ImageID = stored.ID
 		}
@@ -143,7 +150,7 @@ func (p *Pod) adopt(ctx context.Context) {
 			// run that is not there (a finished init container stays
 			// finished; a crashed one backs off).
 			c.env = env
-			c.Exited(code, proc.Started, time.Now())
+			c.exited(code, proc.Started)
 			if c.ShouldRestart(p.pod.Spec.RestartPolicy) {
 				c.ScheduleRestart(p.pod.Name, time.Now())
 			}

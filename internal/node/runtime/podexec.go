@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/node/cgroups"
 )
 
 // ExecOptions describe the environment a container process enters.
@@ -43,6 +44,10 @@ type ExecOptions struct {
 	// NewPodNamespaces'); "" keeps the node's IPC namespace, and gives
 	// the process a UTS namespace of its own holding Hostname.
 	IPC, UTS string
+	// Cgroups are the cgroup.procs files of the container's cgroups
+	// (package cgroups), which the process joins before its command
+	// starts.
+	Cgroups []string
 	// Join is the pid of a running container whose namespaces the
 	// process enters, mounts included (kubectl exec, probes, hooks: they
 	// see the container's files, its layer, /tmp and processes), instead
@@ -57,6 +62,9 @@ func (o ExecOptions) Args() []string {
 		"--resolv-conf", o.ResolvConf, "--hosts", o.Hosts, "--dir", o.Dir}
 	if o.Security != nil {
 		args = append(args, "--security", o.Security.encode())
+	}
+	for _, c := range o.Cgroups {
+		args = append(args, "--cgroup", c)
 	}
 	for flag, v := range map[string]string{"--pid": o.PID, "--ipc": o.IPC, "--uts": o.UTS} {
 		if v != "" {
@@ -98,6 +106,11 @@ func Exec(o ExecOptions) error {
 	ns := o.namespaces()
 	if ns.pid != "" && ns.pid != PIDOwn && !inNamespace(ns.pid, "pid") {
 		return relayInto(ns.pid)
+	}
+	// Before anything of the container's runs or is allocated: what it
+	// uses from here on is counted against its limits.
+	if err := cgroups.Join(o.Cgroups); err != nil {
+		return err
 	}
 	target, err := vnetns.GetFromPath(netns.Path(o.Netns))
 	if err != nil {

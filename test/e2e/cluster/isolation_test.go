@@ -13,7 +13,8 @@ import (
 // namespace, /proc shows only that namespace; the containers of a pod
 // share its IPC namespace and hostname; a pod with
 // shareProcessNamespace sees its containers' processes under its
-// pod-init; pods without a user get distinct ones.
+// pod-init; pods without a user get distinct ones; a container past its
+// memory limit is OOMKilled.
 func TestPodIsolation(t *testing.T) {
 	t.Parallel()
 	c := up(t, 1)
@@ -90,6 +91,26 @@ for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null; echo; done | grep
 		t.Errorf("a pod sharing its PID namespace sees:\n%s\nwant its pod-init as process 1 and both containers' sleeps", got)
 	}
 
+	// A container past its memory limit: OOMKilled, as the kubelet says.
+	k.MustRun(`apiVersion: v1
+kind: Pod
+metadata: {name: hog}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: host
+    command: [dd, if=/dev/zero, of=/dev/null, bs=64M, count=1]
+    resources: {limits: {memory: 16Mi}}
+`, "apply", "-f", "-")
+	c.until("hog to end", time.Minute, func() bool {
+		out, _, _ := k.Run("", "get", "pod", "hog", "-o", "jsonpath={.status.phase}")
+		return out == "Failed"
+	})
+	if out := k.MustRun("", "get", "pod", "hog", "-o", "jsonpath={.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode}"); out != "OOMKilled 137" {
+		t.Errorf("a container past its memory limit ended %q, want OOMKilled 137", out)
+	}
+
 	// Pods that name no user: a user each.
 	k.MustRun(`apiVersion: v1
 kind: Pod
@@ -109,7 +130,7 @@ spec:
 	if cu, du := exec("carol", "main", "id -u"), exec("dave", "main", "id -u"); cu == du || cu < "200000" || du < "200000" {
 		t.Errorf("default users: carol %s, dave %s; want two distinct ones from 200000", cu, du)
 	}
-	if out := k.MustRun("", "delete", "pod", "carol", "dave", "alice", "bob", "shared", "--wait"); !strings.Contains(out, "deleted") {
+	if out := k.MustRun("", "delete", "pod", "carol", "dave", "alice", "bob", "shared", "hog", "--wait"); !strings.Contains(out, "deleted") {
 		t.Errorf("delete: %s", out)
 	}
 	if left := c.pidsWith("internal", "pod-init", "!container-shim", "netns=svcnet-"+c.name+"-*"); len(left) > 0 {
