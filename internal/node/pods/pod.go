@@ -231,6 +231,7 @@ func (p *Pod) writeFiles() error {
 	files := map[string]string{
 		"resolv.conf": ResolvConf(p.pod, p.rt.ClusterDNS, p.rt.ClusterDomain, p.rt.NodeResolv),
 		"hosts":       HostsFile(p.pod, p.ip.String(), p.rt.ClusterDomain),
+		"hostname":    Hostname(p.pod) + "\n",
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(p.dir, name), []byte(data), 0o644); err != nil {

@@ -16,7 +16,8 @@ import (
 // start (exec probes and hooks).
 func (p *Pod) execIn(c *Container) prober.Exec {
 	opts := runtime.ExecOptions{Netns: p.netns, Hostname: Hostname(p.pod),
-		ResolvConf: filepath.Join(p.dir, "resolv.conf"), Hosts: filepath.Join(p.dir, "hosts")}
+		ResolvConf: filepath.Join(p.dir, "resolv.conf"), Hosts: filepath.Join(p.dir, "hosts"),
+		HostnameFile: filepath.Join(p.dir, "hostname")}
 	sec, err := p.security(c)
 	if err == nil {
 		err = p.namespaces(&opts)

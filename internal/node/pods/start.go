@@ -65,7 +65,8 @@ func (p *Pod) Start(ctx context.Context, name string) {
 	}
 	exec := runtime.ExecOptions{Netns: p.netns, Hostname: Hostname(p.pod),
 		ResolvConf: filepath.Join(p.dir, "resolv.conf"), Hosts: filepath.Join(p.dir, "hosts"),
-		Dir: l.dir, Argv: l.argv, Security: l.sec}
+		HostnameFile: filepath.Join(p.dir, "hostname"),
+		Dir:          l.dir, Argv: l.argv, Security: l.sec}
 	if err := p.namespaces(&exec); err != nil {
 		waiting("RunContainerError", err.Error(), 10*time.Second)
 		return

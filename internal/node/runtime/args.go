@@ -18,6 +18,7 @@ func ParseExecArgs(args []string) (ExecOptions, error) {
 	fs.StringVar(&o.Hostname, "hostname", "", "")
 	fs.StringVar(&o.ResolvConf, "resolv-conf", "", "")
 	fs.StringVar(&o.Hosts, "hosts", "", "")
+	fs.StringVar(&o.HostnameFile, "hostname-file", "", "")
 	fs.StringVar(&o.Dir, "dir", "", "")
 	fs.StringVar(&security, "security", "", "")
 	fs.StringVar(&o.PID, "pid", "", "")

@@ -45,7 +45,7 @@ func setUpMounts(o ExecOptions) error {
 		binds = append(binds, bind{fd, target, readOnly, st.Mode&unix.S_IFMT == unix.S_IFDIR})
 		return nil
 	}
-	for src, dst := range map[string]string{o.ResolvConf: "/etc/resolv.conf", o.Hosts: "/etc/hosts"} {
+	for src, dst := range map[string]string{o.ResolvConf: "/etc/resolv.conf", o.Hosts: "/etc/hosts", o.HostnameFile: "/etc/hostname"} {
 		if src != "" {
 			if err := open(src, dst, o.Security != nil && o.Security.ReadOnlyHost); err != nil {
 				return err

@@ -32,8 +32,10 @@ type ExecOptions struct {
 	Hostname   string
 	ResolvConf string // file to show as /etc/resolv.conf
 	Hosts      string // file to show as /etc/hosts
-	Dir        string
-	Argv       []string
+	// HostnameFile is the file to show as /etc/hostname.
+	HostnameFile string
+	Dir          string
+	Argv         []string
 	// Security confines the process; nil for the node's own helpers.
 	Security *Security
 	// PID is the process's PID namespace: "" the node's (hostPID, the
@@ -60,6 +62,9 @@ type ExecOptions struct {
 func (o ExecOptions) Args() []string {
 	args := []string{"internal", "pod-exec", "--netns", o.Netns, "--hostname", o.Hostname,
 		"--resolv-conf", o.ResolvConf, "--hosts", o.Hosts, "--dir", o.Dir}
+	if o.HostnameFile != "" {
+		args = append(args, "--hostname-file", o.HostnameFile)
+	}
 	if o.Security != nil {
 		args = append(args, "--security", o.Security.encode())
 	}
@@ -148,7 +153,7 @@ func Exec(o ExecOptions) error {
 		if err := joinMounts(o.Join); err != nil {
 			return err
 		}
-	case o.ResolvConf != "" || o.Hosts != "" || o.Security != nil:
+	case o.ResolvConf != "" || o.Hosts != "" || o.HostnameFile != "" || o.Security != nil:
 		// Only in the private mount namespace SysProcAttr gives: a
 		// process started without it shares its parent's, and must not
 		// change it.

@@ -119,7 +119,8 @@ func (e *executor) ExecInContainer(ctx context.Context, pod, _ string, container
 func runInPod(ctx context.Context, self string, t *execTarget, argv []string, in io.Reader, out, errw io.Writer,
 	tty bool, resize <-chan remotecommand.TerminalSize) error {
 	o := runtime.ExecOptions{Netns: t.netns, Hostname: t.hostname, ResolvConf: filepath.Join(t.dir, "resolv.conf"),
-		Hosts: filepath.Join(t.dir, "hosts"), Argv: argv, Security: t.security, Join: t.pid}
+		HostnameFile: filepath.Join(t.dir, "hostname"),
+		Hosts:        filepath.Join(t.dir, "hosts"), Argv: argv, Security: t.security, Join: t.pid}
 	c := exec.CommandContext(ctx, self, o.Args()...)
 	c.Env = t.env
 	c.SysProcAttr = runtime.SysProcAttr(o)

@@ -79,7 +79,7 @@ kill -0 %d 2>/dev/null && echo signal yes || echo signal no; id -u; hostname`, b
 	if a, s, b := ipc("alice", "main"), ipc("alice", "side"), ipc("bob", "main"); a != s || a == b {
 		t.Errorf("IPC namespaces: alice's containers %s and %s (want one), bob's %s (want another)", a, s, b)
 	}
-	if side := exec("alice", "side", "hostname; tr '\\0' ' ' </proc/1/cmdline"); side != "alice\nsleep 3602" {
+	if side := exec("alice", "side", "hostname; cat /etc/hostname; tr '\\0' ' ' </proc/1/cmdline"); side != "alice\nalice\nsleep 3602" {
 		t.Errorf("alice's second container: %q, want the pod's hostname and its own sleep as process 1", side)
 	}
 
