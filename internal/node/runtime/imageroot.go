@@ -171,7 +171,31 @@ func mountProc(target string, confined bool) error {
 			return fmt.Errorf("/proc/%s read-only: %w", p, err)
 		}
 	}
+	for _, p := range maskedProc {
+		if err := mask(filepath.Join(target, p)); err != nil {
+			return fmt.Errorf("mask /proc/%s: %w", p, err)
+		}
+	}
 	return nil
+}
+
+// The kernel's files a confined container does not see at all, as
+// container runtimes mask them (runc's default masked paths): memory,
+// keys and timing details of the machine.
+var maskedProc = []string{"acpi", "asound", "interrupts", "kcore", "keys", "latency_stats",
+	"sched_debug", "scsi", "timer_list", "timer_stats"}
+
+// mask hides path: an empty read-only tmpfs over a directory, /dev/null
+// over a file; a path the kernel does not have needs nothing.
+func mask(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil
+	}
+	if fi.IsDir() {
+		return unix.Mount("tmpfs", path, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
+	}
+	return unix.Mount("/dev/null", path, "", unix.MS_BIND, "")
 }
 
 // bindReadOnly binds src (recursively) on target, read-only if asked.

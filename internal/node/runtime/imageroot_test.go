@@ -94,6 +94,7 @@ echo written > /rootfile && cat /rootfile
 echo mine > /tmp/mine && cat /tmp/mine
 stat -f -c 'proc:%T' /proc
 test -d /proc/$$ && echo own-proc
+test -s /proc/timer_list || echo timer_list-masked
 grep -q ' /sys ro,' /proc/self/mountinfo && echo sys-ro
 ls /dev | while read d; do printf 'dev:%s ' "$d"; done; echo
 echo x > /dev/null && head -c 5 /dev/urandom | wc -c
@@ -126,7 +127,7 @@ echo "env:$FOO"
 		"\nnew\n",
 		fmt.Sprintf("\n%d\n", nLayers-1),
 		"written\n", "mine\n",
-		"proc:proc\n", "own-proc\n", "sys-ro\n",
+		"proc:proc\n", "own-proc\n", "timer_list-masked\n", "sys-ro\n",
 		"dev:fd dev:full dev:mqueue dev:null dev:ptmx dev:pts dev:random dev:shm dev:stderr dev:stdin dev:stdout dev:tty dev:urandom dev:zero \n",
 		"\n5\n",
 		"nameserver 10.96.0.10\nsearch svcnet.test\n10.1.2.3\tpod-a\n",
