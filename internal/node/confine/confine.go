@@ -44,6 +44,9 @@ type ImageUser struct {
 	// "name:group".
 	Spec     string
 	UID, GID int64
+	// Groups are the groups the image's /etc/group lists the user in,
+	// which containerd gives the process as supplementary groups.
+	Groups []int64
 }
 
 // numeric reports whether the image names its user by number, which is
@@ -147,6 +150,11 @@ func ForImage(pod *corev1.Pod, c *corev1.Container, podDir string, defaultUser i
 
 	// Supplementary groups: the pod's, and fsGroup, as kubelet gives them.
 	groups := slices.Clone(psc.SupplementalGroups)
+	if imageUser {
+		// The image's own memberships, but never root's group, which
+		// takes privileged here.
+		groups = append(groups, slices.DeleteFunc(slices.Clone(img.Groups), func(g int64) bool { return g == 0 })...)
+	}
 	if psc.FSGroup != nil {
 		groups = append(groups, *psc.FSGroup)
 	}

@@ -2,6 +2,7 @@ package confine
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,9 +161,14 @@ func TestForImage(t *testing.T) {
 		uid     uint32
 		gid     uint32
 		owns    bool
+		groups  []uint32
 		wantErr string
 	}{
 		{name: "no image user: the pod's default user", uid: def, gid: def, owns: true},
+		{name: "the image's memberships, not root's group", img: &ImageUser{Spec: "app", UID: 1234, GID: 2345, Groups: []int64{0, 29, 10}},
+			pod: pod{SecurityContext: &corev1.PodSecurityContext{SupplementalGroups: []int64{10, 5555}}}, uid: 1234, gid: 2345, groups: []uint32{10, 29, 5555}},
+		{name: "runAsUser: the image's memberships are not its", img: &ImageUser{Spec: "app", UID: 1234, GID: 2345, Groups: []int64{29}},
+			sc: &corev1.SecurityContext{RunAsUser: ptr.To[int64](500)}, uid: 500, gid: 500},
 		{name: "the image's named user and its group", img: app, uid: 1234, gid: 2345},
 		{name: "runAsUser wins, its group follows it", img: app,
 			sc: &corev1.SecurityContext{RunAsUser: ptr.To[int64](500)}, uid: 500, gid: 500},
@@ -196,8 +202,8 @@ func TestForImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.UID != tc.uid || got.GID != tc.gid || got.OwnsRoot != tc.owns {
-				t.Errorf("user %d:%d owns root %v, want %d:%d %v", got.UID, got.GID, got.OwnsRoot, tc.uid, tc.gid, tc.owns)
+			if got.UID != tc.uid || got.GID != tc.gid || got.OwnsRoot != tc.owns || !slices.Equal(got.Groups, tc.groups) {
+				t.Errorf("user %d:%d groups %v owns root %v, want %d:%d %v %v", got.UID, got.GID, got.Groups, got.OwnsRoot, tc.uid, tc.gid, tc.groups, tc.owns)
 			}
 		})
 	}

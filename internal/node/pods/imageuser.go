@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,10 +29,12 @@ func imageUser(img *imagestore.Image) (*confine.ImageUser, error) {
 	if err != nil {
 		return nil, err
 	}
+	name := user
 	if n, ok := parseID(user); ok {
-		u.UID = n
+		u.UID, name = n, ""
 		if e, found := findEntry(passwd, 2, user); found {
 			u.GID, _ = parseID(e[3])
+			name = e[0]
 		}
 	} else {
 		e, found := findEntry(passwd, 0, user)
@@ -45,16 +48,27 @@ func imageUser(img *imagestore.Image) (*confine.ImageUser, error) {
 			return nil, fmt.Errorf("image %s: malformed passwd entry for %s", img.Ref, user)
 		}
 	}
+	groups, err := readIDFile(img, "/etc/group")
+	if err != nil {
+		return nil, err
+	}
+	// The groups that list the user as a member, by name.
+	for _, e := range groups {
+		if name == "" {
+			break
+		}
+		if slices.Contains(strings.Split(e[3], ","), name) {
+			if gid, ok := parseID(e[2]); ok && !slices.Contains(u.Groups, gid) {
+				u.Groups = append(u.Groups, gid)
+			}
+		}
+	}
 	if !hasGroup {
 		return u, nil
 	}
 	if n, ok := parseID(group); ok {
 		u.GID = n
 		return u, nil
-	}
-	groups, err := readIDFile(img, "/etc/group")
-	if err != nil {
-		return nil, err
 	}
 	e, found := findEntry(groups, 0, group)
 	if !found {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,19 +42,20 @@ func TestImageUser(t *testing.T) {
 	store := testStore(t)
 	layers := func() []io.Reader {
 		return []io.Reader{imagetest.Layer(t, imagetest.File("etc/passwd", "root:x:0:0:root:/root:/bin/sh\nold:x:999:999::/:/bin/sh\n", 0o644),
-			imagetest.File("etc/group", "root:x:0:\nstaff:x:50:\n", 0o644)),
+			imagetest.File("etc/group", "root:x:0:app\nstaff:x:50:\nwheel:x:10:other,app\naudio:x:29:app\n", 0o644)),
 			imagetest.Layer(t, imagetest.File("etc/passwd", "root:x:0:0:root:/root:/bin/sh\napp:x:1234:2345:app:/home/app:/bin/sh\n", 0o644))}
 	}
 	cases := []struct {
 		user     string
 		uid, gid int64
+		groups   []int64
 		wantErr  string
 	}{
-		{user: "app", uid: 1234, gid: 2345},
-		{user: "1234", uid: 1234, gid: 2345}, // its group from the passwd
-		{user: "4000", uid: 4000, gid: 0},    // not listed: group 0
-		{user: "app:staff", uid: 1234, gid: 50},
-		{user: "app:77", uid: 1234, gid: 77},
+		{user: "app", uid: 1234, gid: 2345, groups: []int64{0, 10, 29}},
+		{user: "1234", uid: 1234, gid: 2345, groups: []int64{0, 10, 29}}, // its group and name from the passwd
+		{user: "4000", uid: 4000, gid: 0},                                // not listed: group 0, no memberships
+		{user: "app:staff", uid: 1234, gid: 50, groups: []int64{0, 10, 29}},
+		{user: "app:77", uid: 1234, gid: 77, groups: []int64{0, 10, 29}},
 		{user: "4000:4001", uid: 4000, gid: 4001},
 		{user: "old", wantErr: "unable to find user old"}, // the top layer's passwd wins
 		{user: "nobody", wantErr: "unable to find user nobody"},
@@ -69,8 +71,8 @@ func TestImageUser(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || u.UID != tc.uid || u.GID != tc.gid || u.Spec != tc.user {
-				t.Errorf("%+v, %v; want %d:%d", u, err, tc.uid, tc.gid)
+			if err != nil || u.UID != tc.uid || u.GID != tc.gid || u.Spec != tc.user || !slices.Equal(u.Groups, tc.groups) {
+				t.Errorf("%+v, %v; want %d:%d with groups %v", u, err, tc.uid, tc.gid, tc.groups)
 			}
 			if home := imageHome(img, tc.uid); tc.uid == 1234 && home != "/home/app" || tc.uid == 4000 && home != "/" {
 				t.Errorf("home of %d: %q", tc.uid, home)
