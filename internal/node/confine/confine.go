@@ -98,6 +98,12 @@ func ForImage(pod *corev1.Pod, c *corev1.Container, podDir string, defaultUser i
 	if csc == nil {
 		csc = &corev1.SecurityContext{}
 	}
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
+		// Said, never ignored: the pod asked for root mapped to an
+		// unprivileged user, which svcnet cannot give yet.
+		return runtime.Security{}, fmt.Errorf("container %s: hostUsers: false (a user namespace) is not supported by svcnet yet; "+
+			"without runAsUser a pod runs as a user of its own, never root", c.Name)
+	}
 	privileged := csc.Privileged != nil && *csc.Privileged
 	def := defaultUser
 	if privileged {

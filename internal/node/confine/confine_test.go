@@ -165,6 +165,7 @@ func TestForImage(t *testing.T) {
 		wantErr string
 	}{
 		{name: "no image user: the pod's default user", uid: def, gid: def, owns: true},
+		{name: "hostUsers: false is refused, not ignored", pod: pod{HostUsers: ptr.To(false)}, wantErr: "hostUsers: false"},
 		{name: "the image's memberships, not root's group", img: &ImageUser{Spec: "app", UID: 1234, GID: 2345, Groups: []int64{0, 29, 10}},
 			pod: pod{SecurityContext: &corev1.PodSecurityContext{SupplementalGroups: []int64{10, 5555}}}, uid: 1234, gid: 2345, groups: []uint32{10, 29, 5555}},
 		{name: "runAsUser: the image's memberships are not its", img: &ImageUser{Spec: "app", UID: 1234, GID: 2345, Groups: []int64{29}},
