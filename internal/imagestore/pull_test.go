@@ -18,6 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/imagestore/registrytest"
 )
 
 func openStore(t *testing.T) *Store {
@@ -33,7 +35,7 @@ func openStore(t *testing.T) *Store {
 // record, and finds it again with Get in a new Store with the registry
 // gone.
 func TestPullByTagAndDigest(t *testing.T) {
-	reg := startRegistry(t)
+	reg := registrytest.Start(t)
 	l1, l2 := simpleLayer(t, "one"), simpleLayer(t, "two")
 	cfg := v1.Config{
 		Entrypoint:   []string{"/app/one"},
@@ -44,9 +46,9 @@ func TestPullByTagAndDigest(t *testing.T) {
 		ExposedPorts: map[string]struct{}{"8080/tcp": {}, "53/udp": {}},
 	}
 	img := imageOf(t, cfg, nil, l1, l2)
-	tagRef := reg.push(t, "team/app:v1", img)
+	tagRef := reg.Push(t, "team/app:v1", img)
 	digest := mustDigest(t, img)
-	digestRef := reg.host + "/team/app@" + digest.String()
+	digestRef := reg.Host() + "/team/app@" + digest.String()
 
 	s := openStore(t)
 	ctx := testContext(t)
@@ -100,13 +102,13 @@ func TestPullByTagAndDigest(t *testing.T) {
 		t.Errorf("pulled by digest: %+v", byDigest)
 	}
 	for _, l := range m.Layers {
-		if n := reg.gets(l.Digest); n != 1 {
+		if n := reg.BlobGets(l.Digest); n != 1 {
 			t.Errorf("blob %s fetched %d times, want once: the second pull finds its layers", l.Digest, n)
 		}
 	}
 
 	// A later process, with no registry.
-	reg.srv.Close()
+	reg.Close()
 	s2, err := Open(s.Root())
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +122,7 @@ func TestPullByTagAndDigest(t *testing.T) {
 			t.Errorf("Get(%s) = %+v", ref, got)
 		}
 	}
-	_, err = s2.Get(reg.host + "/team/app:v2")
+	_, err = s2.Get(reg.Host() + "/team/app:v2")
 	if !errors.Is(err, ErrNotPresent) || Reason(err) != "ErrImageNeverPull" {
 		t.Errorf("Get of an image never pulled: %v", err)
 	}
@@ -128,7 +130,7 @@ func TestPullByTagAndDigest(t *testing.T) {
 
 // TestPullCompressions: gzip, zstd and uncompressed layers unpack alike.
 func TestPullCompressions(t *testing.T) {
-	reg := startRegistry(t)
+	reg := registrytest.Start(t)
 	raw := tarOf(t, tDir("d/", 0o755), tFile("d/f", "hello\n", 0o600))
 	for _, tc := range []struct {
 		name  string
@@ -139,7 +141,7 @@ func TestPullCompressions(t *testing.T) {
 		{"uncompressed", static.NewLayer(raw, types.OCIUncompressedLayer)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ref := reg.push(t, "comp/"+tc.name+":latest", imageOf(t, v1.Config{}, nil, tc.layer))
+			ref := reg.Push(t, "comp/"+tc.name+":latest", imageOf(t, v1.Config{}, nil, tc.layer))
 			img, err := openStore(t).Pull(testContext(t), ref, PullOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -155,7 +157,7 @@ func TestPullCompressions(t *testing.T) {
 // TestPullIndex resolves a multi-arch index to this node's platform, and
 // fails naming what an index offers when it has none for it.
 func TestPullIndex(t *testing.T) {
-	reg := startRegistry(t)
+	reg := registrytest.Start(t)
 	here := nodePlatform()
 	other1 := v1.Platform{OS: "linux", Architecture: "s390x"}
 	other2 := v1.Platform{OS: "linux", Architecture: "arm", Variant: "v5"}
@@ -176,7 +178,7 @@ func TestPullIndex(t *testing.T) {
 
 	t.Run("resolved", func(t *testing.T) {
 		idx := indexOf(other1, here, other2)
-		ref := reg.pushIndex(t, "multi/app:latest", idx)
+		ref := reg.PushIndex(t, "multi/app:latest", idx)
 		img, err := openStore(t).Pull(testContext(t), ref, PullOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +190,7 @@ func TestPullIndex(t *testing.T) {
 		if img.ManifestDigest != im.Manifests[1].Digest.String() {
 			t.Errorf("manifest %s, want the index's second, %s", img.ManifestDigest, im.Manifests[1].Digest)
 		}
-		if want := reg.host + "/multi/app@" + mustDigest(t, idx).String(); img.ID != want {
+		if want := reg.Host() + "/multi/app@" + mustDigest(t, idx).String(); img.ID != want {
 			t.Errorf("ID %s, want the index's digest %s", img.ID, want)
 		}
 		if _, err := os.Stat(filepath.Join(img.Layers[0].Dir, "app", here.Architecture)); err != nil {
@@ -196,7 +198,7 @@ func TestPullIndex(t *testing.T) {
 		}
 	})
 	t.Run("not offered", func(t *testing.T) {
-		ref := reg.pushIndex(t, "multi/other:latest", indexOf(other1, other2))
+		ref := reg.PushIndex(t, "multi/other:latest", indexOf(other1, other2))
 		_, err := openStore(t).Pull(testContext(t), ref, PullOptions{})
 		if !errors.Is(err, ErrPlatform) {
 			t.Fatalf("got %v, want ErrPlatform", err)
@@ -211,7 +213,7 @@ func TestPullIndex(t *testing.T) {
 		}
 	})
 	t.Run("single manifest for another platform", func(t *testing.T) {
-		ref := reg.push(t, "single/other:latest", imgFor(other1))
+		ref := reg.Push(t, "single/other:latest", imgFor(other1))
 		if _, err := openStore(t).Pull(testContext(t), ref, PullOptions{}); !errors.Is(err, ErrPlatform) {
 			t.Fatalf("got %v, want ErrPlatform", err)
 		}
@@ -221,21 +223,20 @@ func TestPullIndex(t *testing.T) {
 // TestPullAuth: a registry behind basic auth refuses a pull without the
 // secret, or with a wrong one, and serves one with it.
 func TestPullAuth(t *testing.T) {
-	reg := startRegistry(t)
-	reg.user, reg.pass = "puller", "s3cret"
-	ref := reg.push(t, "private/app:1", imageOf(t, v1.Config{}, nil, simpleLayer(t, "private")))
+	reg := registrytest.Start(t, registrytest.BasicAuth("puller", "s3cret"))
+	ref := reg.Push(t, "private/app:1", imageOf(t, v1.Config{}, nil, simpleLayer(t, "private")))
 	for _, tc := range []struct {
 		name    string
 		secrets [][]byte
 		wantErr error
 	}{
 		{"no secret", nil, ErrUnauthorized},
-		{"wrong password", [][]byte{dockerConfig(reg.host, "puller", "nope")}, ErrUnauthorized},
+		{"wrong password", [][]byte{dockerConfig(reg.Host(), "puller", "nope")}, ErrUnauthorized},
 		{"other host's secret", [][]byte{dockerConfig("example.com", "puller", "s3cret")}, ErrUnauthorized},
-		{"auth field", [][]byte{dockerConfig(reg.host, "puller", "s3cret")}, nil},
+		{"auth field", [][]byte{dockerConfig(reg.Host(), "puller", "s3cret")}, nil},
 		{"second secret, username and password, with scheme", [][]byte{
 			dockerConfig("example.com", "x", "y"),
-			[]byte(`{"auths":{"http://` + reg.host + `/private":{"username":"puller","password":"s3cret"}}}`),
+			[]byte(`{"auths":{"http://` + reg.Host() + `/private":{"username":"puller","password":"s3cret"}}}`),
 		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -253,13 +254,13 @@ func TestPullAuth(t *testing.T) {
 // TestPullMirrors: mirrors are tried in order before the registry, and
 // the image keeps the registry's name whoever served it.
 func TestPullMirrors(t *testing.T) {
-	mirror := startRegistry(t)
-	real := startRegistry(t)
+	mirror := registrytest.Start(t)
+	real := registrytest.Start(t)
 	down := downHost(t)
 	img := imageOf(t, v1.Config{}, nil, simpleLayer(t, "mirrored"))
 	digest := mustDigest(t, img)
-	mirror.push(t, "lib/app:1", img)
-	real.push(t, "lib/app:1", img)
+	mirror.Push(t, "lib/app:1", img)
+	real.Push(t, "lib/app:1", img)
 
 	layer := mustDigest(t, mustLayers(t, img)[0])
 
@@ -268,15 +269,15 @@ func TestPullMirrors(t *testing.T) {
 		registry string
 		mirrors  []string
 		wantErr  error
-		served   *testRegistry // the one that serves the layer
+		served   *registrytest.Registry // the one that serves the layer
 	}{
-		{"registry down, mirror has it", down, []string{mirror.host}, nil, mirror},
-		{"mirror down, registry up", real.host, []string{down, "http://" + down}, nil, real},
-		{"mirror first", real.host, []string{mirror.host}, nil, mirror},
+		{"registry down, mirror has it", down, []string{mirror.Host()}, nil, mirror},
+		{"mirror down, registry up", real.Host(), []string{down, "http://" + down}, nil, real},
+		{"mirror first", real.Host(), []string{mirror.Host()}, nil, mirror},
 		{"all down", down, []string{downHost(t)}, ErrNetwork, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := map[*testRegistry]int{mirror: mirror.gets(layer), real: real.gets(layer)}
+			before := map[*registrytest.Registry]int{mirror: mirror.BlobGets(layer), real: real.BlobGets(layer)}
 			ref := tc.registry + "/lib/app:1"
 			got, err := openStore(t).Pull(testContext(t), ref, PullOptions{Mirrors: map[string][]string{tc.registry: tc.mirrors}})
 			if tc.wantErr != nil {
@@ -291,12 +292,12 @@ func TestPullMirrors(t *testing.T) {
 			if want := tc.registry + "/lib/app@" + digest.String(); got.ID != want {
 				t.Errorf("ID %s, want %s", got.ID, want)
 			}
-			for r, name := range map[*testRegistry]string{mirror: "mirror", real: "registry"} {
+			for r, name := range map[*registrytest.Registry]string{mirror: "mirror", real: "registry"} {
 				want := 0
 				if r == tc.served {
 					want = 1
 				}
-				if n := r.gets(layer) - before[r]; n != want {
+				if n := r.BlobGets(layer) - before[r]; n != want {
 					t.Errorf("%s served the layer %d times, want %d", name, n, want)
 				}
 			}
@@ -316,8 +317,8 @@ func mustLayers(t *testing.T, img v1.Image) []v1.Layer {
 // TestPullErrors: references the kubelet reports as InvalidImageName, and
 // what a registry does not have.
 func TestPullErrors(t *testing.T) {
-	reg := startRegistry(t)
-	reg.push(t, "there/app:1", imageOf(t, v1.Config{}, nil, simpleLayer(t, "x")))
+	reg := registrytest.Start(t)
+	reg.Push(t, "there/app:1", imageOf(t, v1.Config{}, nil, simpleLayer(t, "x")))
 	for _, tc := range []struct {
 		ref     string
 		wantErr error
@@ -325,9 +326,9 @@ func TestPullErrors(t *testing.T) {
 	}{
 		{"UPPER/case:1", ErrInvalidReference, "InvalidImageName"},
 		{"app:bad tag", ErrInvalidReference, "InvalidImageName"},
-		{reg.host + "/there/app:2", ErrNotFound, "ErrImagePull"},
-		{reg.host + "/nothere/app:1", ErrNotFound, "ErrImagePull"},
-		{reg.host + "/there/app@sha256:" + strings.Repeat("0", 64), ErrNotFound, "ErrImagePull"},
+		{reg.Host() + "/there/app:2", ErrNotFound, "ErrImagePull"},
+		{reg.Host() + "/nothere/app:1", ErrNotFound, "ErrImagePull"},
+		{reg.Host() + "/there/app@sha256:" + strings.Repeat("0", 64), ErrNotFound, "ErrImagePull"},
 	} {
 		t.Run(tc.ref, func(t *testing.T) {
 			_, err := openStore(t).Pull(testContext(t), tc.ref, PullOptions{})
@@ -341,11 +342,11 @@ func TestPullErrors(t *testing.T) {
 // TestPullCorruptLayer: a blob whose content does not match its digest is
 // refused, named with both digests, and leaves nothing in the store.
 func TestPullCorruptLayer(t *testing.T) {
-	reg := startRegistry(t)
+	reg := registrytest.Start(t)
 	good, bad := simpleLayer(t, "good"), simpleLayer(t, "bad")
-	ref := reg.push(t, "corrupt/app:1", imageOf(t, v1.Config{}, nil, good, bad))
+	ref := reg.Push(t, "corrupt/app:1", imageOf(t, v1.Config{}, nil, good, bad))
 	badDigest := mustDigest(t, bad)
-	reg.corrupt[badDigest.String()] = tarOf(t, tFile("evil", "not the layer", 0o644))
+	reg.Tamper(badDigest, tarOf(t, tFile("evil", "not the layer", 0o644)))
 
 	s := openStore(t)
 	_, err := s.Pull(testContext(t), ref, PullOptions{})
@@ -373,10 +374,10 @@ func TestPullCorruptLayer(t *testing.T) {
 // TestPullEscapingLayer: a layer that writes through a symlink out of its
 // directory fails the pull, and nothing lands outside.
 func TestPullEscapingLayer(t *testing.T) {
-	reg := startRegistry(t)
+	reg := registrytest.Start(t)
 	outside := t.TempDir()
 	evil := layerOf(t, tarOf(t, tSymlink("out", outside), tFile("out/pwned", "x", 0o644)))
-	ref := reg.push(t, "evil/app:1", imageOf(t, v1.Config{}, nil, evil))
+	ref := reg.Push(t, "evil/app:1", imageOf(t, v1.Config{}, nil, evil))
 	s := openStore(t)
 	if _, err := s.Pull(testContext(t), ref, PullOptions{}); !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("got %v, want ErrUnsafePath", err)
@@ -393,12 +394,12 @@ func TestPullEscapingLayer(t *testing.T) {
 // Store and by two Stores on one root (as two processes), fetch each
 // layer blob once.
 func TestPullConcurrent(t *testing.T) {
-	reg := startRegistry(t)
+	reg := registrytest.Start(t)
 	img, err := random.Image(4096, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := reg.push(t, "busy/app:1", img)
+	ref := reg.Push(t, "busy/app:1", img)
 	root := t.TempDir()
 	stores := make([]*Store, 2)
 	for i := range stores {
@@ -426,7 +427,7 @@ func TestPullConcurrent(t *testing.T) {
 		}
 	}
 	for _, l := range mustLayers(t, img) {
-		if n := reg.gets(mustDigest(t, l)); n != 1 {
+		if n := reg.BlobGets(mustDigest(t, l)); n != 1 {
 			t.Errorf("layer %s fetched %d times", mustDigest(t, l), n)
 		}
 	}
@@ -440,7 +441,7 @@ func TestPullConcurrent(t *testing.T) {
 // agent will, and checks the merged view.
 func TestPullOverlay(t *testing.T) {
 	requireRoot(t)
-	reg := startRegistry(t)
+	reg := registrytest.Start(t)
 	base := layerOf(t, tarOf(t,
 		tDir("etc/", 0o755), tFile("etc/keep", "keep\n", 0o644), tFile("etc/gone", "gone\n", 0o644),
 		tDir("cache/", 0o755), tFile("cache/old", "old\n", 0o644),
@@ -449,7 +450,7 @@ func TestPullOverlay(t *testing.T) {
 		tDir("etc/", 0o755), tFile("etc/.wh.gone", "", 0o644),
 		tDir("cache/", 0o755), tFile("cache/.wh..wh..opq", "", 0o644), tFile("cache/new", "new\n", 0o644),
 	))
-	ref := reg.push(t, "overlay/app:1", imageOf(t, v1.Config{}, nil, base, top))
+	ref := reg.Push(t, "overlay/app:1", imageOf(t, v1.Config{}, nil, base, top))
 	img, err := openStore(t).Pull(testContext(t), ref, PullOptions{})
 	if err != nil {
 		t.Fatal(err)

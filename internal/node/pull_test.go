@@ -6,25 +6,17 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,59 +29,15 @@ import (
 
 	"github.com/svcnet/svcnet/internal/imagestore"
 	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
+	"github.com/svcnet/svcnet/internal/imagestore/registrytest"
 	"github.com/svcnet/svcnet/internal/node/pods"
 	noderuntime "github.com/svcnet/svcnet/internal/node/runtime"
 	"github.com/svcnet/svcnet/internal/node/users"
 )
 
-// testRegistry is go-containerregistry's in-memory registry on
-// 127.0.0.1, which may require basic auth for everything (as a private
-// registry does, from its /v2/ ping on) and may hold its blobs back.
-type testRegistry struct {
-	host  string
-	inner http.Handler
-	auth  string // "user:pass", "" for none
-	// hold, while set, keeps blob fetches waiting until it is closed.
-	hold atomic.Pointer[chan struct{}]
-	// blobGets counts the blob fetches.
-	blobGets atomic.Int32
-}
-
-func startRegistry(t *testing.T, auth string) *testRegistry {
-	r := &testRegistry{inner: registry.New(registry.Logger(log.New(io.Discard, "", 0))), auth: auth}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	r.host = srv.Listener.Addr().String()
-	return r
-}
-
-func (r *testRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if r.auth != "" {
-		u, p, _ := req.BasicAuth()
-		if u+":"+p != r.auth {
-			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
-			return
-		}
-	}
-	blob := req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/")
-	if blob {
-		r.blobGets.Add(1)
-	}
-	if h := r.hold.Load(); h != nil && blob {
-		select {
-		case <-*h:
-		case <-req.Context().Done():
-			return
-		}
-	}
-	r.inner.ServeHTTP(w, req)
-}
-
-// push puts an image of busybox that runs cmd into the registry as repo:tag.
-func (r *testRegistry) push(t *testing.T, repoTag string, cmd ...string) {
+// pushBusybox puts an image of busybox that runs cmd into the registry
+// as repo:tag.
+func pushBusybox(t *testing.T, reg *registrytest.Registry, repoTag string, cmd ...string) {
 	t.Helper()
 	b, err := io.ReadAll(imagetest.Busybox(t))
 	if err != nil {
@@ -113,17 +61,7 @@ func (r *testRegistry) push(t *testing.T, repoTag string, cmd ...string) {
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := name.ParseReference(r.host + "/" + repoTag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := []remote.Option{}
-	if u, p, ok := strings.Cut(r.auth, ":"); ok {
-		opts = append(opts, remote.WithAuth(&authn.Basic{Username: u, Password: p}))
-	}
-	if err := remote.Write(ref, img, opts...); err != nil {
-		t.Fatal(err)
-	}
+	reg.Push(t, repoTag, img)
 }
 
 // ownNetwork gives each pod the test's own network namespace: the test

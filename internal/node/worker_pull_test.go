@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/imagestore"
+	"github.com/svcnet/svcnet/internal/imagestore/registrytest"
 )
 
 // testImageStore is a fresh store; unpacking layers needs root.
@@ -34,16 +35,16 @@ func testImageStore(t *testing.T) *imagestore.Store {
 // image and reports its imageID.
 func TestWorkerPullsAndRuns(t *testing.T) {
 	store := testImageStore(t)
-	reg := startRegistry(t, "")
-	reg.push(t, "team/app:v1", "/bin/echo", "hello from the registry")
+	reg := registrytest.Start(t)
+	pushBusybox(t, reg, "team/app:v1", "/bin/echo", "hello from the registry")
 	a, rec := testAgent(t, store)
-	image := reg.host + "/team/app:v1"
+	image := reg.Host() + "/team/app:v1"
 	pod := testPod(1, image)
 	runPod(t, a, pod)
 
 	st := awaitStatus(t, a, pod, "success", func(st *corev1.PodStatus) bool { return st.Phase == corev1.PodSucceeded })
 	cs := st.ContainerStatuses[0]
-	if cs.Image != image || !strings.HasPrefix(cs.ImageID, reg.host+"/team/app@sha256:") {
+	if cs.Image != image || !strings.HasPrefix(cs.ImageID, reg.Host()+"/team/app@sha256:") {
 		t.Errorf("image %q, imageID %q; want %q and the registry's digest", cs.Image, cs.ImageID, image)
 	}
 	if stored, err := store.Get(image); err != nil || stored.ID != cs.ImageID {
@@ -66,15 +67,15 @@ func TestWorkerPullsAndRuns(t *testing.T) {
 // ServiceAccount.
 func TestWorkerPullFailures(t *testing.T) {
 	testImageStore(t) // skips without root
-	public := startRegistry(t, "")
-	private := startRegistry(t, "puller:s3cret")
-	private.push(t, "team/app:v1", "/bin/echo", "private")
+	public := registrytest.Start(t)
+	private := registrytest.Start(t, registrytest.BasicAuth("puller", "s3cret"))
+	pushBusybox(t, private, "team/app:v1", "/bin/echo", "private")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "regcred"},
 		Type: corev1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig(private.host, "puller:s3cret")}}
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig(private.Host(), "puller:s3cret")}}
 	builder := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "builder"},
 		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}}}
-	privateImage := private.host + "/team/app:v1"
+	privateImage := private.Host() + "/team/app:v1"
 
 	for i, tc := range []struct {
 		name    string
@@ -82,7 +83,7 @@ func TestWorkerPullFailures(t *testing.T) {
 		edit    func(*corev1.Pod)
 		message string // in the failed pull's message; "" : it succeeds
 	}{
-		{"an unknown repository", public.host + "/nobody/absent:v1", nil, "image not found"},
+		{"an unknown repository", public.Host() + "/nobody/absent:v1", nil, "image not found"},
 		{"401 without the secret", privateImage, nil, "unauthorized"},
 		{"the pod's secret", privateImage, func(p *corev1.Pod) {
 			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
@@ -158,13 +159,11 @@ func TestWorkerPullUnreachable(t *testing.T) {
 // TestWorkerDeletedMidPull: a pod deleted while its image is pulled ends
 // at once; the pull goes on for no one.
 func TestWorkerDeletedMidPull(t *testing.T) {
-	reg := startRegistry(t, "")
-	reg.push(t, "team/slow:v1", "/bin/echo")
-	hold := make(chan struct{})
-	reg.hold.Store(&hold)
-	t.Cleanup(func() { close(hold) })
+	reg := registrytest.Start(t)
+	pushBusybox(t, reg, "team/slow:v1", "/bin/echo")
+	t.Cleanup(reg.HoldBlobs())
 	a, rec := testAgent(t, testImageStore(t))
-	pod := testPod(30, reg.host+"/team/slow:v1")
+	pod := testPod(30, reg.Host()+"/team/slow:v1")
 	w, done := runPod(t, a, pod)
 	deadline := time.After(30 * time.Second)
 	for pulling := false; !pulling; {
@@ -186,19 +185,13 @@ func TestWorkerDeletedMidPull(t *testing.T) {
 // TestWorkersSharePull: pods of one image pulled at once fetch it once,
 // and both run it.
 func TestWorkersSharePull(t *testing.T) {
-	reg := startRegistry(t, "")
-	reg.push(t, "team/shared:v1", "/bin/echo", "shared")
-	hold := make(chan struct{})
-	reg.hold.Store(&hold)
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(hold)
-		}
-	})
+	reg := registrytest.Start(t)
+	pushBusybox(t, reg, "team/shared:v1", "/bin/echo", "shared")
+	release := reg.HoldBlobs()
+	t.Cleanup(release)
 	a, rec := testAgent(t, testImageStore(t))
-	image := reg.host + "/team/shared:v1"
-	before := reg.blobGets.Load()
+	image := reg.Host() + "/team/shared:v1"
+	before := reg.AllBlobGets()
 	var ps []*corev1.Pod
 	for i := range 2 {
 		ps = append(ps, testPod(40+i, image))
@@ -215,13 +208,12 @@ func TestWorkersSharePull(t *testing.T) {
 			t.Fatal("the pods did not both start pulling")
 		}
 	}
-	released = true
-	close(hold)
+	release()
 	for _, p := range ps {
 		awaitStatus(t, a, p, "success", func(st *corev1.PodStatus) bool { return st.Phase == corev1.PodSucceeded })
 	}
 	// The config blob and the one layer, once each.
-	if got := reg.blobGets.Load() - before; got != 2 {
+	if got := reg.AllBlobGets() - before; got != 2 {
 		t.Errorf("%d blob fetches for two pods, want 2 (config and layer, once)", got)
 	}
 }

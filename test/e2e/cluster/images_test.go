@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -20,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
+	"github.com/svcnet/svcnet/internal/imagestore/registrytest"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -38,9 +36,8 @@ func TestPulledImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	reg := registrytest.New(ln)
+	t.Cleanup(func() { _ = reg.Close() })
 
 	layer := func(r io.Reader) v1.Layer {
 		data, err := io.ReadAll(r)
@@ -66,23 +63,17 @@ func TestPulledImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := name.ParseReference("172.18.0.2:5000/e2e/web:1", name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
 	push := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return netns.DialContext(ctx, client, network, addr)
 	}}
-	if err := remote.Write(ref, img, remote.WithTransport(push)); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
+	ref := reg.Push(t, "e2e/web:1", img, remote.WithTransport(push))
 	digest, err := img.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	k := c.kubectl
-	k.MustRun("", "create", "deployment", "web", "--image="+ref.String(), "--replicas=2", "--port=8080")
+	k.MustRun("", "create", "deployment", "web", "--image="+ref, "--replicas=2", "--port=8080")
 	k.MustRun("", "expose", "deployment", "web", "--port=80", "--target-port=8080")
 	k.MustRun("", "rollout", "status", "deployment/web", "--timeout=2m")
 	clusterIP := k.MustRun("", "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
@@ -104,7 +95,7 @@ func TestPulledImage(t *testing.T) {
 		}
 	}
 	events := k.MustRun("", "get", "events", "--field-selector", "reason=Pulled", "-o", "jsonpath={.items[*].message}")
-	if !strings.Contains(events, `Successfully pulled image "`+ref.String()+`"`) {
+	if !strings.Contains(events, `Successfully pulled image "`+ref+`"`) {
 		t.Errorf("no Pulled event for %s: %q", ref, events)
 	}
 	// The image's user, from its own /etc/passwd.
