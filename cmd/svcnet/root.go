@@ -30,7 +30,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newImageCommand())
 	root.AddCommand(newInternalCommand())
 	root.AddCommand(newUpCommand(), newDownCommand(), newKubeconfigCommand(), newEdgeCommand(),
-		newStatusCommand(), newExecCommand())
+		newStatusCommand(), newExecCommand(), newLoadCommand())
 	root.AddCommand(newDNSCommand())
 	root.AddCommand(newNodeCacheCommand())
 	root.AddCommand(newIngressCommand())

@@ -13,7 +13,7 @@ import (
 
 // classes lists the sentinels of errors.go: an error wrapping one is
 // classified already.
-var classes = []error{ErrInvalidReference, ErrNotFound, ErrUnauthorized, ErrTLS, ErrNetwork, ErrPlatform, ErrVerify, ErrUnsafePath, ErrNotPresent}
+var classes = []error{ErrInvalidReference, ErrNotFound, ErrUnauthorized, ErrTLS, ErrNetwork, ErrPlatform, ErrVerify, ErrUnsafePath, ErrNotPresent, ErrArchive}
 
 // classify wraps a registry or transport error with its class, unless it
 // has one already. An error of no known class is returned as is.

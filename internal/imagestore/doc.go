@@ -2,7 +2,8 @@
 // from registries: it resolves a reference (by tag or digest, a multi-arch
 // index to this node's platform), fetches the layers, verifies them and
 // unpacks each layer once into a directory that overlayfs takes as a lower
-// directory.
+// directory. Images also come from archives (Load: `docker save`, OCI
+// image layouts), verified and shared by layer alike.
 //
 // One store serves every node agent of every cluster on the machine, so
 // several processes use it at once. Its layout under the root:
@@ -19,8 +20,11 @@
 //     is unpacked into tmp/, both its blob digest and its diffID checked,
 //     synced, and renamed into place. tmp/ is on the same file system, so
 //     the rename is atomic. Nothing partial is ever under layers/.
-//   - Only the holder of a layer's lock writes its tmp/ directories; the
-//     holder removes any left by a crashed earlier holder before it starts.
+//   - Only the holder of a layer's lock writes its tmp/layer-… directories;
+//     the holder removes any left by a crashed earlier holder before it
+//     starts. Import and Load unpack into tmp/import-… and tmp/load-…
+//     without it and take it around the rename, which they skip when the
+//     layer is there already.
 //   - Image records are written to a temporary file and renamed, so a
 //     reader sees a whole record or none, and a record is written only
 //     after all its layers are in place.

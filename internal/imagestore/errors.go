@@ -26,6 +26,10 @@ var (
 	ErrUnsafePath = errors.New("unsafe path in layer")
 	// ErrNotPresent: Get found no pulled image for the reference.
 	ErrNotPresent = errors.New("image not present")
+	// ErrArchive: Load was given what is not a whole `docker save` or OCI
+	// image layout archive (not a tar, truncated, a file it names missing,
+	// a manifest that does not parse) or an image it cannot name.
+	ErrArchive = errors.New("invalid image archive")
 )
 
 // Reason is the kubelet's waiting reason for a failed pull: InvalidImageName

@@ -21,8 +21,8 @@ import (
 // the repository at a digest of the config and the layers' diffIDs (an
 // imported image has no registry manifest).
 //
-// It is what tests build images with, without a registry; `svcnet load`
-// will be built on it.
+// It is what tests build images with, without a registry; Load reads
+// images from archives.
 func (s *Store) Import(ctx context.Context, ref string, cfg Config, layers []io.Reader) (*Image, error) {
 	r, err := parseRef(ref)
 	if err != nil {

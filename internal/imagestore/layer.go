@@ -20,6 +20,7 @@ type layerJob struct {
 	blob     v1.Descriptor
 	src      *source
 	progress func(Progress)
+	file     string // the blob's name in an archive being loaded; for messages
 }
 
 // layerRecord is layers/sha256/<diffID>/layer.json.
@@ -87,7 +88,7 @@ func (s *Store) fetchLayer(ctx context.Context, j layerJob) error {
 		return err
 	}
 	defer rc.Close()
-	if err := unpackVerified(rc, filepath.Join(tmp, "fs"), j); err != nil {
+	if _, err := unpackVerified(rc, filepath.Join(tmp, "fs"), j); err != nil {
 		return err
 	}
 	rec, err := json.Marshal(layerRecord{

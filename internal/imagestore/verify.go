@@ -10,16 +10,22 @@ import (
 	"hash"
 	"io"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/klauspost/compress/zstd"
 )
 
 // unpackVerified reads the layer's blob from r and unpacks it into dir,
 // checking the blob against its digest and size and the uncompressed tar
-// against the diffID. Digests are computed as the bytes stream through,
-// so the blob is never stored; on any error dir holds a partial tree the
-// caller discards.
-func unpackVerified(r io.Reader, dir string, j layerJob) error {
+// against the diffID, and returns the blob's digest. A blob of no known
+// digest (the zero Hash: a `docker save` layer.tar) is checked by its
+// size and diffID alone. Digests are computed as the bytes stream
+// through, so the blob is never stored; on any error dir holds a partial
+// tree the caller discards.
+func unpackVerified(r io.Reader, dir string, j layerJob) (v1.Hash, error) {
 	what := fmt.Sprintf("layer %d (diffID %s)", j.index, j.diffID)
+	if j.file != "" {
+		what = fmt.Sprintf("layer %d (%s, diffID %s)", j.index, j.file, j.diffID)
+	}
 	blobHash := sha256.New()
 	counted := &countingReader{r: io.LimitReader(r, j.blob.Size+1), report: func(n int64) {
 		if j.progress != nil {
@@ -46,21 +52,22 @@ func unpackVerified(r io.Reader, dir string, j layerJob) error {
 	// Read the blob to its end whatever happened, so that a corrupt blob
 	// is reported as one rather than as the garbage it unpacked to.
 	if _, err := io.Copy(io.Discard, blob); err != nil {
-		return classify(fmt.Errorf("%s: reading blob %s: %w", what, j.blob.Digest, err))
+		return v1.Hash{}, classify(fmt.Errorf("%s: reading blob %s: %w", what, j.blob.Digest, err))
 	}
-	if got := digestOf(blobHash); got != j.blob.Digest.String() {
-		return &mismatchError{what: what + " blob", want: j.blob.Digest.String(), got: got}
+	got := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(blobHash.Sum(nil))}
+	if j.blob.Digest != (v1.Hash{}) && got != j.blob.Digest {
+		return v1.Hash{}, &mismatchError{what: what + " blob", want: j.blob.Digest.String(), got: got.String()}
 	}
 	if counted.n != j.blob.Size {
-		return fmt.Errorf("%w: %s blob %s: %d bytes, the manifest says %d", ErrVerify, what, j.blob.Digest, counted.n, j.blob.Size)
+		return v1.Hash{}, fmt.Errorf("%w: %s blob %s: %d bytes, the manifest says %d", ErrVerify, what, got, counted.n, j.blob.Size)
 	}
 	if unpackErr != nil {
-		return fmt.Errorf("%s: %w", what, unpackErr)
+		return v1.Hash{}, fmt.Errorf("%s: %w", what, unpackErr)
 	}
 	if got := digestOf(tarHash); got != j.diffID.String() {
-		return &mismatchError{what: what + " content", want: j.diffID.String(), got: got}
+		return v1.Hash{}, &mismatchError{what: what + " content", want: j.diffID.String(), got: got}
 	}
-	return nil
+	return got, nil
 }
 
 // decompress sniffs the stream's compression from its first bytes rather

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/svcnet/svcnet/internal/cluster"
+	"github.com/svcnet/svcnet/internal/imagestore"
+	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
+)
+
+// savedImage is `docker save` of an image of two layers of imagetest's
+// (the top one holding app/<file>) under tags.
+func savedImage(t *testing.T, file string, tags ...string) (v1.Image, []byte) {
+	t.Helper()
+	var layers []v1.Layer
+	for _, r := range []io.Reader{
+		imagetest.Layer(t, imagetest.Entry{Name: "bin/", Type: tar.TypeDir, Mode: 0o755}, imagetest.File("bin/tool", "#!/bin/sh\n", 0o755)),
+		imagetest.Layer(t, imagetest.Entry{Name: "app/", Type: tar.TypeDir, Mode: 0o755}, imagetest.File("app/"+file, file+"\n", 0o644)),
+	} {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers = append(layers, l)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = runtime.GOOS, runtime.GOARCH
+	cf.Config = v1.Config{Cmd: []string{"/app/" + file}}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	refs := map[name.Reference]v1.Image{}
+	for _, tag := range tags {
+		ref, err := name.ParseReference(tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[ref] = img
+	}
+	var buf bytes.Buffer
+	if err := tarball.MultiRefWrite(refs, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return img, buf.Bytes()
+}
+
+// runLoad runs `svcnet load args…` against SVCNET_HOME, stdin given.
+func runLoad(t *testing.T, stdin []byte, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := newRootCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetIn(bytes.NewReader(stdin))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(append([]string{"load"}, args...))
+	err = cmd.ExecuteContext(t.Context())
+	return out.String(), errOut.String(), err
+}
+
+// TestLoadCommand runs `svcnet load` against a temporary SVCNET_HOME and
+// checks the machine's image store afterwards, as a node agent reads it.
+func TestLoadCommand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("svcnet load needs root; CI runs as root")
+	}
+	t.Setenv("SVCNET_HOME", t.TempDir())
+	dir := t.TempDir()
+	web, webTar := savedImage(t, "web", "web:1", "web:latest")
+	api, apiTar := savedImage(t, "api", "example.test/team/api:2")
+	webPath := filepath.Join(dir, "web.tar")
+	if err := os.WriteFile(webPath, webTar, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	storeGet := func(ref string) (*imagestore.Image, error) {
+		s, err := imagestore.Open(cluster.ImageStoreDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Get(ref)
+	}
+	tmpEmpty := func() {
+		t.Helper()
+		if left, _ := os.ReadDir(filepath.Join(cluster.ImageStoreDir(), "tmp")); len(left) != 0 {
+			t.Errorf("the store's tmp/ holds %v", left)
+		}
+	}
+
+	t.Run("a file and stdin", func(t *testing.T) {
+		out, errOut, err := runLoad(t, apiTar, webPath, "-")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		t.Logf("stdout:\n%sstderr:\n%s", out, errOut)
+		webCfg, _ := web.ConfigName()
+		apiCfg, _ := api.ConfigName()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "web:1,web:latest "+webCfg.String()+" ") ||
+			!strings.HasPrefix(lines[1], "example.test/team/api:2 "+apiCfg.String()+" ") {
+			t.Errorf("output %q: want a line per image, its tags, config digest and size", out)
+		}
+		if !strings.Contains(errOut, "pods of web:latest default to imagePullPolicy Always") {
+			t.Errorf("stderr %q does not warn of web:latest's pull policy", errOut)
+		}
+		for ref, cfg := range map[string]v1.Hash{"web:1": webCfg, "docker.io/library/web:latest": webCfg, "example.test/team/api:2": apiCfg} {
+			img, err := storeGet(ref)
+			if err != nil {
+				t.Errorf("the store lacks %s: %v", ref, err)
+				continue
+			}
+			if img.ConfigDigest != cfg.String() || !strings.HasSuffix(img.ID, "@"+cfg.String()) || len(img.Layers) != 2 {
+				t.Errorf("%s: %+v", ref, img)
+			}
+		}
+		tmpEmpty()
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		// The config, same length: the tar stays whole.
+		tampered := bytes.Replace(apiTar, []byte(`"/app/api"`), []byte(`"/app/API"`), 1)
+		if bytes.Equal(tampered, apiTar) {
+			t.Fatal("the archive has no config to tamper with")
+		}
+		_, otherTar := savedImage(t, "other", "other:1")
+		for _, tc := range []struct {
+			name  string
+			stdin []byte
+			args  []string
+			says  string
+		}{
+			{"an image, not a file", nil, []string{"web:2"}, "docker save -o image.tar web:2"},
+			{"not a tar", []byte("hello\n"), []string{"-"}, "not a tar archive"},
+			{"truncated", otherTar[:len(otherTar)/2], []string{"-"}, "truncated"},
+			{"tampered", tampered, []string{"-"}, "digest mismatch"},
+			{"--tag for two archives", nil, []string{"--tag", "x:1", webPath, webPath}, "one archive"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, _, err := runLoad(t, tc.stdin, tc.args...)
+				if err == nil || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("got %v, want an error saying %q", err, tc.says)
+				}
+				t.Log(err)
+				tmpEmpty()
+			})
+		}
+		if _, err := storeGet("other:1"); !errors.Is(err, imagestore.ErrNotPresent) {
+			t.Errorf("the truncated archive's image: %v", err)
+		}
+	})
+}
