@@ -6,10 +6,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -27,7 +31,8 @@ import (
 // image's own layers (busybox's httpd serving a file of the image, as
 // the image's user) and answers through its Service; the pods' events
 // and imageID tell what was pulled. A pod of a repository the registry
-// does not have waits in ImagePullBackOff.
+// does not have waits in ImagePullBackOff. The same image, never pushed,
+// runs from `svcnet load` of its docker save archive.
 func TestPulledImage(t *testing.T) {
 	t.Parallel()
 	c := up(t, 2, "--insecure-registry=172.18.0.2:5000")
@@ -102,6 +107,34 @@ func TestPulledImage(t *testing.T) {
 	pod := strings.Fields(k.MustRun("", "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}"))[0]
 	if uid := strings.TrimSpace(k.MustRun("", "exec", pod, "--", "/bin/busybox", "id", "-u")); uid != "1234" {
 		t.Errorf("the container runs as %s, want the image's user web (1234)", uid)
+	}
+
+	// The same image never pushed: `svcnet load` of its docker save
+	// archive puts it on the nodes, and a pod that may not pull runs it.
+	archive := filepath.Join(t.TempDir(), "web.tar")
+	tag, err := name.NewTag("e2e.local/loaded:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(archive, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	load := exec.Command(c.bin, "load", archive)
+	load.Env = append(os.Environ(), "SVCNET_HOME="+c.home)
+	if out, err := load.CombinedOutput(); err != nil || !strings.Contains(string(out), "e2e.local/loaded:1") {
+		t.Fatalf("svcnet load: %v: %s", err, out)
+	}
+	k.MustRun("", "run", "loaded", "--image=e2e.local/loaded:1", "--image-pull-policy=Never")
+	c.untilRunning("the loaded image's pod", "loaded")
+	if got := k.MustRun("", "exec", "loaded", "--", "/bin/busybox", "cat", "/www/index.html"); got != "served from a pulled image\n" {
+		t.Errorf("the loaded image's file: %q", got)
+	}
+	cfg, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := k.MustRun("", "get", "pod", "loaded", "-o", "jsonpath={.status.containerStatuses[0].imageID}"); id != "e2e.local/loaded@"+cfg.String() {
+		t.Errorf("the loaded image's imageID %q, want its config digest %s", id, cfg)
 	}
 
 	// A repository the registry does not have: the pod backs off.
