@@ -279,7 +279,7 @@ func (s *soak) writeReport(dir string) {
 			p("")
 			first = false
 		}
-		p("- %s %s %s at %s (%s): %s; during: %s", o.Op, o.Kind, o.Name, s.clock(o.At), o.At.Format("15:04:05.000"), o.Result, s.during(o.At, 0))
+		p("- %s %s %s at %s (%s): %s; during: %s", o.Op, o.Kind, o.Name, s.clock(o.At), o.At.Format("15:04:05.000"), o.Result, s.during(o.At, o.Took))
 	}
 	p("")
 	p("## Usage: the second sixth of the run against the last")

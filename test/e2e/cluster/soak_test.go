@@ -211,7 +211,8 @@ type rolloutRecord struct {
 
 type churnOp struct {
 	At       time.Time
-	Kind, Op string // "Service", "create"
+	Took     time.Duration // until it answered or failed
+	Kind, Op string        // "Service", "create"
 	Name     string
 	Result   string // "" for success, else the kind of failure
 }
@@ -520,7 +521,7 @@ func (s *soak) churnDelete(kind, name string) bool {
 // recordChurn records a request sent at sent (when a fault that cut it
 // off struck, not when the client gave up).
 func (s *soak) recordChurn(sent time.Time, kind, op, name string, err error) {
-	o := churnOp{At: sent, Kind: kind, Op: op, Name: name}
+	o := churnOp{At: sent, Took: time.Since(sent), Kind: kind, Op: op, Name: name}
 	switch {
 	case err == nil:
 	case op == "delete" && apierrors.IsNotFound(err):
