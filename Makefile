@@ -20,7 +20,7 @@ COREDNS := /var/cache/svcnet/coredns/v1.14.7/coredns
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
 
-.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps clean conformance conformance-network image soak
+.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps bench-pull clean conformance conformance-network image soak
 
 ## run: install what is missing, build, and start svcnet with the reference scenario
 run: deps build
@@ -129,10 +129,12 @@ soak: deps build check-kubectl
 	SVCNET_SOAK_DURATION=$(SOAK_DURATION) SVCNET_SOAK_OUT=$(abspath docs/soak) SVCNET_E2E_BINARY=$(abspath $(BIN)) \
 		$(GO) test -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' -v ./test/e2e/cluster/
 
-## bench-deps: what only the benchmarks use: wrk, and nginx-light to compare
-## the ingress with (installed with its service kept stopped: a policy-rc.d
-## refuses the start, so nothing listens on the host)
-BENCH_PACKAGES := wrk nginx-light
+## bench-deps: what only the benchmarks use: wrk, nginx-light to compare
+## the ingress with, and containerd to compare image pulls and container
+## starts with (installed with their services kept stopped: a policy-rc.d
+## refuses the start, so nothing listens on the host; bench-pull runs a
+## containerd of its own)
+BENCH_PACKAGES := wrk nginx-light containerd
 bench-deps: deps
 	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -141,6 +143,13 @@ bench-deps: deps
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; rc=$$?; \
 		if [ -n "$$own" ]; then rm -f /usr/sbin/policy-rc.d; fi; exit $$rc; \
 	fi
+
+## bench-pull: a 51 MiB image's first pull and start, and a second pod of
+## it, on svcnet's node runtime and on containerd side by side, from a
+## registry on 127.0.0.1 (hack/bench-pull.sh; docs/benchmarks.md). Waits
+## for a quiet machine (load average below 0.8) before each side.
+bench-pull: bench-deps build
+	./hack/bench-pull.sh
 
 lint:
 	$(GO) vet ./...
