@@ -8,8 +8,8 @@
 # svcnet: BenchmarkPullStart (internal/node/pods), containers started by
 # SVCNET (bin/svcnet) as the agent starts them. containerd: Debian's
 # package, a private instance (root, state and socket under
-# /tmp/svcnet-bench-ctrd, no CRI plugin, nothing listening on the
-# network), timed with `ctr images pull --plain-http` and `ctr run` until
+# /tmp/svcnet-bench-ctrd, runc's too, no CRI plugin, nothing listening
+# on the network), timed with `ctr images pull --plain-http` and `ctr run` until
 # the container's first line of output; ctr run gives each container a
 # network namespace of its own with only loopback (no --net-host).
 #
@@ -44,6 +44,9 @@ if [ -e "$D" ]; then
 fi
 
 registry_pid="" containerd_pid=""
+# The shims' sockets are in /run/containerd/s whatever containerd's
+# state directory (1.6): the directory goes too if this run made it.
+[ -e /run/containerd ] && made_run_dir="" || made_run_dir=1
 ctr_pids=()
 ctrd() { ctr --address "$D/ctrd.sock" "$@"; }
 
@@ -89,6 +92,7 @@ cleanup() {
 		rmdir "$d" 2>/dev/null || echo "bench-pull: could not remove cgroup $d" >&2
 	done
 	rm -rf "$D"
+	[ -n "$made_run_dir" ] && rm -rf /run/containerd
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -163,7 +167,7 @@ run_until_up() {
 	mkfifo "$fifo"
 	exec {fd}<>"$fifo"
 	fds+=("$fd")
-	ctrd run --cgroup "/$cg/$id" "$ref" "$id" "${cmd[@]}" >"$fifo" 2>&1 &
+	ctrd run --cgroup "/$cg/$id" --runc-root "$D/runc" --fifo-dir "$D/fifo" "$ref" "$id" "${cmd[@]}" >"$fifo" 2>&1 &
 	ctr_pids+=($!)
 	if ! read -r -t 60 line <&"$fd" || [ "$line" != up ]; then
 		die "ctr run $id: ${line:-no output in 60 s}"
