@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -102,11 +105,30 @@ func free(port int) bool {
 	return true
 }
 
+// freePort is a loopback port nothing listens on, below the system's
+// ephemeral range (net.ipv4.ip_local_port_range): the kernel never gives
+// those to a connection's local end, whereas a port from the range
+// (what listening on port 0 gives) may be taken by any outgoing
+// connection of the machine before etcd binds it ("address already in
+// use", as a test run met).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port for etcd: %w", err)
+	first := 32768
+	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > lowestPort+1000 {
+				first = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 200 {
+		port := lowestPort + rand.IntN(first-lowestPort)
+		if free(port) {
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("find a free port for etcd: none free in [%d, %d) after 200 tries", lowestPort, first)
 }
+
+// lowestPort is the lowest port freePort gives, above the well-known and
+// most registered services' ports.
+const lowestPort = 10000
