@@ -29,12 +29,30 @@ const rtnLocal = 2
 // ctStateNew is the ct state bit of a connection's first packet.
 const ctStateNew = 8
 
-// The TCP header's flags byte and two of its bits.
+// The TCP header's sequence number and flags byte, and four of its bits.
 const (
+	tcpSeqOffset   = 4
 	tcpFlagsOffset = 13
+	tcpFin         = 0x01
 	tcpSyn         = 0x02
+	tcpRst         = 0x04
 	tcpAck         = 0x10
 )
+
+// The type and code of the ICMP and ICMPv6 messages that say a port is
+// unreachable (RFC 792, RFC 4443).
+var (
+	icmpPortUnreachable   = [2]byte{3, 3}
+	icmpv6PortUnreachable = [2]byte{1, 4}
+)
+
+// portUnreachable is the family's type and code of that message.
+func portUnreachable(f Family) [2]byte {
+	if f == IPv6 {
+		return icmpv6PortUnreachable
+	}
+	return icmpPortUnreachable
+}
 
 // anonSet is a constant set or map that belongs to one rule (the targets
 // of a numgen, the prefixes of a MatchAddrList). The transaction creates
@@ -136,6 +154,9 @@ func (c *compiled) add(f Family, s Stmt, nextID func() uint32) error {
 	case MatchDport:
 		c.exprs = append(c.exprs, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.BigEndian.PutUint16(s.Port)})
+	case MatchSport:
+		c.exprs = append(c.exprs, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binaryutil.BigEndian.PutUint16(s.Port)})
 	case MatchFibLocal:
 		c.exprs = append(c.exprs, &expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagSADDR: s.Src, FlagDADDR: !s.Src},
 			&expr.Cmp{Op: cmpOp(s.Neg), Register: reg1, Data: binaryutil.NativeEndian.PutUint32(rtnLocal)})
@@ -147,6 +168,18 @@ func (c *compiled) add(f Family, s Stmt, nextID func() uint32) error {
 		c.exprs = append(c.exprs, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: tcpFlagsOffset, Len: 1},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 1, Mask: []byte{tcpSyn | tcpAck}, Xor: []byte{0}},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{tcpSyn}})
+	case MatchTCPRefusal:
+		c.exprs = append(c.exprs, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: tcpFlagsOffset, Len: 1},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 1, Mask: []byte{tcpFin | tcpSyn | tcpRst | tcpAck}, Xor: []byte{0}},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{tcpRst | tcpAck}},
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: tcpSeqOffset, Len: 4},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: make([]byte, 4)})
+	case MatchPortUnreachable:
+		tc := portUnreachable(f)
+		c.exprs = append(c.exprs, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: tc[:1]},
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 1, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: tc[1:]})
 	case MatchMarkClear:
 		c.exprs = append(c.exprs, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(s.Mark), Xor: make([]byte, 4)},

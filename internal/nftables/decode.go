@@ -61,11 +61,39 @@ func (d *decoder) next() error {
 			}
 			return errUnknown
 		}
+		if e.Base == expr.PayloadBaseTransportHeader && e.Offset == 0 && e.Len == 2 {
+			if c, ok := d.peek(1).(*expr.Cmp); ok && c.Op == expr.CmpOpEq && len(c.Data) == 2 {
+				return d.emit(2, MatchSport{Port: binary.BigEndian.Uint16(c.Data)})
+			}
+			return errUnknown
+		}
 		if e.Base == expr.PayloadBaseTransportHeader && e.Offset == tcpFlagsOffset && e.Len == 1 {
 			b, ok1 := d.peek(1).(*expr.Bitwise)
 			c, ok2 := d.peek(2).(*expr.Cmp)
-			if ok1 && ok2 && slices.Equal(b.Mask, []byte{tcpSyn | tcpAck}) && isZero(b.Xor) && c.Op == expr.CmpOpEq && slices.Equal(c.Data, []byte{tcpSyn}) {
+			if !ok1 || !ok2 || !isZero(b.Xor) || c.Op != expr.CmpOpEq {
+				return errUnknown
+			}
+			if slices.Equal(b.Mask, []byte{tcpSyn | tcpAck}) && slices.Equal(c.Data, []byte{tcpSyn}) {
 				return d.emit(3, MatchTCPSyn{})
+			}
+			s, ok3 := d.peek(3).(*expr.Payload)
+			z, ok4 := d.peek(4).(*expr.Cmp)
+			if slices.Equal(b.Mask, []byte{tcpFin | tcpSyn | tcpRst | tcpAck}) && slices.Equal(c.Data, []byte{tcpRst | tcpAck}) &&
+				ok3 && ok4 && s.Base == expr.PayloadBaseTransportHeader && s.Offset == tcpSeqOffset && s.Len == 4 &&
+				z.Op == expr.CmpOpEq && len(z.Data) == 4 && isZero(z.Data) {
+				return d.emit(5, MatchTCPRefusal{})
+			}
+			return errUnknown
+		}
+		if e.Base == expr.PayloadBaseTransportHeader && e.Offset == 0 && e.Len == 1 {
+			tc := portUnreachable(d.f)
+			c1, ok1 := d.peek(1).(*expr.Cmp)
+			p2, ok2 := d.peek(2).(*expr.Payload)
+			c2, ok3 := d.peek(3).(*expr.Cmp)
+			if ok1 && ok2 && ok3 && c1.Op == expr.CmpOpEq && slices.Equal(c1.Data, tc[:1]) &&
+				p2.Base == expr.PayloadBaseTransportHeader && p2.Offset == 1 && p2.Len == 1 &&
+				c2.Op == expr.CmpOpEq && slices.Equal(c2.Data, tc[1:]) {
+				return d.emit(4, MatchPortUnreachable{})
 			}
 			return errUnknown
 		}

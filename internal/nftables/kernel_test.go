@@ -28,6 +28,10 @@ func sample(f Family) *Table {
 		}
 		return netip.MustParsePrefix(v4)
 	}
+	icmp := ICMP
+	if f == IPv6 {
+		icmp = ICMPv6
+	}
 	jump := func(c string) Verdict { return Verdict{Kind: Jump, Chain: c} }
 	gotoC := func(c string) Verdict { return Verdict{Kind: Goto, Chain: c} }
 	return &Table{Family: f, Name: "svcnet-test",
@@ -68,6 +72,9 @@ func sample(f Family) *Table {
 				R(MatchAddr{Prefix: p("10.96.0.0/12", "fd04::/108")}, Verdict{Kind: Drop}),
 				R(MatchFibLocal{Neg: true}, Verdict{Kind: Accept}),
 				R(MatchProto{Proto: TCP}, MatchTCPSyn{}, Verdict{Kind: Drop}),
+				R(MatchAddr{Src: true, Prefix: netip.PrefixFrom(a("10.180.0.1", "fd00::1"), a("1.1.1.1", "::1").BitLen())}, MatchProto{Proto: TCP},
+					MatchSport{Port: 8080}, MatchTCPRefusal{}, Verdict{Kind: Drop}),
+				R(MatchProto{Proto: icmp}, MatchPortUnreachable{}, Verdict{Kind: Drop}),
 			}},
 			{Name: "services"},
 		},
@@ -145,7 +152,8 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("nft cannot list the table: %v: %s", err, out)
 			}
-			for _, s := range []string{"numgen random mod 3 vmap", "masquerade fully-random", "update @affinity-X", "comment \"ns1/svc1:p80\"", "timeout 3h", "tcp flags"} {
+			for _, s := range []string{"numgen random mod 3 vmap", "masquerade fully-random", "update @affinity-X", "comment \"ns1/svc1:p80\"", "timeout 3h", "tcp flags",
+				"sport 8080", "sequence 0", "code port-unreachable"} {
 				if !strings.Contains(string(out), s) {
 					t.Errorf("nft's listing lacks %q:\n%s", s, out)
 				}

@@ -42,11 +42,13 @@ func (f Family) addrLen() int {
 // Proto is a layer-4 protocol number.
 type Proto uint8
 
-// The protocols Services use.
+// The protocols Services use, and ICMP's two, which carry refusals.
 const (
-	TCP  Proto = 6
-	UDP  Proto = 17
-	SCTP Proto = 132
+	ICMP   Proto = 1
+	TCP    Proto = 6
+	UDP    Proto = 17
+	ICMPv6 Proto = 58
+	SCTP   Proto = 132
 )
 
 func (p Proto) String() string {
@@ -57,6 +59,10 @@ func (p Proto) String() string {
 		return "udp"
 	case SCTP:
 		return "sctp"
+	case ICMP:
+		return "icmp"
+	case ICMPv6:
+		return "ipv6-icmp"
 	}
 	return strconv.Itoa(int(p))
 }
@@ -107,6 +113,9 @@ type MatchProto struct{ Proto Proto }
 // MatchDport matches the transport destination port: `th dport 80`.
 type MatchDport struct{ Port uint16 }
 
+// MatchSport matches the transport source port: `th sport 8080`.
+type MatchSport struct{ Port uint16 }
+
 // MatchFibLocal matches packets whose source or destination address is
 // one of the node's: `fib saddr type local`.
 type MatchFibLocal struct{ Src, Neg bool }
@@ -119,6 +128,22 @@ type MatchCtNew struct{}
 // (`tcp flags & (syn | ack) == syn`). A rule that uses it must match the
 // protocol first (MatchProto).
 type MatchTCPSyn struct{}
+
+// MatchTCPRefusal matches the reset with which TCP refuses a connection
+// (no socket listens at its port): it answers a SYN, which carries no
+// acknowledgement, so it has flags RST and ACK alone and sequence number
+// 0 (RFC 9293, 3.10.7.1), from its header alone:
+// `tcp flags rst,ack / fin,syn,rst,ack tcp sequence 0`. A reset that
+// ends an established connection carries the connection's sequence
+// number instead. A rule that uses it must match the protocol first.
+type MatchTCPRefusal struct{}
+
+// MatchPortUnreachable matches an ICMP (ICMPv6 in ip6 tables)
+// destination-unreachable message of code port-unreachable, with which a
+// host refuses a UDP datagram no socket takes:
+// `icmp type destination-unreachable icmp code port-unreachable`. A rule
+// that uses it must match the protocol (ICMP or ICMPv6) first.
+type MatchPortUnreachable struct{}
 
 // MatchMarkClear matches packets whose mark has none of Mark's bits:
 // `meta mark & 0x4000 == 0`.
@@ -237,6 +262,7 @@ func (s MatchAddrList) nft(f Family) string {
 
 func (s MatchProto) nft(Family) string { return "meta l4proto " + s.Proto.String() }
 func (s MatchDport) nft(Family) string { return "th dport " + strconv.Itoa(int(s.Port)) }
+func (s MatchSport) nft(Family) string { return "th sport " + strconv.Itoa(int(s.Port)) }
 
 func (s MatchFibLocal) nft(Family) string {
 	field := "daddr"
@@ -248,6 +274,16 @@ func (s MatchFibLocal) nft(Family) string {
 
 func (MatchCtNew) nft(Family) string  { return "ct state new" }
 func (MatchTCPSyn) nft(Family) string { return "tcp flags syn / syn,ack" }
+func (MatchTCPRefusal) nft(Family) string {
+	return "tcp flags rst,ack / fin,syn,rst,ack tcp sequence 0"
+}
+
+func (MatchPortUnreachable) nft(f Family) string {
+	if f == IPv6 {
+		return "icmpv6 type destination-unreachable icmpv6 code port-unreachable"
+	}
+	return "icmp type destination-unreachable icmp code port-unreachable"
+}
 
 func (s MatchMarkClear) nft(Family) string {
 	return fmt.Sprintf("meta mark & %#08x == 0", s.Mark)

@@ -38,6 +38,12 @@ func TestFormat(t *testing.T) {
 		{IPv6, R(MatchProto{Proto: SCTP}, DNAT{To: netip.MustParseAddrPort("[fd00::5]:80")}), "meta l4proto sctp dnat to [fd00::5]:80"},
 		{IPv4, R(MatchCtNew{}, Verdict{Kind: Jump, Chain: "x"}), "ct state new jump x"},
 		{IPv4, R(MatchProto{Proto: TCP}, MatchTCPSyn{}, Verdict{Kind: Drop}), "meta l4proto tcp tcp flags syn / syn,ack drop"},
+		{IPv4, R(MatchProto{Proto: TCP}, MatchSport{Port: 53}, MatchTCPRefusal{}, Verdict{Kind: Drop}),
+			"meta l4proto tcp th sport 53 tcp flags rst,ack / fin,syn,rst,ack tcp sequence 0 drop"},
+		{IPv4, R(MatchProto{Proto: ICMP}, MatchPortUnreachable{}, Verdict{Kind: Drop}),
+			"meta l4proto icmp icmp type destination-unreachable icmp code port-unreachable drop"},
+		{IPv6, R(MatchProto{Proto: ICMPv6}, MatchPortUnreachable{}, Verdict{Kind: Drop}),
+			"meta l4proto ipv6-icmp icmpv6 type destination-unreachable icmpv6 code port-unreachable drop"},
 		{IPv4, R(Masquerade{FullyRandom: true}), "masquerade fully-random"},
 		{IPv4, R(MatchAddrSet{Set: "cluster-ips"}, Reject{}), "ip daddr @cluster-ips reject"},
 	}
