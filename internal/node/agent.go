@@ -311,17 +311,26 @@ func (a *Agent) ServiceEnv(pod *corev1.Pod) []corev1.EnvVar {
 // selectingServices counts the Services of the pod's namespace whose
 // selector chooses it.
 func (a *Agent) selectingServices(pod *corev1.Pod) []string {
+	var names []string
+	for _, s := range a.servicesOf(pod) {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// servicesOf are the Services whose selector selects pod.
+func (a *Agent) servicesOf(pod *corev1.Pod) []*corev1.Service {
 	svcs, err := a.services.Services(pod.Namespace).List(labels.Everything())
 	if err != nil {
 		return nil
 	}
-	var names []string
+	var out []*corev1.Service
 	for _, s := range svcs {
 		if len(s.Spec.Selector) > 0 && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(pod.Labels)) {
-			names = append(names, s.Name)
+			out = append(out, s)
 		}
 	}
-	return names
+	return out
 }
 
 // drainPoll is how often a draining pod's slices are read: only pods

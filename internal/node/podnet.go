@@ -49,10 +49,14 @@ func (n *PodNetwork) Setup(uid string) (netip.Addr, string, error) {
 		n.Teardown(uid)
 		return netip.Addr{}, "", fmt.Errorf("pod network: %w", err)
 	}
-	// A hold that an earlier run of the agent left ends: this run has
-	// not seen the crash it was for.
+	// A hold or a guard that an earlier run of the agent left ends: this
+	// run has not seen the crash the hold was for, and puts the guard
+	// back once it knows the pod Ready.
 	if err := n.Unhold(uid, ip); err != nil {
 		return netip.Addr{}, "", fmt.Errorf("pod network: end an earlier run's crash hold: %w", err)
+	}
+	if err := n.Unguard(uid, ip); err != nil {
+		return netip.Addr{}, "", fmt.Errorf("pod network: remove an earlier run's serving guard: %w", err)
 	}
 	return ip, ns, nil
 }

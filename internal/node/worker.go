@@ -51,6 +51,11 @@ type podWorker struct {
 	// pod's Ready condition as last computed.
 	hold  *heldCrash
 	ready bool
+	// guarded says a serving guard (see guard.go) is in place, for the
+	// ports guard at the pod's address guardAddr.
+	guarded   bool
+	guard     []servedPort
+	guardAddr netip.Addr
 	// pulls are the pod's image pulls; pulled delivers their ends, and
 	// pullCtx, which ends with the worker, bounds them.
 	pulls   imagepull.Images
@@ -150,8 +155,10 @@ func (w *podWorker) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	defer w.endHold("")
+	defer w.unguard()
 	for {
 		if w.pod.DeletionTimestamp != nil {
+			w.unguard()
 			w.endHold("the pod is being deleted")
 			w.stopDeleted(ctx, terminal)
 			return
@@ -160,6 +167,7 @@ func (w *podWorker) run(ctx context.Context) {
 			terminal = w.sync(ctx)
 		}
 		w.push(ctx)
+		w.syncGuard()
 		if w.hold != nil && w.ready {
 			w.endHold("the pod is ready again")
 		}
@@ -171,6 +179,7 @@ func (w *podWorker) run(ctx context.Context) {
 			// them. Their probes end with ctx.
 			return
 		case <-w.gone:
+			w.unguard()
 			w.endHold("the pod is gone")
 			w.sb.Terminate(pods.GracePeriod(w.pod, nil), w.onProbe)
 			w.sb.TeardownNetwork()
