@@ -4,18 +4,12 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/svcnet/svcnet/internal/cluster"
 	"github.com/svcnet/svcnet/internal/imagestore"
@@ -26,48 +20,14 @@ import (
 // (the top one holding app/<file>) under tags.
 func savedImage(t *testing.T, file string, tags ...string) (v1.Image, []byte) {
 	t.Helper()
-	var layers []v1.Layer
-	for _, r := range []io.Reader{
-		imagetest.Layer(t, imagetest.Entry{Name: "bin/", Type: tar.TypeDir, Mode: 0o755}, imagetest.File("bin/tool", "#!/bin/sh\n", 0o755)),
-		imagetest.Layer(t, imagetest.Entry{Name: "app/", Type: tar.TypeDir, Mode: 0o755}, imagetest.File("app/"+file, file+"\n", 0o644)),
-	} {
-		b, err := io.ReadAll(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		layers = append(layers, l)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layers...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = runtime.GOOS, runtime.GOARCH
-	cf.Config = v1.Config{Cmd: []string{"/app/" + file}}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	refs := map[name.Reference]v1.Image{}
+	bin := imagetest.Layer(t, imagetest.Entry{Name: "bin/", Type: tar.TypeDir, Mode: 0o755}, imagetest.File("bin/tool", "#!/bin/sh\n", 0o755))
+	app := imagetest.Layer(t, imagetest.Entry{Name: "app/", Type: tar.TypeDir, Mode: 0o755}, imagetest.File("app/"+file, file+"\n", 0o644))
+	img := imagetest.Image(t, v1.Config{Cmd: []string{"/app/" + file}}, nil, imagetest.LayerOf(t, bin), imagetest.LayerOf(t, app))
+	tagged := map[string]v1.Image{}
 	for _, tag := range tags {
-		ref, err := name.ParseReference(tag)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refs[ref] = img
+		tagged[tag] = img
 	}
-	var buf bytes.Buffer
-	if err := tarball.MultiRefWrite(refs, &buf); err != nil {
-		t.Fatal(err)
-	}
-	return img, buf.Bytes()
+	return img, imagetest.DockerSave(t, tagged)
 }
 
 // runLoad runs `svcnet load args…` against SVCNET_HOME, stdin given.

@@ -5,52 +5,20 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
 )
 
 // layerOf is a gzip layer of the tar stream (or another compression).
 func layerOf(t *testing.T, b []byte, opts ...tarball.LayerOption) v1.Layer {
 	t.Helper()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(b)), nil
-	}, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-// imageOf is an image of the layers for this platform (or plat), with
-// the run config.
-func imageOf(t *testing.T, cfg v1.Config, plat *v1.Platform, layers ...v1.Layer) v1.Image {
-	t.Helper()
-	img, err := mutate.AppendLayers(empty.Image, layers...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = runtime.GOOS, runtime.GOARCH
-	if plat != nil {
-		cf.OS, cf.Architecture, cf.Variant = plat.OS, plat.Architecture, plat.Variant
-	}
-	cf.Config = cfg
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	return img
+	return imagetest.LayerOf(t, bytes.NewReader(b), opts...)
 }
 
 // simpleLayer is a small layer of a directory, a file and a symlink,

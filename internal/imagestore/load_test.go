@@ -23,7 +23,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/static"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
@@ -44,26 +43,6 @@ func appLayer(t *testing.T, file string, gz bool) v1.Layer {
 		return layerOf(t, b)
 	}
 	return static.NewLayer(b, types.DockerUncompressedLayer)
-}
-
-// dockerSave is `docker save` of the images by tag, as
-// go-containerregistry's tarball writes it (manifest.json, the config as
-// sha256:<hex>, layers as <hex>.tar.gz or .tar).
-func dockerSave(t *testing.T, tagged map[string]v1.Image) []byte {
-	t.Helper()
-	refs := map[name.Reference]v1.Image{}
-	for tag, img := range tagged {
-		ref, err := name.ParseReference(tag)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refs[ref] = img
-	}
-	var buf bytes.Buffer
-	if err := tarball.MultiRefWrite(refs, &buf); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // legacyImage is an image for dockerSaveLegacy.
@@ -310,10 +289,12 @@ func TestLoad(t *testing.T) {
 	}
 	runCfg := v1.Config{Entrypoint: []string{"/app/run"}, Env: []string{"A=b"}, User: "1000", ExposedPorts: map[string]struct{}{"8080/tcp": {}}}
 	base := appLayer(t, "base", true)
-	web := imageOf(t, runCfg, nil, base, appLayer(t, "web", true))
-	api := imageOf(t, v1.Config{Cmd: []string{"api"}}, nil, base, appLayer(t, "api", true))
-	plain := imageOf(t, v1.Config{}, nil, appLayer(t, "plainbase", false), appLayer(t, "plain", false))
-	imgFor := func(p v1.Platform) v1.Image { return imageOf(t, v1.Config{}, &p, appLayer(t, p.Architecture, true)) }
+	web := imagetest.Image(t, runCfg, nil, base, appLayer(t, "web", true))
+	api := imagetest.Image(t, v1.Config{Cmd: []string{"api"}}, nil, base, appLayer(t, "api", true))
+	plain := imagetest.Image(t, v1.Config{}, nil, appLayer(t, "plainbase", false), appLayer(t, "plain", false))
+	imgFor := func(p v1.Platform) v1.Image {
+		return imagetest.Image(t, v1.Config{}, &p, appLayer(t, p.Architecture, true))
+	}
 	multi := mutate.AppendManifests(empty.Index,
 		mutate.IndexAddendum{Add: imgFor(other1), Descriptor: v1.Descriptor{Platform: &other1}},
 		mutate.IndexAddendum{Add: imgFor(here), Descriptor: v1.Descriptor{Platform: &here}},
@@ -341,21 +322,21 @@ func TestLoad(t *testing.T) {
 	}{
 		{
 			name:    "docker save, two tags, gzip layers",
-			archive: dockerSave(t, map[string]v1.Image{"web:1": web, "example.test/team/web:latest": web}),
+			archive: imagetest.DockerSave(t, map[string]v1.Image{"web:1": web, "example.test/team/web:latest": web}),
 			want:    map[string]v1.Image{"web:1": web, "example.test/team/web:latest": web},
 			files:   map[string]string{"web:1": "web"},
 			added:   2,
 		},
 		{
 			name:    "docker save, two images sharing a layer, counted once",
-			archive: dockerSave(t, map[string]v1.Image{"web:1": web, "api:2": api}),
+			archive: imagetest.DockerSave(t, map[string]v1.Image{"web:1": web, "api:2": api}),
 			want:    map[string]v1.Image{"web:1": web, "api:2": api},
 			files:   map[string]string{"web:1": "web", "api:2": "api"},
 			added:   3,
 		},
 		{
 			name:    "docker save, plain layers",
-			archive: dockerSave(t, map[string]v1.Image{"plain:1": plain}),
+			archive: imagetest.DockerSave(t, map[string]v1.Image{"plain:1": plain}),
 			want:    map[string]v1.Image{"plain:1": plain},
 			files:   map[string]string{"plain:1": "plain"},
 			added:   2,
@@ -376,7 +357,7 @@ func TestLoad(t *testing.T) {
 		},
 		{
 			name:    "docker save | gzip, through a pipe",
-			archive: gzipped(t, dockerSave(t, map[string]v1.Image{"web:1": web})),
+			archive: gzipped(t, imagetest.DockerSave(t, map[string]v1.Image{"web:1": web})),
 			stream:  true,
 			want:    map[string]v1.Image{"web:1": web},
 			files:   map[string]string{"web:1": "web"},
@@ -527,14 +508,14 @@ func TestLoad(t *testing.T) {
 func TestLoadSharesPulledLayers(t *testing.T) {
 	reg := registrytest.Start(t)
 	base := appLayer(t, "base", true)
-	pulled := imageOf(t, v1.Config{}, nil, base, appLayer(t, "pulled", true))
-	loaded := imageOf(t, v1.Config{}, nil, base, appLayer(t, "loaded", true))
+	pulled := imagetest.Image(t, v1.Config{}, nil, base, appLayer(t, "pulled", true))
+	loaded := imagetest.Image(t, v1.Config{}, nil, base, appLayer(t, "loaded", true))
 	ref := reg.Push(t, "team/pulled:1", pulled)
 	s := openStore(t)
 	if _, err := s.Pull(testContext(t), ref, PullOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Load(testContext(t), openArchive(t, dockerSave(t, map[string]v1.Image{"loaded:1": loaded})), LoadOptions{})
+	res, err := s.Load(testContext(t), openArchive(t, imagetest.DockerSave(t, map[string]v1.Image{"loaded:1": loaded})), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,8 +542,8 @@ func TestLoadRefuses(t *testing.T) {
 		t.Skip("the test's other platform is this one")
 	}
 	good, bad := appLayer(t, "good", true), appLayer(t, "bad", true)
-	img := imageOf(t, v1.Config{}, nil, good, bad)
-	saved := dockerSave(t, map[string]v1.Image{"web:1": img})
+	img := imagetest.Image(t, v1.Config{}, nil, good, bad)
+	saved := imagetest.DockerSave(t, map[string]v1.Image{"web:1": img})
 	badFile := mustDigest(t, bad).Hex + ".tar.gz"
 	evil := layerOf(t, tarOf(t, tFile("app/evil", "not the layer\n", 0o644)))
 	evilBlob, err := evil.Compressed()
@@ -578,7 +559,7 @@ func TestLoadRefuses(t *testing.T) {
 	})
 	cfgBlob := "blobs/sha256/" + configDigest(t, img).Hex
 	legacy := dockerSaveLegacy(t, legacyImage{[]string{"web:1"}, img})
-	otherImg := imageOf(t, v1.Config{}, &other, appLayer(t, "other", true))
+	otherImg := imagetest.Image(t, v1.Config{}, &other, appLayer(t, "other", true))
 	otherIndex := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: otherImg, Descriptor: v1.Descriptor{Platform: &other}})
 
 	for _, tc := range []struct {
@@ -638,10 +619,10 @@ func TestLoadRefuses(t *testing.T) {
 			[]string{"carries no name", "--tag"}},
 		{"only a tag", ociArchive(t, func(p layout.Path) { appendImage(t, p, img, map[string]string{annotationRefName: "v1"}) }), LoadOptions{}, ErrArchive,
 			[]string{"carries no name", `"v1"`, "tag without a repository"}},
-		{"a name for two images", dockerSave(t, map[string]v1.Image{"web:1": img, "other:1": imageOf(t, v1.Config{}, nil, good)}),
+		{"a name for two images", imagetest.DockerSave(t, map[string]v1.Image{"web:1": img, "other:1": imagetest.Image(t, v1.Config{}, nil, good)}),
 			LoadOptions{Name: "mine:1"}, ErrArchive, []string{"holds 2 images"}},
 		{"a digest for a name", saved, LoadOptions{Name: "web@sha256:" + strings.Repeat("a", 64)}, ErrInvalidReference, []string{"not a digest"}},
-		{"another platform", dockerSave(t, map[string]v1.Image{"other:1": otherImg}), LoadOptions{}, ErrPlatform,
+		{"another platform", imagetest.DockerSave(t, map[string]v1.Image{"other:1": otherImg}), LoadOptions{}, ErrPlatform,
 			[]string{"linux/s390x", here.String()}},
 		{"an index without this platform", ociArchive(t, func(p layout.Path) {
 			if err := p.AppendIndex(otherIndex, layout.WithAnnotations(map[string]string{annotationImageName: "example.test/multi:1"})); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
 	"github.com/svcnet/svcnet/internal/imagestore/registrytest"
 )
 
@@ -45,7 +46,7 @@ func TestPullByTagAndDigest(t *testing.T) {
 		User:         "1000:1000",
 		ExposedPorts: map[string]struct{}{"8080/tcp": {}, "53/udp": {}},
 	}
-	img := imageOf(t, cfg, nil, l1, l2)
+	img := imagetest.Image(t, cfg, nil, l1, l2)
 	tagRef := reg.Push(t, "team/app:v1", img)
 	digest := mustDigest(t, img)
 	digestRef := reg.Host() + "/team/app@" + digest.String()
@@ -141,7 +142,7 @@ func TestPullCompressions(t *testing.T) {
 		{"uncompressed", static.NewLayer(raw, types.OCIUncompressedLayer)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ref := reg.Push(t, "comp/"+tc.name+":latest", imageOf(t, v1.Config{}, nil, tc.layer))
+			ref := reg.Push(t, "comp/"+tc.name+":latest", imagetest.Image(t, v1.Config{}, nil, tc.layer))
 			img, err := openStore(t).Pull(testContext(t), ref, PullOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -164,7 +165,9 @@ func TestPullIndex(t *testing.T) {
 	if here.Architecture == "s390x" || here.Architecture == "arm" {
 		t.Skip("the test's other platforms include this one")
 	}
-	imgFor := func(p v1.Platform) v1.Image { return imageOf(t, v1.Config{}, &p, simpleLayer(t, p.Architecture)) }
+	imgFor := func(p v1.Platform) v1.Image {
+		return imagetest.Image(t, v1.Config{}, &p, simpleLayer(t, p.Architecture))
+	}
 	indexOf := func(plats ...v1.Platform) v1.ImageIndex {
 		var adds []mutate.IndexAddendum
 		for _, p := range plats {
@@ -224,7 +227,7 @@ func TestPullIndex(t *testing.T) {
 // secret, or with a wrong one, and serves one with it.
 func TestPullAuth(t *testing.T) {
 	reg := registrytest.Start(t, registrytest.BasicAuth("puller", "s3cret"))
-	ref := reg.Push(t, "private/app:1", imageOf(t, v1.Config{}, nil, simpleLayer(t, "private")))
+	ref := reg.Push(t, "private/app:1", imagetest.Image(t, v1.Config{}, nil, simpleLayer(t, "private")))
 	for _, tc := range []struct {
 		name    string
 		secrets [][]byte
@@ -257,7 +260,7 @@ func TestPullMirrors(t *testing.T) {
 	mirror := registrytest.Start(t)
 	real := registrytest.Start(t)
 	down := downHost(t)
-	img := imageOf(t, v1.Config{}, nil, simpleLayer(t, "mirrored"))
+	img := imagetest.Image(t, v1.Config{}, nil, simpleLayer(t, "mirrored"))
 	digest := mustDigest(t, img)
 	mirror.Push(t, "lib/app:1", img)
 	real.Push(t, "lib/app:1", img)
@@ -318,7 +321,7 @@ func mustLayers(t *testing.T, img v1.Image) []v1.Layer {
 // what a registry does not have.
 func TestPullErrors(t *testing.T) {
 	reg := registrytest.Start(t)
-	reg.Push(t, "there/app:1", imageOf(t, v1.Config{}, nil, simpleLayer(t, "x")))
+	reg.Push(t, "there/app:1", imagetest.Image(t, v1.Config{}, nil, simpleLayer(t, "x")))
 	for _, tc := range []struct {
 		ref     string
 		wantErr error
@@ -344,7 +347,7 @@ func TestPullErrors(t *testing.T) {
 func TestPullCorruptLayer(t *testing.T) {
 	reg := registrytest.Start(t)
 	good, bad := simpleLayer(t, "good"), simpleLayer(t, "bad")
-	ref := reg.Push(t, "corrupt/app:1", imageOf(t, v1.Config{}, nil, good, bad))
+	ref := reg.Push(t, "corrupt/app:1", imagetest.Image(t, v1.Config{}, nil, good, bad))
 	badDigest := mustDigest(t, bad)
 	reg.Tamper(badDigest, tarOf(t, tFile("evil", "not the layer", 0o644)))
 
@@ -377,7 +380,7 @@ func TestPullEscapingLayer(t *testing.T) {
 	reg := registrytest.Start(t)
 	outside := t.TempDir()
 	evil := layerOf(t, tarOf(t, tSymlink("out", outside), tFile("out/pwned", "x", 0o644)))
-	ref := reg.Push(t, "evil/app:1", imageOf(t, v1.Config{}, nil, evil))
+	ref := reg.Push(t, "evil/app:1", imagetest.Image(t, v1.Config{}, nil, evil))
 	s := openStore(t)
 	if _, err := s.Pull(testContext(t), ref, PullOptions{}); !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("got %v, want ErrUnsafePath", err)
@@ -450,7 +453,7 @@ func TestPullOverlay(t *testing.T) {
 		tDir("etc/", 0o755), tFile("etc/.wh.gone", "", 0o644),
 		tDir("cache/", 0o755), tFile("cache/.wh..wh..opq", "", 0o644), tFile("cache/new", "new\n", 0o644),
 	))
-	ref := reg.Push(t, "overlay/app:1", imageOf(t, v1.Config{}, nil, base, top))
+	ref := reg.Push(t, "overlay/app:1", imagetest.Image(t, v1.Config{}, nil, base, top))
 	img, err := openStore(t).Pull(testContext(t), ref, PullOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,23 +1,17 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -39,28 +33,7 @@ import (
 // as repo:tag.
 func pushBusybox(t *testing.T, reg *registrytest.Registry, repoTag string, cmd ...string) {
 	t.Helper()
-	b, err := io.ReadAll(imagetest.Busybox(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = runtime.GOOS, runtime.GOARCH
-	cf.Config = v1.Config{Cmd: cmd, Env: []string{"PATH=/bin"}}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
+	img := imagetest.Image(t, v1.Config{Cmd: cmd, Env: []string{"PATH=/bin"}}, nil, imagetest.LayerOf(t, imagetest.Busybox(t)))
 	reg.Push(t, repoTag, img)
 }
 

@@ -1,6 +1,8 @@
 // Package imagetest builds small container images for tests, without a
-// registry or the network: layers as tar streams, and a base layer of the
-// machine's static busybox, to import into an imagestore.Store.
+// registry or the network: layers as tar streams, a base layer of the
+// machine's static busybox, images of such layers for this machine's
+// platform or another, and `docker save` archives of them, to import,
+// push or load into an imagestore.Store.
 package imagetest
 
 import (

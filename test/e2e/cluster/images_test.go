@@ -1,9 +1,7 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,12 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/svcnet/svcnet/internal/imagestore/imagetest"
 	"github.com/svcnet/svcnet/internal/imagestore/registrytest"
@@ -44,30 +38,12 @@ func TestPulledImage(t *testing.T) {
 	reg := registrytest.New(ln)
 	t.Cleanup(func() { _ = reg.Close() })
 
-	layer := func(r io.Reader) v1.Layer {
-		data, err := io.ReadAll(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	img, err := mutate.AppendLayers(empty.Image,
-		layer(imagetest.Busybox(t)),
-		layer(imagetest.Layer(t, imagetest.Entry{Name: "www/", Type: '5', Mode: 0o755},
+	img := imagetest.Image(t, v1.Config{Entrypoint: []string{"/bin/busybox", "httpd", "-f", "-p", "8080", "-h", "/www"}, User: "web"}, nil,
+		imagetest.LayerOf(t, imagetest.Busybox(t)),
+		imagetest.LayerOf(t, imagetest.Layer(t, imagetest.Entry{Name: "www/", Type: '5', Mode: 0o755},
 			imagetest.File("www/index.html", "served from a pulled image\n", 0o644),
 			imagetest.File("etc/passwd", "root:x:0:0::/root:/bin/sh\nweb:x:1234:1234::/www:/bin/sh\n", 0o644),
 			imagetest.File("etc/group", "root:x:0:\nweb:x:1234:\n", 0o644))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err = mutate.Config(img, v1.Config{Entrypoint: []string{"/bin/busybox", "httpd", "-f", "-p", "8080", "-h", "/www"}, User: "web"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	push := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return netns.DialContext(ctx, client, network, addr)
 	}}
@@ -112,11 +88,7 @@ func TestPulledImage(t *testing.T) {
 	// The same image never pushed: `svcnet load` of its docker save
 	// archive puts it on the nodes, and a pod that may not pull runs it.
 	archive := filepath.Join(t.TempDir(), "web.tar")
-	tag, err := name.NewTag("e2e.local/loaded:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tarball.WriteToFile(archive, tag, img); err != nil {
+	if err := os.WriteFile(archive, imagetest.DockerSave(t, map[string]v1.Image{"e2e.local/loaded:1": img}), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	load := exec.Command(c.bin, "load", archive)
