@@ -7,15 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/svcnet/svcnet/internal/portpick"
 )
 
 // Embedded is a running embedded etcd member.
@@ -79,12 +78,14 @@ func loadPorts(dir string) (ports, error) {
 	if data, err := os.ReadFile(path); err == nil && json.Unmarshal(data, &p) == nil && free(p.Client) && free(p.Peer) {
 		return p, nil
 	}
+	// Not listening on port 0: the port it gives, from the ephemeral
+	// range, could be taken by an outgoing connection before etcd binds it.
 	var err error
-	if p.Client, err = freePort(); err != nil {
-		return p, err
+	if p.Client, err = portpick.Loopback(); err != nil {
+		return p, fmt.Errorf("etcd client port: %w", err)
 	}
-	if p.Peer, err = freePort(); err != nil {
-		return p, err
+	if p.Peer, err = portpick.Loopback(); err != nil {
+		return p, fmt.Errorf("etcd peer port: %w", err)
 	}
 	data, _ := json.Marshal(p)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -104,31 +105,3 @@ func free(port int) bool {
 	l.Close()
 	return true
 }
-
-// freePort is a loopback port nothing listens on, below the system's
-// ephemeral range (net.ipv4.ip_local_port_range): the kernel never gives
-// those to a connection's local end, whereas a port from the range
-// (what listening on port 0 gives) may be taken by any outgoing
-// connection of the machine before etcd binds it ("address already in
-// use", as a test run met).
-func freePort() (int, error) {
-	first := 32768
-	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(data)); len(f) > 0 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > lowestPort+1000 {
-				first = n
-			}
-		}
-	}
-	for range 200 {
-		port := lowestPort + rand.IntN(first-lowestPort)
-		if free(port) {
-			return port, nil
-		}
-	}
-	return 0, fmt.Errorf("find a free port for etcd: none free in [%d, %d) after 200 tries", lowestPort, first)
-}
-
-// lowestPort is the lowest port freePort gives, above the well-known and
-// most registered services' ports.
-const lowestPort = 10000

@@ -2,13 +2,12 @@ package dns_test
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/freeport"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -46,26 +45,6 @@ func startCoreDNS(b *testing.B, bin, cpus, kubeconfig, upstream string) *coreDNS
 	return startCoreDNSConf(b, bin, cpus, kubeconfig, upstream, true)
 }
 
-// freePort is a loopback port free for UDP and TCP a moment ago.
-func freePort(b testing.TB) int {
-	b.Helper()
-	for range 20 {
-		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		port := u.LocalAddr().(*net.UDPAddr).Port
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		u.Close()
-		if err == nil {
-			l.Close()
-			return port
-		}
-	}
-	b.Fatal("no loopback port free for UDP and TCP")
-	return 0
-}
-
 // startCoreDNSConf is startCoreDNS with or without the cache plugin.
 func startCoreDNSConf(b testing.TB, bin, cpus, kubeconfig, upstream string, cache bool) *coreDNS {
 	b.Helper()
@@ -74,7 +53,7 @@ func startCoreDNSConf(b testing.TB, bin, cpus, kubeconfig, upstream string, cach
 		conf = strings.Replace(conf, "    cache 30\n", "", 1)
 	}
 	dir := b.TempDir()
-	port, mport := freePort(b), freePort(b)
+	port, mport := freeport.Port(b), freeport.Port(b)
 	path := filepath.Join(dir, "Corefile")
 	if err := os.WriteFile(path, fmt.Appendf(nil, conf, port, kubeconfig, mport, upstream), 0o644); err != nil {
 		b.Fatal(err)
