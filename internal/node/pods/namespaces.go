@@ -23,7 +23,8 @@ const initRun = "pod-init.run"
 // default user, so that no container's process may trace it.
 const initUser = 65535
 
-// nsDir holds the pod's IPC and UTS namespaces (runtime.NewPodNamespaces).
+// nsDir holds the pod's IPC and UTS namespaces and its shared memory
+// (runtime.NewPodNamespaces).
 func (p *Pod) nsDir() string { return filepath.Join(p.dir, "ns") }
 
 // namespaces sets the pod's namespaces in o, for a container of the pod
@@ -34,6 +35,7 @@ func (p *Pod) namespaces(o *runtime.ExecOptions) error {
 	o.UTS = filepath.Join(p.nsDir(), runtime.UTSFile)
 	if !p.pod.Spec.HostIPC {
 		o.IPC = filepath.Join(p.nsDir(), runtime.IPCFile)
+		o.Shm = filepath.Join(p.nsDir(), runtime.ShmDir)
 	}
 	switch {
 	case p.pod.Spec.HostPID:

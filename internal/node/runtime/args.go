@@ -24,6 +24,7 @@ func ParseExecArgs(args []string) (ExecOptions, error) {
 	fs.StringVar(&o.PID, "pid", "", "")
 	fs.StringVar(&o.IPC, "ipc", "", "")
 	fs.StringVar(&o.UTS, "uts", "", "")
+	fs.StringVar(&o.Shm, "shm", "", "")
 	fs.IntVar(&o.Join, "join", 0, "")
 	fs.Func("cgroup", "", func(v string) error { o.Cgroups = append(o.Cgroups, v); return nil })
 	if err := fs.Parse(args); err != nil {

@@ -9,7 +9,7 @@ import (
 func TestArgsRoundTrip(t *testing.T) {
 	cases := []ExecOptions{
 		{Netns: "svcnet-x-node-1-0a1b2c3d", Hostname: "web-0", ResolvConf: "/p/resolv.conf", Hosts: "/p/hosts", HostnameFile: "/p/hostname", Dir: "/srv", Argv: []string{"sh", "-c", "echo --not-a-flag"}},
-		{Netns: "n", PID: PIDOwn, IPC: "/p/ns/ipc", UTS: "/p/ns/uts", Argv: []string{"sleep", "1"},
+		{Netns: "n", PID: PIDOwn, IPC: "/p/ns/ipc", UTS: "/p/ns/uts", Shm: "/p/ns/shm", Argv: []string{"sleep", "1"},
 			Cgroups: []string{"/sys/fs/cgroup/memory/svcnet-x/cgroup.procs", "/sys/fs/cgroup/cpu/svcnet-x/cgroup.procs"}},
 		{Netns: "n", PID: "/proc/7/ns/pid", Argv: []string{"true"}, Join: 4242, Security: &Security{UID: 1234, GID: 1234, ReadOnlyHost: true, RootLayer: "/p/layer", Layers: []string{"/s/a", "/s/b"}}},
 	}

@@ -52,6 +52,11 @@ func setUpMounts(o ExecOptions) error {
 			}
 		}
 	}
+	if o.Shm != "" {
+		if err := open(o.Shm, "/dev/shm", false); err != nil {
+			return err
+		}
+	}
 	sec := o.Security
 	if sec != nil {
 		for _, m := range sec.Mounts {

@@ -38,18 +38,32 @@ import (
 // PIDOwn asks for a PID namespace of the container's own (ExecOptions.PID).
 const PIDOwn = "own"
 
-// Files of a pod's namespaces, in the directory NewPodNamespaces makes.
+// Files of a pod's namespaces, in the directory NewPodNamespaces makes,
+// and ShmDir, the pod's shared memory (its containers' /dev/shm).
 const (
 	IPCFile = "ipc"
 	UTSFile = "uts"
+	ShmDir  = "shm"
 )
+
+// shmSource names the tmpfs of a pod's shared memory in the mount table
+// (its source), for ReleaseNamespaces to tell it from the pod's others.
+const shmSource = "svcnet-pod-shm"
 
 // NewPodNamespaces makes the UTS namespace (holding hostname) and, unless
 // hostIPC, the IPC namespace a pod's containers share, held by files in
-// dir. Namespaces already held there are kept (a restarted agent).
+// dir, and their shared memory: a tmpfs of 64 MiB at dir/ShmDir, which
+// each container sees as /dev/shm (as the pod sandbox's in Kubernetes:
+// POSIX shared memory goes with the IPC namespace). What is already held
+// there is kept (a restarted agent).
 func NewPodNamespaces(dir, hostname string, hostIPC bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	if !hostIPC {
+		if err := mountShm(filepath.Join(dir, ShmDir)); err != nil {
+			return err
+		}
 	}
 	want := map[string]int{UTSFile: unix.CLONE_NEWUTS}
 	if !hostIPC {
@@ -92,6 +106,27 @@ func NewPodNamespaces(dir, hostname string, hostIPC bool) error {
 	return <-errc
 }
 
+// mountShm mounts a pod's shared memory at dir, unless it is there.
+func mountShm(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var st, parent unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return err
+	}
+	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
+		return err
+	}
+	if st.Dev != parent.Dev {
+		return nil // mounted by an earlier run
+	}
+	if err := unix.Mount(shmSource, dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=64m"); err != nil {
+		return fmt.Errorf("the pod's shared memory at %s: %w", dir, err)
+	}
+	return nil
+}
+
 // holdNamespace binds the namespace file src on target, a new file.
 func holdNamespace(target, src string) error {
 	_ = unix.Unmount(target, unix.MNT_DETACH)
@@ -113,8 +148,9 @@ func isNamespaceFile(path string) bool {
 }
 
 // ReleaseNamespaces lets go of every namespace held by a file under dir
-// (a pod's directory, a node's, a cluster's), so that dir can be removed;
-// the namespaces end with their last process.
+// (a pod's directory, a node's, a cluster's) and of the pods' shared
+// memory there, so that dir can be removed; the namespaces end with their
+// last process, the memory with its last container.
 func ReleaseNamespaces(dir string) error {
 	points, err := nsfsMounts("/proc/self/mountinfo", dir)
 	if err != nil {
@@ -129,7 +165,8 @@ func ReleaseNamespaces(dir string) error {
 	return errors.Join(errs...)
 }
 
-// nsfsMounts lists the nsfs mount points at or under dir.
+// nsfsMounts lists the nsfs mount points at or under dir, and those of
+// pods' shared memory.
 func nsfsMounts(mountinfo, dir string) ([]string, error) {
 	f, err := os.Open(mountinfo)
 	if err != nil {
@@ -144,7 +181,7 @@ func nsfsMounts(mountinfo, dir string) ([]string, error) {
 		// id parent major:minor root mount-point options … - fstype …
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		fields := strings.Fields(pre)
-		if !ok || len(fields) < 5 || !strings.HasPrefix(post, "nsfs ") {
+		if !ok || len(fields) < 5 || !strings.HasPrefix(post, "nsfs ") && !strings.HasPrefix(post, "tmpfs "+shmSource+" ") {
 			continue
 		}
 		p := unescapeMount(fields[4])

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,43 +155,69 @@ func TestNamespaceFiles(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("namespaces take root; CI runs as root")
 	}
-	dir := t.TempDir()
-	nsDir := filepath.Join(dir, "pod", "ns")
-	if err := NewPodNamespaces(nsDir, "web-0", true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ReleaseNamespaces(dir) })
-	uts := filepath.Join(nsDir, UTSFile)
-	if !isNamespaceFile(uts) {
-		t.Fatal("no UTS namespace held")
-	}
-	if _, err := os.Stat(filepath.Join(nsDir, IPCFile)); err == nil {
-		t.Error("an IPC namespace for a hostIPC pod")
-	}
-	var before unix.Stat_t
-	_ = unix.Stat(uts, &before)
-	if err := NewPodNamespaces(nsDir, "web-0", true); err != nil {
-		t.Fatal(err)
-	}
-	var after unix.Stat_t
-	_ = unix.Stat(uts, &after)
-	if before.Ino != after.Ino {
-		t.Error("a second call replaced the pod's UTS namespace")
-	}
-	points, err := nsfsMounts("/proc/self/mountinfo", filepath.Join(dir, "pod"))
-	if err != nil || len(points) != 1 || points[0] != uts {
-		t.Errorf("nsfs mounts under the pod: %q %v, want [%s]", points, err, uts)
-	}
-	if points, _ := nsfsMounts("/proc/self/mountinfo", dir+"-other"); len(points) != 0 {
-		t.Errorf("nsfs mounts under another directory: %q", points)
-	}
-	if err := ReleaseNamespaces(dir); err != nil {
-		t.Fatal(err)
-	}
-	if isNamespaceFile(uts) {
-		t.Error("the UTS namespace is still held")
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		t.Errorf("remove the pod's directory once released: %v", err)
+	for _, hostIPC := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hostIPC=%v", hostIPC), func(t *testing.T) {
+			dir := t.TempDir()
+			nsDir := filepath.Join(dir, "pod", "ns")
+			if err := NewPodNamespaces(nsDir, "web-0", hostIPC); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ReleaseNamespaces(dir) })
+			uts, ipc, shm := filepath.Join(nsDir, UTSFile), filepath.Join(nsDir, IPCFile), filepath.Join(nsDir, ShmDir)
+			if !isNamespaceFile(uts) {
+				t.Fatal("no UTS namespace held")
+			}
+			want := []string{uts}
+			if hostIPC {
+				for _, f := range []string{ipc, shm} {
+					if _, err := os.Stat(f); err == nil {
+						t.Errorf("%s for a hostIPC pod", f)
+					}
+				}
+			} else {
+				if !isNamespaceFile(ipc) {
+					t.Error("no IPC namespace held")
+				}
+				var st unix.Statfs_t
+				fi, err := os.Stat(shm)
+				if err != nil || unix.Statfs(shm, &st) != nil || st.Type != unix.TMPFS_MAGIC || fi.Mode().Perm()|fi.Mode()&os.ModeSticky != 0o777|os.ModeSticky {
+					t.Fatalf("the pod's shared memory: %v %v, type %#x, want a tmpfs of mode 1777", fi, err, st.Type)
+				}
+				if err := os.WriteFile(filepath.Join(shm, "seg"), []byte("x"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				want = []string{ipc, shm, uts}
+			}
+			var before unix.Stat_t
+			_ = unix.Stat(uts, &before)
+			if err := NewPodNamespaces(nsDir, "web-0", hostIPC); err != nil {
+				t.Fatal(err)
+			}
+			var after unix.Stat_t
+			_ = unix.Stat(uts, &after)
+			if before.Ino != after.Ino {
+				t.Error("a second call replaced the pod's UTS namespace")
+			}
+			if _, err := os.Stat(filepath.Join(shm, "seg")); !hostIPC && err != nil {
+				t.Errorf("a second call replaced the pod's shared memory: %v", err)
+			}
+			points, err := nsfsMounts("/proc/self/mountinfo", filepath.Join(dir, "pod"))
+			slices.Sort(points)
+			if err != nil || !slices.Equal(points, want) {
+				t.Errorf("mounts held under the pod: %q %v, want %q", points, err, want)
+			}
+			if points, _ := nsfsMounts("/proc/self/mountinfo", dir+"-other"); len(points) != 0 {
+				t.Errorf("mounts held under another directory: %q", points)
+			}
+			if err := ReleaseNamespaces(dir); err != nil {
+				t.Fatal(err)
+			}
+			if isNamespaceFile(uts) || isNamespaceFile(ipc) {
+				t.Error("a namespace is still held")
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				t.Errorf("remove the pod's directory once released: %v", err)
+			}
+		})
 	}
 }

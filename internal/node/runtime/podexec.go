@@ -46,6 +46,10 @@ type ExecOptions struct {
 	// NewPodNamespaces'); "" keeps the node's IPC namespace, and gives
 	// the process a UTS namespace of its own holding Hostname.
 	IPC, UTS string
+	// Shm is the directory the process sees as /dev/shm (the pod's
+	// shared memory, NewPodNamespaces' ShmDir); "" gives a confined
+	// process a private one.
+	Shm string
 	// Cgroups are the cgroup.procs files of the container's cgroups
 	// (package cgroups), which the process joins before its command
 	// starts.
@@ -71,7 +75,7 @@ func (o ExecOptions) Args() []string {
 	for _, c := range o.Cgroups {
 		args = append(args, "--cgroup", c)
 	}
-	for flag, v := range map[string]string{"--pid": o.PID, "--ipc": o.IPC, "--uts": o.UTS} {
+	for flag, v := range map[string]string{"--pid": o.PID, "--ipc": o.IPC, "--uts": o.UTS, "--shm": o.Shm} {
 		if v != "" {
 			args = append(args, flag, v)
 		}

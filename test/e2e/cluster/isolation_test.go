@@ -11,7 +11,7 @@ import (
 // pods with the same runAsUser neither see nor signal each other's
 // processes; each container's command is process 1 of its own PID
 // namespace, /proc shows only that namespace; the containers of a pod
-// share its IPC namespace and hostname; a pod with
+// share its IPC namespace, shared memory and hostname; a pod with
 // shareProcessNamespace sees its containers' processes under its
 // pod-init; pods without a user get distinct ones; a container past its
 // memory limit is OOMKilled.
@@ -78,6 +78,11 @@ kill -0 %d 2>/dev/null && echo signal yes || echo signal no; id -u; hostname`, b
 	ipc := func(pod, container string) string { return exec(pod, container, "stat -L -c %i /proc/self/ns/ipc") }
 	if a, s, b := ipc("alice", "main"), ipc("alice", "side"), ipc("bob", "main"); a != s || a == b {
 		t.Errorf("IPC namespaces: alice's containers %s and %s (want one), bob's %s (want another)", a, s, b)
+	}
+	// And its shared memory, /dev/shm, as a pod sandbox's.
+	exec("alice", "main", "echo from-main >/dev/shm/svcnet-shm-test")
+	if a, b := exec("alice", "side", "cat /dev/shm/svcnet-shm-test"), exec("bob", "main", "ls /dev/shm"); a != "from-main" || b != "" {
+		t.Errorf("/dev/shm: alice's second container reads %q (want from-main), bob's lists %q (want nothing)", a, b)
 	}
 	if side := exec("alice", "side", "hostname; cat /etc/hostname; tr '\\0' ' ' </proc/1/cmdline"); side != "alice\nalice\nsleep 3602" {
 		t.Errorf("alice's second container: %q, want the pod's hostname and its own sleep as process 1", side)
