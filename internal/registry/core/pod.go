@@ -105,8 +105,21 @@ var Pod = &registry.Kind{
 }
 
 func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	// As kube-apiserver: the active deadline may be set, or lowered, but
+	// neither raised nor removed.
+	switch n, o := pod.Spec.ActiveDeadlineSeconds, old.Spec.ActiveDeadlineSeconds; {
+	case n == nil && o != nil:
+		errs = append(errs, field.Invalid(spec.Child("activeDeadlineSeconds"), n, "must not update from a positive integer to nil value"))
+	case n != nil && o != nil && *n > *o:
+		errs = append(errs, field.Invalid(spec.Child("activeDeadlineSeconds"), *n, "must be less than or equal to previous value"))
+	}
+	errs = append(errs, validateOnlyAddedTolerations(pod.Spec.Tolerations, old.Spec.Tolerations, spec.Child("tolerations"))...)
+
 	// Only images, the active deadline and added tolerations may change in
-	// a running pod's spec, as in Kubernetes.
+	// a running pod's spec, and a negative grace period may become 1, as
+	// in Kubernetes.
 	mutable := old.Spec.DeepCopy()
 	for i := range mutable.Containers {
 		if i < len(pod.Spec.Containers) {
@@ -120,11 +133,30 @@ func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
 	}
 	mutable.ActiveDeadlineSeconds = pod.Spec.ActiveDeadlineSeconds
 	mutable.Tolerations = pod.Spec.Tolerations
-	mutable.TerminationGracePeriodSeconds = pod.Spec.TerminationGracePeriodSeconds
+	if o, n := old.Spec.TerminationGracePeriodSeconds, pod.Spec.TerminationGracePeriodSeconds; o != nil && *o < 0 && n != nil && *n == 1 {
+		mutable.TerminationGracePeriodSeconds = n
+	}
 	if !apiequality.Semantic.DeepEqual(mutable, &pod.Spec) {
-		return field.ErrorList{field.Forbidden(field.NewPath("spec"),
+		errs = append(errs, field.Forbidden(spec,
 			"pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, "+
-				"`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) or `spec.terminationGracePeriodSeconds`")}
+				"`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) or "+
+				"`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"))
+	}
+	return errs
+}
+
+// validateOnlyAddedTolerations refuses an update that drops or changes a
+// toleration the pod had, but for its tolerationSeconds.
+func validateOnlyAddedTolerations(tols, old []corev1.Toleration, path *field.Path) field.ErrorList {
+	for _, o := range old {
+		o.TolerationSeconds = nil
+		kept := slices.ContainsFunc(tols, func(n corev1.Toleration) bool {
+			n.TolerationSeconds = nil
+			return apiequality.Semantic.DeepEqual(o, n)
+		})
+		if !kept {
+			return field.ErrorList{field.Forbidden(path, "existing toleration can not be modified except its tolerationSeconds")}
+		}
 	}
 	return nil
 }

@@ -590,3 +590,64 @@ func TestBinding(t *testing.T) {
 		})
 	}
 }
+
+func TestPodValidateUpdateAsKubernetes(t *testing.T) {
+	notReady := corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists,
+		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}
+	gpu := corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "a100", Effect: corev1.TaintEffectNoSchedule}
+	fixture := func(mutate func(*corev1.Pod)) *corev1.Pod {
+		return Mutated(pod(func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{notReady, gpu}
+			p.Spec.ActiveDeadlineSeconds = ptr.To[int64](600)
+		}), mutate)
+	}
+	RunUpdate(t, Pod, fixture, []Case[*corev1.Pod]{
+		{"a toleration added", func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists})
+		}, nil},
+		{"tolerations reordered", func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{gpu, notReady} }, nil},
+		{"a toleration's seconds changed", func(p *corev1.Pod) { p.Spec.Tolerations[0].TolerationSeconds = ptr.To[int64](30) }, nil},
+		{"a toleration's seconds removed", func(p *corev1.Pod) { p.Spec.Tolerations[0].TolerationSeconds = nil }, nil},
+		{"a toleration removed", func(p *corev1.Pod) { p.Spec.Tolerations = p.Spec.Tolerations[:1] },
+			[]string{Forbid("spec.tolerations")}},
+		{"all tolerations removed", func(p *corev1.Pod) { p.Spec.Tolerations = nil }, []string{Forbid("spec.tolerations")}},
+		{"a toleration's value changed", func(p *corev1.Pod) { p.Spec.Tolerations[1].Value = "h100" },
+			[]string{Forbid("spec.tolerations")}},
+		{"a shorter active deadline", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](60) }, nil},
+		{"the same active deadline", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](600) }, nil},
+		{"a longer active deadline", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](601) },
+			[]string{Inv("spec.activeDeadlineSeconds")}},
+		{"the active deadline removed", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = nil },
+			[]string{Inv("spec.activeDeadlineSeconds")}},
+		{"a new grace period", func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60) },
+			[]string{Forbid("spec")}},
+		{"grace period 1", func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1) },
+			[]string{Forbid("spec")}},
+	})
+	// An active deadline may be set on a pod that had none.
+	RunUpdate(t, Pod, pod, []Case[*corev1.Pod]{
+		{"an active deadline set", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](30) }, nil},
+	})
+	// A negative grace period (stored before it was refused) may become 1
+	// and nothing else.
+	negative := func(mutate func(*corev1.Pod)) *corev1.Pod {
+		return Mutated(pod(func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](-1) }), mutate)
+	}
+	for _, tc := range []struct {
+		name   string
+		period int64
+		want   []string
+	}{
+		{"negative grace period to 1", 1, nil},
+		{"negative grace period to 0", 0, []string{Forbid("spec")}},
+		{"negative grace period to 30", 30, []string{Forbid("spec")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := negative(nil)
+			obj := negative(func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(tc.period) })
+			s := registry.NewStrategy(Pod)
+			s.PrepareForUpdate(InNamespace("default"), obj, old)
+			CheckErrors(t, Pod.ValidateUpdate(InNamespace("default"), obj, old), tc.want...)
+		})
+	}
+}
