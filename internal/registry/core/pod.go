@@ -17,6 +17,7 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
+	storeerr "k8s.io/apiserver/pkg/storage/errors"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/registry"
@@ -327,7 +328,9 @@ func (r *BindingREST) Create(ctx context.Context, name string, obj runtime.Objec
 			return pod, nil
 		}), false, nil)
 	if err != nil {
-		return nil, err
+		// A missing pod is a 404, as kube-apiserver answers, not a
+		// storage error (a 500).
+		return nil, storeerr.InterpretUpdateError(err, Pod.Resource, b.Name)
 	}
 	return &metav1.Status{Status: metav1.StatusSuccess, Code: 201}, nil
 }

@@ -556,6 +556,7 @@ func TestBinding(t *testing.T) {
 		{"already bound", func(p *corev1.Pod) { p.Spec.NodeName = "node-2" }, "web", nil, false, apierrors.IsConflict},
 		{"being deleted", func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }, "web", nil, false, apierrors.IsConflict},
 		{"another pod of that name", nil, "web", func(b *corev1.Binding) { b.UID = "uid-old" }, false, apierrors.IsConflict},
+		{"no such pod", func(p *corev1.Pod) { p.Name = "other" }, "web", nil, false, apierrors.IsNotFound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
