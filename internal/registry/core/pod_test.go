@@ -164,6 +164,15 @@ func TestPodValidate(t *testing.T) {
 		}, nil},
 		{"env var name with an equals sign", func(p *corev1.Pod) { p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A=B"}} },
 			[]string{Inv(c0 + "env[0].name")}},
+		{"relaxed env var names", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "1ST"}, {Name: "my var"}, {Name: "a:b/c$"}}
+		}, nil},
+		{"empty env var name", func(p *corev1.Pod) { p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A"}, {Name: ""}} },
+			[]string{Req(c0 + "env[1].name")}},
+		{"env var name with a tab", func(p *corev1.Pod) { p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A\tB"}} },
+			[]string{Inv(c0 + "env[0].name")}},
+		{"env var name beyond ASCII", func(p *corev1.Pod) { p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "größe"}} },
+			[]string{Inv(c0 + "env[0].name")}},
 		{"never restarted", func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }, nil},
 		{"unknown restart policy", func(p *corev1.Pod) { p.Spec.RestartPolicy = "Sometimes" }, []string{Unsup("spec.restartPolicy")}},
 		{"unknown DNS policy", func(p *corev1.Pod) { p.Spec.DNSPolicy = "Google" }, []string{Unsup("spec.dnsPolicy")}},

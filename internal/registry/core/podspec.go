@@ -105,8 +105,15 @@ func validateContainers(cs []corev1.Container, path *field.Path, names sets.Set[
 				errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, sets.List(protocols)))
 			}
 		}
+		// Names are any printable ASCII but '=' since Kubernetes 1.34
+		// (RelaxedEnvironmentVariableValidation, GA).
 		for j, e := range c.Env {
-			errs = append(errs, registry.InvalidEach(cp.Child("env").Index(j).Child("name"), e.Name, validation.IsEnvVarName(e.Name))...)
+			np := cp.Child("env").Index(j).Child("name")
+			if e.Name == "" {
+				errs = append(errs, field.Required(np, ""))
+				continue
+			}
+			errs = append(errs, registry.InvalidEach(np, e.Name, validation.IsRelaxedEnvVarName(e.Name))...)
 		}
 		errs = append(errs, validateProbe(c.ReadinessProbe, cp.Child("readinessProbe"), c)...)
 		errs = append(errs, validateProbe(c.LivenessProbe, cp.Child("livenessProbe"), c)...)
