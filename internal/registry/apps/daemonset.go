@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/internal/registry"
@@ -30,13 +31,16 @@ var DaemonSet = &registry.Kind{
 		spec := field.NewPath("spec")
 		errs = append(errs, core.ValidateTemplate(nil, d.Spec.Selector, &d.Spec.Template, spec)...)
 		switch s := d.Spec.UpdateStrategy; s.Type {
-		case appsv1.OnDeleteDaemonSetStrategyType, appsv1.RollingUpdateDaemonSetStrategyType:
-			if ru := s.RollingUpdate; ru != nil && intOrPercentIsZero(ru.MaxUnavailable) && (ru.MaxSurge == nil || intOrPercentIsZero(ru.MaxSurge)) {
-				errs = append(errs, field.Invalid(spec.Child("updateStrategy", "rollingUpdate", "maxUnavailable"), ru.MaxUnavailable, "may not be 0 when `maxSurge` is 0"))
-			}
+		case appsv1.OnDeleteDaemonSetStrategyType:
+		case appsv1.RollingUpdateDaemonSetStrategyType:
+			errs = append(errs, validateRollingUpdateDaemonSet(s.RollingUpdate, spec.Child("updateStrategy", "rollingUpdate"))...)
 		default:
 			errs = append(errs, field.NotSupported(spec.Child("updateStrategy", "type"), s.Type,
 				[]string{string(appsv1.RollingUpdateDaemonSetStrategyType), string(appsv1.OnDeleteDaemonSetStrategyType)}))
+		}
+		errs = append(errs, validateNonnegative(int64(d.Spec.MinReadySeconds), spec.Child("minReadySeconds"))...)
+		if l := d.Spec.RevisionHistoryLimit; l != nil {
+			errs = append(errs, validateNonnegative(int64(*l), spec.Child("revisionHistoryLimit"))...)
 		}
 		return errs
 	},
@@ -72,4 +76,29 @@ var DaemonSet = &registry.Kind{
 				int64(st.UpdatedNumberScheduled), int64(st.NumberAvailable), sel, registry.CreationAge(d), names, images}
 		},
 	},
+}
+
+// validateRollingUpdateDaemonSet checks a DaemonSet's rolling update as
+// kube-apiserver does: counts or percentages up to 100%, and exactly one
+// of maxUnavailable and maxSurge not zero.
+func validateRollingUpdateDaemonSet(ru *appsv1.RollingUpdateDaemonSet, path *field.Path) field.ErrorList {
+	if ru == nil {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	var errs field.ErrorList
+	for _, f := range []struct {
+		name string
+		v    *intstr.IntOrString
+	}{{"maxUnavailable", ru.MaxUnavailable}, {"maxSurge", ru.MaxSurge}} {
+		errs = append(errs, validateIntOrPercent(f.v, path.Child(f.name))...)
+		errs = append(errs, notAbove100Percent(f.v, path.Child(f.name))...)
+	}
+	unavailable, surge := intOrPercentValue(ru.MaxUnavailable) != 0, intOrPercentValue(ru.MaxSurge) != 0
+	switch {
+	case unavailable && surge:
+		errs = append(errs, field.Invalid(path.Child("maxSurge"), ru.MaxSurge, "may not be set when maxUnavailable is non-zero"))
+	case !unavailable && !surge:
+		errs = append(errs, field.Required(path.Child("maxUnavailable"), "cannot be 0 when maxSurge is 0"))
+	}
+	return errs
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	. "github.com/svcnet/svcnet/internal/registry/registrytest"
 )
@@ -39,6 +40,7 @@ func TestDaemonSetValidate(t *testing.T) {
 			d.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &unavailable, MaxSurge: &surge}
 		}
 	}
+	const ru = "spec.updateStrategy.rollingUpdate."
 	RunCreate(t, DaemonSet, daemonSet, []Case[*appsv1.DaemonSet]{
 		{"defaulted daemon set", nil, nil},
 		{"on delete", func(d *appsv1.DaemonSet) { d.Spec.UpdateStrategy.Type = appsv1.OnDeleteDaemonSetStrategyType }, nil},
@@ -46,10 +48,27 @@ func TestDaemonSetValidate(t *testing.T) {
 			[]string{Unsup("spec.updateStrategy.type")}},
 		{"surge instead of unavailability", rolling(intstr.FromInt32(0), intstr.FromInt32(1)), nil},
 		{"percentages", rolling(intstr.FromString("0%"), intstr.FromString("10%")), nil},
-		{"neither surge nor unavailability", rolling(intstr.FromInt32(0), intstr.FromInt32(0)),
-			[]string{Inv("spec.updateStrategy.rollingUpdate.maxUnavailable")}},
-		{"neither, as percentages", rolling(intstr.FromString("0%"), intstr.FromString("0%")),
-			[]string{Inv("spec.updateStrategy.rollingUpdate.maxUnavailable")}},
+		{"neither surge nor unavailability", rolling(intstr.FromInt32(0), intstr.FromInt32(0)), []string{Req(ru + "maxUnavailable")}},
+		{"neither, as percentages", rolling(intstr.FromString("0%"), intstr.FromString("0%")), []string{Req(ru + "maxUnavailable")}},
+		{"both surge and unavailability", rolling(intstr.FromInt32(1), intstr.FromString("10%")), []string{Inv(ru + "maxSurge")}},
+		{"negative unavailability", rolling(intstr.FromInt32(-1), intstr.FromInt32(0)), []string{Inv(ru + "maxUnavailable")}},
+		{"negative surge", rolling(intstr.FromInt32(0), intstr.FromInt32(-2)), []string{Inv(ru + "maxSurge")}},
+		{"unavailability not a percentage", rolling(intstr.FromString("ten"), intstr.FromInt32(0)),
+			[]string{Inv(ru + "maxUnavailable"), Req(ru + "maxUnavailable")}},
+		{"surge with a sign", rolling(intstr.FromInt32(0), intstr.FromString("+10%")), []string{Inv(ru + "maxSurge"), Req(ru + "maxUnavailable")}},
+		{"unavailability above 100%", rolling(intstr.FromString("101%"), intstr.FromInt32(0)), []string{Inv(ru + "maxUnavailable")}},
+		{"surge above 100%", rolling(intstr.FromInt32(0), intstr.FromString("150%")), []string{Inv(ru + "maxSurge")}},
+		{"all unavailable", rolling(intstr.FromString("100%"), intstr.FromInt32(0)), nil},
+		{"on delete ignores rolling parameters", func(d *appsv1.DaemonSet) {
+			d.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(0))}}
+		}, nil},
+		{"negative minReadySeconds", func(d *appsv1.DaemonSet) { d.Spec.MinReadySeconds = -1 }, []string{Inv("spec.minReadySeconds")}},
+		{"no revision history", func(d *appsv1.DaemonSet) { d.Spec.RevisionHistoryLimit = ptr.To[int32](0) }, nil},
+		{"negative revision history", func(d *appsv1.DaemonSet) { d.Spec.RevisionHistoryLimit = ptr.To[int32](-1) },
+			[]string{Inv("spec.revisionHistoryLimit")}},
+		{"active deadline in the template", func(d *appsv1.DaemonSet) { d.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To[int64](60) },
+			[]string{Forbid("spec.template.spec.activeDeadlineSeconds")}},
 		{"no selector", func(d *appsv1.DaemonSet) { d.Spec.Selector = nil }, []string{Req("spec.selector")}},
 		{"selector does not match the template", func(d *appsv1.DaemonSet) { d.Spec.Template.Labels = map[string]string{"app": "other"} },
 			[]string{Inv("spec.template.metadata.labels")}},

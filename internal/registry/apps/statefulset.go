@@ -8,7 +8,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/internal/registry"
@@ -51,8 +50,13 @@ var StatefulSet = &registry.Kind{
 				if ru.Partition != nil && *ru.Partition < 0 {
 					errs = append(errs, field.Invalid(spec.Child("updateStrategy", "rollingUpdate", "partition"), *ru.Partition, "must be greater than or equal to 0"))
 				}
-				if m := ru.MaxUnavailable; m != nil && ((m.Type == intstr.Int && m.IntVal < 1) || (m.Type == intstr.String && m.StrVal == "0%")) {
-					errs = append(errs, field.Invalid(spec.Child("updateStrategy", "rollingUpdate", "maxUnavailable"), m.String(), "must be greater than 0"))
+				if m := ru.MaxUnavailable; m != nil {
+					mp := spec.Child("updateStrategy", "rollingUpdate", "maxUnavailable")
+					errs = append(errs, validateIntOrPercent(m, mp)...)
+					if intOrPercentValue(m) == 0 {
+						errs = append(errs, field.Invalid(mp, m.String(), "cannot be 0"))
+					}
+					errs = append(errs, notAbove100Percent(m, mp)...)
 				}
 			}
 		default:

@@ -63,6 +63,14 @@ func TestStatefulSetValidate(t *testing.T) {
 		{"half unavailable", maxUnavailable(intstr.FromString("50%")), nil},
 		{"none unavailable", maxUnavailable(intstr.FromInt32(0)), []string{Inv(ru + "maxUnavailable")}},
 		{"none unavailable, as a percentage", maxUnavailable(intstr.FromString("0%")), []string{Inv(ru + "maxUnavailable")}},
+		{"none unavailable, as digits", maxUnavailable(intstr.FromString("00%")), []string{Inv(ru + "maxUnavailable")}},
+		{"negative unavailable", maxUnavailable(intstr.FromInt32(-1)), []string{Inv(ru + "maxUnavailable")}},
+		{"all unavailable", maxUnavailable(intstr.FromString("100%")), nil},
+		{"more than all unavailable", maxUnavailable(intstr.FromString("101%")), []string{Inv(ru + "maxUnavailable")}},
+		{"unavailable not a percentage", maxUnavailable(intstr.FromString("half")),
+			[]string{Inv(ru + "maxUnavailable"), Inv(ru + "maxUnavailable")}}, // not a percentage, and 0
+		{"active deadline in the template", func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To[int64](60) },
+			[]string{Forbid("spec.template.spec.activeDeadlineSeconds")}},
 		{"volume claim templates", func(s *appsv1.StatefulSet) {
 			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
 		}, []string{Forbid("spec.volumeClaimTemplates")}},

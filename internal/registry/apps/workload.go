@@ -5,6 +5,7 @@ package apps
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/internal/registry"
@@ -38,6 +40,7 @@ var Deployment = &registry.Kind{
 		spec := field.NewPath("spec")
 		errs = append(errs, core.ValidateTemplate(d.Spec.Replicas, d.Spec.Selector, &d.Spec.Template, spec)...)
 		errs = append(errs, validateStrategy(&d.Spec.Strategy, spec.Child("strategy"))...)
+		errs = append(errs, validateNonnegative(int64(d.Spec.MinReadySeconds), spec.Child("minReadySeconds"))...)
 		if l := d.Spec.RevisionHistoryLimit; l != nil && *l < 0 {
 			errs = append(errs, field.Invalid(spec.Child("revisionHistoryLimit"), *l, "must be greater than or equal to 0"))
 		}
@@ -83,7 +86,9 @@ var ReplicaSet = &registry.Kind{
 	Validate: func(_ context.Context, obj runtime.Object) field.ErrorList {
 		rs := obj.(*appsv1.ReplicaSet)
 		errs := registry.ValidateMeta(rs, true, registry.DNS1123Domain)
-		return append(errs, core.ValidateTemplate(rs.Spec.Replicas, rs.Spec.Selector, &rs.Spec.Template, field.NewPath("spec"))...)
+		spec := field.NewPath("spec")
+		errs = append(errs, core.ValidateTemplate(rs.Spec.Replicas, rs.Spec.Selector, &rs.Spec.Template, spec)...)
+		return append(errs, validateNonnegative(int64(rs.Spec.MinReadySeconds), spec.Child("minReadySeconds"))...)
 	},
 	ValidateUpdate: func(_ context.Context, obj, old runtime.Object) field.ErrorList {
 		return validateSelectorImmutable(obj.(*appsv1.ReplicaSet).Spec.Selector, old.(*appsv1.ReplicaSet).Spec.Selector)
@@ -125,27 +130,13 @@ func validateStrategy(s *appsv1.DeploymentStrategy, path *field.Path) field.Erro
 		}
 	case appsv1.RollingUpdateDeploymentStrategyType:
 		if ru := s.RollingUpdate; ru != nil {
-			surge := intOrPercentIsZero(ru.MaxSurge)
-			unavail := intOrPercentIsZero(ru.MaxUnavailable)
-			if surge && unavail {
-				errs = append(errs, field.Invalid(path.Child("rollingUpdate", "maxUnavailable"), ru.MaxUnavailable, "may not be 0 when `maxSurge` is 0"))
+			rp := path.Child("rollingUpdate")
+			errs = append(errs, validateIntOrPercent(ru.MaxUnavailable, rp.Child("maxUnavailable"))...)
+			errs = append(errs, validateIntOrPercent(ru.MaxSurge, rp.Child("maxSurge"))...)
+			if intOrPercentValue(ru.MaxUnavailable) == 0 && intOrPercentValue(ru.MaxSurge) == 0 {
+				errs = append(errs, field.Invalid(rp.Child("maxUnavailable"), ru.MaxUnavailable, "may not be 0 when `maxSurge` is 0"))
 			}
-			for name, v := range map[string]*intstr.IntOrString{"maxSurge": ru.MaxSurge, "maxUnavailable": ru.MaxUnavailable} {
-				if v == nil {
-					continue
-				}
-				if v.Type == intstr.Int && v.IntVal < 0 {
-					errs = append(errs, field.Invalid(path.Child("rollingUpdate", name), v.IntVal, "must be greater than or equal to 0"))
-				}
-				if v.Type == intstr.String {
-					var pct int
-					if _, err := fmt.Sscanf(v.StrVal, "%d%%", &pct); err != nil || !strings.HasSuffix(v.StrVal, "%") || pct < 0 {
-						errs = append(errs, field.Invalid(path.Child("rollingUpdate", name), v.StrVal, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%')"))
-					} else if name == "maxUnavailable" && pct > 100 {
-						errs = append(errs, field.Invalid(path.Child("rollingUpdate", name), v.StrVal, "must not be greater than 100%"))
-					}
-				}
-			}
+			errs = append(errs, notAbove100Percent(ru.MaxUnavailable, rp.Child("maxUnavailable"))...)
 		}
 	default:
 		errs = append(errs, field.NotSupported(path.Child("type"), s.Type, []string{"Recreate", "RollingUpdate"}))
@@ -153,8 +144,55 @@ func validateStrategy(s *appsv1.DeploymentStrategy, path *field.Path) field.Erro
 	return errs
 }
 
-func intOrPercentIsZero(v *intstr.IntOrString) bool {
-	return v != nil && ((v.Type == intstr.Int && v.IntVal == 0) || (v.Type == intstr.String && v.StrVal == "0%"))
+// validateNonnegative is kube-apiserver's ValidateNonnegativeField.
+func validateNonnegative(v int64, path *field.Path) field.ErrorList {
+	if v < 0 {
+		return field.ErrorList{field.Invalid(path, v, "must be greater than or equal to 0")}
+	}
+	return nil
+}
+
+// validateIntOrPercent checks a rolling update's count as kube-apiserver's
+// ValidatePositiveIntOrPercent: a non-negative integer, or digits and a
+// '%' sign.
+func validateIntOrPercent(v *intstr.IntOrString, path *field.Path) field.ErrorList {
+	switch {
+	case v == nil:
+		return nil
+	case v.Type == intstr.String:
+		return registry.InvalidEach(path, v.StrVal, validation.IsValidPercent(v.StrVal))
+	default:
+		return validateNonnegative(int64(v.IntVal), path)
+	}
+}
+
+// percent returns the value of a valid percentage.
+func percent(v *intstr.IntOrString) (int, bool) {
+	if v == nil || v.Type != intstr.String || len(validation.IsValidPercent(v.StrVal)) > 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%"))
+	return n, err == nil
+}
+
+// intOrPercentValue is the number or percentage v gives, as
+// kube-apiserver reads it: 0 when unset, a string that is no percentage
+// read as an integer (0 when it is none).
+func intOrPercentValue(v *intstr.IntOrString) int {
+	if n, ok := percent(v); ok {
+		return n
+	}
+	if v == nil {
+		return 0
+	}
+	return v.IntValue()
+}
+
+func notAbove100Percent(v *intstr.IntOrString, path *field.Path) field.ErrorList {
+	if n, ok := percent(v); ok && n > 100 {
+		return field.ErrorList{field.Invalid(path, v.StrVal, "must not be greater than 100%")}
+	}
+	return nil
 }
 
 func validateSelectorImmutable(sel, old *metav1.LabelSelector) field.ErrorList {

@@ -90,6 +90,15 @@ func TestDeploymentValidate(t *testing.T) {
 		{"surge not a percentage", rolling(intstr.FromString("one"), intstr.FromInt32(1)), []string{Inv(ru + "maxSurge")}},
 		{"unavailable without the percent sign", rolling(intstr.FromInt32(1), intstr.FromString("10")), []string{Inv(ru + "maxUnavailable")}},
 		{"unavailable above 100%", rolling(intstr.FromInt32(1), intstr.FromString("101%")), []string{Inv(ru + "maxUnavailable")}},
+		{"all unavailable", rolling(intstr.FromInt32(0), intstr.FromString("100%")), nil},
+		{"surge with a sign", rolling(intstr.FromString("+25%"), intstr.FromInt32(1)), []string{Inv(ru + "maxSurge")}},
+		{"unavailable with a space", rolling(intstr.FromInt32(1), intstr.FromString(" 25%")), []string{Inv(ru + "maxUnavailable")}},
+		{"negative surge", rolling(intstr.FromInt32(-1), intstr.FromInt32(1)), []string{Inv(ru + "maxSurge")}},
+		{"unavailable without the percent sign, surge 0", rolling(intstr.FromInt32(0), intstr.FromString("10")), []string{Inv(ru + "maxUnavailable")}},
+		{"neither, as zero digits", rolling(intstr.FromString("00%"), intstr.FromString("0%")), []string{Inv(ru + "maxUnavailable")}},
+		{"negative minReadySeconds", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = -1 }, []string{Inv("spec.minReadySeconds")}},
+		{"active deadline in the template", func(d *appsv1.Deployment) { d.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To[int64](60) },
+			[]string{Forbid("spec.template.spec.activeDeadlineSeconds")}},
 		{"no revision history", func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To[int32](0) }, nil},
 		{"negative revision history", func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To[int32](-1) },
 			[]string{Inv("spec.revisionHistoryLimit")}},
@@ -131,6 +140,9 @@ func TestReplicaSetValidate(t *testing.T) {
 		{"no image", func(rs *appsv1.ReplicaSet) { rs.Spec.Template.Spec.Containers[0].Image = "" },
 			[]string{Req("spec.template.spec.containers[0].image")}},
 		{"name with a slash", func(rs *appsv1.ReplicaSet) { rs.Name = "a/b" }, []string{Inv("metadata.name")}},
+		{"negative minReadySeconds", func(rs *appsv1.ReplicaSet) { rs.Spec.MinReadySeconds = -5 }, []string{Inv("spec.minReadySeconds")}},
+		{"active deadline in the template", func(rs *appsv1.ReplicaSet) { rs.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To[int64](1) },
+			[]string{Forbid("spec.template.spec.activeDeadlineSeconds")}},
 	})
 }
 

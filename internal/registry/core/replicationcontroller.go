@@ -37,6 +37,9 @@ var ReplicationController = &registry.Kind{
 		rc := obj.(*corev1.ReplicationController)
 		errs := registry.ValidateMeta(rc, true, registry.DNS1123Domain)
 		spec := field.NewPath("spec")
+		if rc.Spec.MinReadySeconds < 0 {
+			errs = append(errs, field.Invalid(spec.Child("minReadySeconds"), rc.Spec.MinReadySeconds, "must be greater than or equal to 0"))
+		}
 		switch {
 		case rc.Spec.Template == nil && len(rc.Spec.Selector) == 0:
 			return append(errs, field.Required(spec.Child("selector"), ""), field.Required(spec.Child("template"), ""))
@@ -96,6 +99,11 @@ func ValidateTemplate(reps *int32, sel *metav1.LabelSelector, tmpl *corev1.PodTe
 	errs = append(errs, ValidatePodSpec(&tmpl.Spec, spec.Child("template", "spec"))...)
 	if tmpl.Spec.RestartPolicy != "" && tmpl.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(spec.Child("template", "spec", "restartPolicy"), tmpl.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
+	}
+	// A workload's pods run for ever: a deadline would only kill them.
+	if tmpl.Spec.ActiveDeadlineSeconds != nil {
+		errs = append(errs, field.Forbidden(spec.Child("template", "spec", "activeDeadlineSeconds"),
+			"activeDeadlineSeconds is not supported in the pod template of a workload"))
 	}
 	return errs
 }

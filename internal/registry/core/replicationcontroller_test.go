@@ -71,6 +71,11 @@ func TestReplicationControllerValidate(t *testing.T) {
 			rc.Spec.Template.Spec.Containers = append(rc.Spec.Template.Spec.Containers, corev1.Container{Name: "nginx", Image: "nginx"})
 		}, []string{"spec.template.spec.containers[1].name: Duplicate value"}},
 		{"bad name", func(rc *corev1.ReplicationController) { rc.Name = "web_1" }, []string{Inv("metadata.name")}},
+		{"negative minReadySeconds", func(rc *corev1.ReplicationController) { rc.Spec.MinReadySeconds = -1 },
+			[]string{Inv("spec.minReadySeconds")}},
+		{"active deadline in the template", func(rc *corev1.ReplicationController) {
+			rc.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
+		}, []string{Forbid("spec.template.spec.activeDeadlineSeconds")}},
 	})
 }
 
