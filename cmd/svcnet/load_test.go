@@ -4,8 +4,12 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,6 +32,46 @@ func savedImage(t *testing.T, file string, tags ...string) (v1.Image, []byte) {
 		tagged[tag] = img
 	}
 	return img, imagetest.DockerSave(t, tagged)
+}
+
+// fakeDocker serves the two calls of Docker's Engine API that svcnet load
+// makes, on a unix socket, with images; saves of an image named in broken
+// end halfway. It returns the DOCKER_HOST of it.
+func fakeDocker(t *testing.T, images map[string]v1.Image, broken ...string) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /images/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/images/get" {
+			tagged := map[string]v1.Image{}
+			half := false
+			for _, n := range r.URL.Query()["names"] {
+				tagged[n] = images[n]
+				half = half || slices.Contains(broken, n)
+			}
+			tarball := imagetest.DockerSave(t, tagged)
+			if half {
+				tarball = tarball[:len(tarball)/2]
+			}
+			_, _ = w.Write(tarball)
+			return
+		}
+		n := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/images/"), "/json")
+		if _, ok := images[n]; !ok {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"message":"No such image: %s"}`, n)
+			return
+		}
+		fmt.Fprint(w, `{}`)
+	})
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close() })
+	return "unix://" + sock
 }
 
 // runLoad runs `svcnet load args…` against SVCNET_HOME, stdin given.
@@ -100,6 +144,23 @@ func TestLoadCommand(t *testing.T) {
 		tmpEmpty()
 	})
 
+	t.Run("the Docker daemon's images", func(t *testing.T) {
+		built, _ := savedImage(t, "built", "built:1")
+		t.Setenv("DOCKER_HOST", fakeDocker(t, map[string]v1.Image{"built:1": built}))
+		out, errOut, err := runLoad(t, nil, "built:1")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		cfg, _ := built.ConfigName()
+		if !strings.HasPrefix(out, "built:1 "+cfg.String()+" ") || !strings.Contains(errOut, "the Docker daemon's built:1: 1 image(s)") {
+			t.Errorf("stdout %q, stderr %q: want the daemon's image loaded", out, errOut)
+		}
+		if img, err := storeGet("built:1"); err != nil || img.ConfigDigest != cfg.String() {
+			t.Errorf("the store's built:1: %+v %v", img, err)
+		}
+		tmpEmpty()
+	})
+
 	t.Run("refused", func(t *testing.T) {
 		// The config, same length: the tar stays whole.
 		tampered := bytes.Replace(apiTar, []byte(`"/app/api"`), []byte(`"/app/API"`), 1)
@@ -107,19 +168,30 @@ func TestLoadCommand(t *testing.T) {
 			t.Fatal("the archive has no config to tamper with")
 		}
 		_, otherTar := savedImage(t, "other", "other:1")
+		lacking := fakeDocker(t, map[string]v1.Image{"other:1": web, "broken:1": web}, "broken:1")
+		noDaemon := "unix://" + filepath.Join(t.TempDir(), "docker.sock")
 		for _, tc := range []struct {
-			name  string
-			stdin []byte
-			args  []string
-			says  string
+			name   string
+			docker string // DOCKER_HOST
+			stdin  []byte
+			args   []string
+			says   string
 		}{
-			{"an image, not a file", nil, []string{"web:2"}, "docker save -o image.tar web:2"},
-			{"not a tar", []byte("hello\n"), []string{"-"}, "not a tar archive"},
-			{"truncated", otherTar[:len(otherTar)/2], []string{"-"}, "truncated"},
-			{"tampered", tampered, []string{"-"}, "digest mismatch"},
-			{"--tag for two archives", nil, []string{"--tag", "x:1", webPath, webPath}, "one archive"},
+			{"an image, no daemon", noDaemon, nil, []string{"web:2"}, "docker save -o image.tar web:2"},
+			{"an image the daemon lacks", lacking, nil, []string{"web:2"}, "nor an image of the Docker daemon"},
+			{"a daemon that fails halfway", lacking, nil, []string{"broken:1"}, "truncated"},
+			{"a daemon that wants TLS", "tcp://127.0.0.1:2376", nil, []string{"web:2"}, "DOCKER_TLS_VERIFY"},
+			{"neither a file nor a name", noDaemon, nil, []string{"Web Site"}, "nor an image name"},
+			{"not a tar", noDaemon, []byte("hello\n"), []string{"-"}, "not a tar archive"},
+			{"truncated", noDaemon, otherTar[:len(otherTar)/2], []string{"-"}, "truncated"},
+			{"tampered", noDaemon, tampered, []string{"-"}, "digest mismatch"},
+			{"--tag for two archives", noDaemon, nil, []string{"--tag", "x:1", webPath, webPath}, "one archive"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
+				t.Setenv("DOCKER_HOST", tc.docker)
+				if strings.HasPrefix(tc.docker, "tcp:") {
+					t.Setenv("DOCKER_TLS_VERIFY", "1")
+				}
 				_, _, err := runLoad(t, tc.stdin, tc.args...)
 				if err == nil || !strings.Contains(err.Error(), tc.says) {
 					t.Fatalf("got %v, want an error saying %q", err, tc.says)
