@@ -46,11 +46,11 @@ test: deps test-deps build check-kubectl
 		-skip '^($(RACE_CLUSTER_TESTS))$$' $$($(GO) list ./... | grep -v -e '/internal/' -e '/internal$$')
 	@# The tests that run in the QEMU VM, alone: its emulated CPUs take both
 	@# cores and would starve the clusters of the tests above.
-	SVCNET_E2E_BINARY=$(abspath $(BIN)) GOFLAGS=$(TEST_GOFLAGS) $(GO) test -p 1 -count=1 -timeout 30m -run '^(TestBoot|TestProxyIPVS|TestReferenceScenarioIPVS)$$' ./test/vm ./test/e2e/proxy ./test/e2e/cluster
+	SVCNET_E2E_BINARY=$(abspath $(BIN)) GOFLAGS=$(TEST_GOFLAGS) $(GO) test -p 1 -count=1 -timeout 30m -run '^(TestBoot|TestProxyIPVS|TestReferenceScenarioIPVS|TestLimitsCgroup2)$$' ./test/vm ./test/e2e/proxy ./test/e2e/cluster ./internal/node/cgroups
 	@# With the race detector: the packages under internal/ (unit and
 	@# kernel tests, no cluster), then two cluster tests with a race-built
 	@# svcnet (supervisor, agents, pods).
-	GOFLAGS=$(TEST_GOFLAGS) $(GO) test -race -count=1 -timeout 10m ./internal/...
+	SVCNET_VM_LATER=1 GOFLAGS=$(TEST_GOFLAGS) $(GO) test -race -count=1 -timeout 10m ./internal/...
 	@# What the race detector would distort (its goroutine stacks are
 	@# larger), measured without it: the ingress's memory per stalled client.
 	GOFLAGS=$(TEST_GOFLAGS) $(GO) test -count=1 -timeout 5m -run '^TestSendTimeoutMemory$$' ./internal/ingress/server/

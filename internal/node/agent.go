@@ -145,6 +145,7 @@ func New(cfg Config) (*Agent, error) {
 	a.pods = pods.Runtime{Self: self, NodeIP: cfg.NodeIP, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 		NodeResolv: string(resolv), Net: a.net, Volumes: apiSource{client}, Node: a}
 	a.pods.Cgroups = cgroups.Detect()
+	slog.Info("container limits", "cgroups", a.pods.Cgroups.String())
 	if a.pods.Users, err = users.Open(cmp.Or(cfg.PodUsersDir, filepath.Join(cfg.StateDir, "users"))); err != nil {
 		return nil, err
 	}

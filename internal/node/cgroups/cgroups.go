@@ -1,23 +1,30 @@
 // Package cgroups enforces containers' resource limits with the kernel's
-// control groups, in cgroups svcnet makes under the node agent's own (so
-// that nothing else of the machine's changes): a memory limit with the
-// memory controller, a CPU limit as a CFS quota with the cpu controller,
-// in the cgroup v1 hierarchies where the machine mounts those
-// controllers. A container's process joins its groups before its
-// command starts (runtime.ExecOptions.Cgroups); a container killed by
-// the kernel's OOM killer inside its group is OOMKilled.
-//
-// A machine whose controllers are only in a cgroup2 hierarchy is not
-// supported yet: the limits are reported as not enforced (an event on
-// the pod), never silently dropped.
+// control groups, in cgroups svcnet makes for them: a memory limit with
+// the memory controller (no swap beyond it), a CPU limit as a CFS quota
+// with the cpu controller. Where the machine mounts those controllers in
+// cgroup v1 hierarchies, the groups are made under the node agent's own
+// cgroup there (so that nothing else of the machine's changes); where
+// only a cgroup2 hierarchy has them (most machines today), under one
+// directory svcnet makes below the hierarchy's root, svcnet/, as
+// kubelet's cgroupfs driver makes kubepods/: a cgroup2 group cannot hand
+// controllers to children while it holds processes itself, so they
+// cannot go under the agent's own cgroup, which holds the agent. A
+// container's process joins its groups before its command starts
+// (runtime.ExecOptions.Cgroups); a container killed by the kernel's OOM
+// killer inside its group is OOMKilled. A limit the machine cannot
+// enforce (its controller is missing, or the hierarchy is not svcnet's
+// to change, as inside a container) is reported as not enforced (an
+// event on the pod), never silently dropped.
 package cgroups
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,10 +43,19 @@ const cfsPeriod = 100000 // µs
 
 // Hierarchy is where svcnet makes its cgroups: per controller, the
 // directory of the agent's own cgroup in that controller's v1
-// hierarchy; a controller the machine does not mount (v1) is missing.
+// hierarchy; else, for the controllers a cgroup2 hierarchy's root hands
+// to its children, unified (<mount>/svcnet).
 type Hierarchy struct {
 	dirs map[string]string
+	// unified is svcnet's directory in the cgroup2 hierarchy, and v2 the
+	// controllers svcnet takes from there.
+	unified string
+	v2      map[string]bool
 }
+
+// unifiedDir is the directory svcnet makes its groups in, below the
+// root of a cgroup2 hierarchy.
+const unifiedDir = "svcnet"
 
 // Detect finds the agent's cgroups from /proc/self/cgroup and the
 // machine's mounts.
@@ -48,7 +64,7 @@ func Detect() Hierarchy {
 }
 
 func detect(cgroupFile, mountinfo string) Hierarchy {
-	h := Hierarchy{dirs: map[string]string{}}
+	h := Hierarchy{dirs: map[string]string{}, v2: map[string]bool{}}
 	own := map[string]string{} // controller → path of the agent's cgroup
 	if data, err := os.ReadFile(cgroupFile); err == nil {
 		for line := range strings.SplitSeq(string(data), "\n") {
@@ -69,13 +85,21 @@ func detect(cgroupFile, mountinfo string) Hierarchy {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	unified := ""
 	for sc.Scan() {
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		fields, after := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(after) < 3 || after[0] != "cgroup" {
+		if !ok || len(fields) < 5 || len(after) < 3 {
 			continue
 		}
 		root, point := fields[3], fields[4]
+		if after[0] == "cgroup2" && root == "/" && unified == "" {
+			unified = point
+			continue
+		}
+		if after[0] != "cgroup" {
+			continue
+		}
 		for opt := range strings.SplitSeq(after[2], ",") {
 			if (opt == Memory || opt == CPU) && h.dirs[opt] == "" {
 				if path, ok := own[opt]; ok {
@@ -89,11 +113,42 @@ func detect(cgroupFile, mountinfo string) Hierarchy {
 			}
 		}
 	}
+	if unified == "" {
+		return h
+	}
+	// The controllers the root hands to its children, that no v1
+	// hierarchy has.
+	data, err := os.ReadFile(filepath.Join(unified, "cgroup.subtree_control"))
+	if err != nil {
+		return h
+	}
+	for _, c := range strings.Fields(string(data)) {
+		if (c == Memory || c == CPU) && h.dirs[c] == "" {
+			h.v2[c] = true
+			h.unified = filepath.Join(unified, unifiedDir)
+		}
+	}
 	return h
 }
 
 // Has reports whether the machine offers controller c.
-func (h Hierarchy) Has(c string) bool { return h.dirs[c] != "" }
+func (h Hierarchy) Has(c string) bool { return h.dirs[c] != "" || h.v2[c] }
+
+// String says where the groups go, for logs.
+func (h Hierarchy) String() string {
+	var parts []string
+	for _, c := range []string{Memory, CPU} {
+		switch {
+		case h.dirs[c] != "":
+			parts = append(parts, c+" (v1) "+h.dirs[c])
+		case h.v2[c]:
+			parts = append(parts, c+" (v2) "+h.unified)
+		default:
+			parts = append(parts, c+" none")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
 
 // Limits are what a container may use; zero is no limit.
 type Limits struct {
@@ -115,67 +170,124 @@ func (h Hierarchy) Create(name string, l Limits) (g Group, unenforced []string, 
 		return g, nil, fmt.Errorf("cgroup name %q: svcnet's cgroups are named svcnet-…, one path element", name)
 	}
 	g.Dirs = map[string]string{}
+	// Per controller, its files in write order: the period before the
+	// quota (a quota is checked against it); memory and swap after the
+	// memory limit, which it may not be under (v1): no swap beyond the
+	// limit, as runc sets it. A swap file that is missing means no swap
+	// accounting.
+	quota := strconv.FormatInt(max(l.CPUMilli*cfsPeriod/1000, 1000), 10)
+	mem := strconv.FormatInt(l.MemoryBytes, 10)
 	want := []struct {
 		controller string
 		on         bool
-		files      map[string]string
+		v1, v2     [][2]string
 	}{
-		{Memory, l.MemoryBytes > 0, map[string]string{"memory.limit_in_bytes": strconv.FormatInt(l.MemoryBytes, 10),
-			"memory.memsw.limit_in_bytes": strconv.FormatInt(l.MemoryBytes, 10)}},
-		{CPU, l.CPUMilli > 0, map[string]string{"cpu.cfs_period_us": strconv.Itoa(cfsPeriod),
-			"cpu.cfs_quota_us": strconv.FormatInt(max(l.CPUMilli*cfsPeriod/1000, 1000), 10)}},
+		{Memory, l.MemoryBytes > 0,
+			[][2]string{{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes", mem}},
+			[][2]string{{"memory.max", mem}, {"memory.swap.max", "0"}}},
+		{CPU, l.CPUMilli > 0,
+			[][2]string{{"cpu.cfs_period_us", strconv.Itoa(cfsPeriod)}, {"cpu.cfs_quota_us", quota}},
+			[][2]string{{"cpu.max", quota + " " + strconv.Itoa(cfsPeriod)}}},
 	}
+	v2Ready := false
 	for _, w := range want {
 		if !w.on {
 			continue
 		}
-		base := h.dirs[w.controller]
-		if base == "" {
+		var dir string
+		var files [][2]string
+		switch {
+		case h.dirs[w.controller] != "":
+			dir, files = filepath.Join(h.dirs[w.controller], name), w.v1
+		case h.v2[w.controller]:
+			if !v2Ready {
+				if err := h.prepareUnified(); err != nil {
+					if !notOurs(err) {
+						g.Remove()
+						return Group{}, nil, err
+					}
+					unenforced = append(unenforced, w.controller)
+					continue
+				}
+				v2Ready = true
+			}
+			dir, files = filepath.Join(h.unified, name), w.v2
+		default:
 			unenforced = append(unenforced, w.controller)
 			continue
 		}
-		dir := filepath.Join(base, name)
-		_ = os.Remove(dir) // an earlier start's, empty
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-				// Mounted, but not svcnet's to change (a container's view).
-				unenforced = append(unenforced, w.controller)
-				continue
+		if _, made := g.dirSet()[dir]; !made {
+			_ = os.Remove(dir) // an earlier start's, empty
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				if notOurs(err) {
+					unenforced = append(unenforced, w.controller)
+					continue
+				}
+				g.Remove()
+				return Group{}, nil, fmt.Errorf("cgroup %s: %w", dir, err)
 			}
-			g.Remove()
-			return Group{}, nil, fmt.Errorf("cgroup %s: %w", dir, err)
 		}
 		g.Dirs[w.controller] = dir
-		// The period before the quota: a quota is checked against it.
-		// memsw (memory and swap) after the memory limit, which it may
-		// not be under: no swap beyond the limit, as runc sets it.
-		for _, file := range []string{"cpu.cfs_period_us", "cpu.cfs_quota_us", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
-			v, ok := w.files[file]
-			if !ok {
-				continue
-			}
-			if _, err := os.Stat(filepath.Join(dir, file)); err != nil && file == "memory.memsw.limit_in_bytes" {
+		for _, f := range files {
+			path := filepath.Join(dir, f[0])
+			if _, err := os.Stat(path); err != nil && strings.Contains(f[0], "sw") {
 				continue // no swap accounting
 			}
-			if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
+			if err := os.WriteFile(path, []byte(f[1]), 0o644); err != nil {
 				g.Remove()
-				return Group{}, nil, fmt.Errorf("cgroup %s: %s: %w", dir, file, err)
+				return Group{}, nil, fmt.Errorf("cgroup %s: %s: %w", dir, f[0], err)
 			}
 		}
 	}
 	return g, unenforced, nil
 }
 
+// notOurs tells the errors of a hierarchy that is mounted but not
+// svcnet's to change (a container's view of it).
+func notOurs(err error) bool {
+	return errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EBUSY)
+}
+
+// prepareUnified makes svcnet's directory in the cgroup2 hierarchy and
+// hands it the controllers it takes from there, for its groups.
+func (h Hierarchy) prepareUnified() error {
+	if err := os.Mkdir(h.unified, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("cgroup %s: %w", h.unified, err)
+	}
+	var enable []string
+	for _, c := range []string{CPU, Memory} {
+		if h.v2[c] {
+			enable = append(enable, "+"+c)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(h.unified, "cgroup.subtree_control"), []byte(strings.Join(enable, " ")), 0o644); err != nil {
+		return fmt.Errorf("cgroup %s: enable %s: %w", h.unified, strings.Join(enable, " "), err)
+	}
+	return nil
+}
+
 // Find is the group named name an earlier run of the agent made (for a
 // container it adopts): its cgroups that exist.
 func (h Hierarchy) Find(name string) Group {
 	g := Group{Dirs: map[string]string{}}
-	for c, base := range h.dirs {
+	for c, base := range h.bases() {
 		if dir := filepath.Join(base, name); name != "" && isDir(dir) {
 			g.Dirs[c] = dir
 		}
 	}
 	return g
+}
+
+// bases are the directories groups are made in, by controller.
+func (h Hierarchy) bases() map[string]string {
+	out := map[string]string{}
+	for c, d := range h.dirs {
+		out[c] = d
+	}
+	for c := range h.v2 {
+		out[c] = h.unified
+	}
+	return out
 }
 
 // RemoveAll removes every group whose name starts with prefix (svcnet-…):
@@ -185,7 +297,7 @@ func (h Hierarchy) RemoveAll(prefix string) error {
 		return fmt.Errorf("cgroup prefix %q: not svcnet's", prefix)
 	}
 	var errs []error
-	for _, base := range h.dirs {
+	for base := range maps.Values(h.bases()) {
 		matches, _ := filepath.Glob(filepath.Join(base, prefix+"*"))
 		for _, m := range matches {
 			if err := os.Remove(m); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -201,12 +313,23 @@ func isDir(path string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// dirSet is the group's directories, each once (in cgroup2 one holds
+// every controller).
+func (g Group) dirSet() map[string]struct{} {
+	out := map[string]struct{}{}
+	for _, d := range g.Dirs {
+		out[d] = struct{}{}
+	}
+	return out
+}
+
 // Procs are the files a process writes "0" to, to join the group.
 func (g Group) Procs() []string {
 	var out []string
-	for _, d := range g.Dirs {
+	for d := range g.dirSet() {
 		out = append(out, filepath.Join(d, "cgroup.procs"))
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -217,7 +340,11 @@ func (g Group) OOMKilled() bool {
 	if dir == "" {
 		return false
 	}
+	// v1 counts in memory.oom_control, cgroup2 in memory.events.
 	data, err := os.ReadFile(filepath.Join(dir, "memory.oom_control"))
+	if errors.Is(err, os.ErrNotExist) {
+		data, err = os.ReadFile(filepath.Join(dir, "memory.events"))
+	}
 	if err != nil {
 		return false
 	}
@@ -233,7 +360,7 @@ func (g Group) OOMKilled() bool {
 // Remove removes the group's cgroups (their processes gone).
 func (g Group) Remove() error {
 	var errs []error
-	for _, d := range g.Dirs {
+	for d := range g.dirSet() {
 		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -6,38 +6,71 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/test/vm"
 )
 
 // TestDetect: the agent's cgroups in each v1 hierarchy that mounts the
-// memory or cpu controller; none on a machine with cgroup2 only.
+// memory or cpu controller; on a machine with cgroup2 only, svcnet's
+// directory below its root for the controllers the root hands down.
 func TestDetect(t *testing.T) {
 	v1mounts := `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
 32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
 35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+41 31 0:38 / UNIFIED rw,relatime - cgroup2 cgroup2 rw
 `
 	cases := []struct {
 		name, cgroup, mounts string
+		subtree              string // the cgroup2 root's cgroup.subtree_control
 		want                 map[string]string
+		wantV2               []string
 	}{
-		{"v1", "4:memory:/process_api/abc\n1:cpu,cpuacct:/\n0::/\n", v1mounts,
-			map[string]string{Memory: "/sys/fs/cgroup/memory/process_api/abc", CPU: "/sys/fs/cgroup/cpu,cpuacct"}},
-		{"a mount of part of the hierarchy", "4:memory:/docker/x/agent\n", "35 31 0:32 /docker/x /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n",
-			map[string]string{Memory: "/sys/fs/cgroup/memory/agent"}},
-		{"cgroup2 only", "0::/user.slice/session-1.scope\n", "30 23 0:27 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
-			map[string]string{}},
+		{"v1", "4:memory:/process_api/abc\n1:cpu,cpuacct:/\n0::/\n", v1mounts, "hugetlb",
+			map[string]string{Memory: "/sys/fs/cgroup/memory/process_api/abc", CPU: "/sys/fs/cgroup/cpu,cpuacct"}, nil},
+		{"v1 beside a cgroup2 that has the controllers", "4:memory:/a\n1:cpu,cpuacct:/\n0::/\n", v1mounts, "cpu memory pids",
+			map[string]string{Memory: "/sys/fs/cgroup/memory/a", CPU: "/sys/fs/cgroup/cpu,cpuacct"}, nil},
+		{"a mount of part of the hierarchy", "4:memory:/docker/x/agent\n", "35 31 0:32 /docker/x /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", "",
+			map[string]string{Memory: "/sys/fs/cgroup/memory/agent"}, nil},
+		{"cgroup2 only", "0::/user.slice/session-1.scope\n", "30 23 0:27 / UNIFIED rw - cgroup2 cgroup2 rw,nsdelegate\n", "cpuset cpu io memory pids",
+			map[string]string{}, []string{CPU, Memory}},
+		{"cgroup2 whose root hands down no memory", "0::/\n", "30 23 0:27 / UNIFIED rw - cgroup2 cgroup2 rw\n", "cpu pids",
+			map[string]string{}, []string{CPU}},
+		{"a container's view of cgroup2", "0::/\n", "30 23 0:27 /kubepods/pod1 UNIFIED rw - cgroup2 cgroup2 rw\n", "cpu memory",
+			map[string]string{}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
+			unified := filepath.Join(dir, "unified")
+			_ = os.Mkdir(unified, 0o755)
+			_ = os.WriteFile(filepath.Join(unified, "cgroup.subtree_control"), []byte(tc.subtree+"\n"), 0o644)
 			cg, mi := filepath.Join(dir, "cgroup"), filepath.Join(dir, "mountinfo")
 			_ = os.WriteFile(cg, []byte(tc.cgroup), 0o644)
-			_ = os.WriteFile(mi, []byte(tc.mounts), 0o644)
+			_ = os.WriteFile(mi, []byte(strings.ReplaceAll(tc.mounts, "UNIFIED", unified)), 0o644)
 			h := detect(cg, mi)
 			if fmt.Sprint(h.dirs) != fmt.Sprint(tc.want) {
-				t.Errorf("got %v, want %v", h.dirs, tc.want)
+				t.Errorf("v1: got %v, want %v", h.dirs, tc.want)
+			}
+			var v2 []string
+			for _, c := range []string{CPU, Memory} {
+				if h.v2[c] {
+					v2 = append(v2, c)
+				}
+			}
+			if !slices.Equal(v2, tc.wantV2) {
+				t.Errorf("cgroup2 controllers %v, want %v", v2, tc.wantV2)
+			}
+			if wantDir := filepath.Join(unified, "svcnet"); len(tc.wantV2) > 0 && h.unified != wantDir {
+				t.Errorf("cgroup2 groups in %q, want %q", h.unified, wantDir)
+			}
+			for _, c := range []string{CPU, Memory} {
+				if h.Has(c) != (tc.want[c] != "" || slices.Contains(tc.wantV2, c)) {
+					t.Errorf("Has(%s) = %v", c, h.Has(c))
+				}
 			}
 		})
 	}
@@ -51,9 +84,54 @@ func TestLimits(t *testing.T) {
 		t.Skip("cgroups take root; CI runs as root")
 	}
 	h := Detect()
-	if !h.Has(Memory) || !h.Has(CPU) {
-		t.Fatalf("this machine offers cgroup v1 memory and cpu controllers (FACTS), found %v", h.dirs)
+	if h.dirs[Memory] == "" || h.dirs[CPU] == "" {
+		t.Fatalf("this machine offers cgroup v1 memory and cpu controllers (docs/architecture.md), found %v", h)
 	}
+	testLimits(t, h, func(read func(c, file string) string) {
+		if q, p := read(CPU, "cpu.cfs_quota_us"), read(CPU, "cpu.cfs_period_us"); q != "25000" || p != "100000" {
+			t.Errorf("CPU quota %s per %s µs, want 25000 per 100000 (250m)", q, p)
+		}
+		if got := read(Memory, "memory.limit_in_bytes"); got != fmt.Sprint(16<<20) {
+			t.Errorf("memory limit %s", got)
+		}
+	})
+}
+
+// TestLimitsCgroup2 is TestLimits on a machine whose controllers are in
+// a cgroup2 hierarchy only: the VM's (this machine's are in v1).
+func TestLimitsCgroup2(t *testing.T) {
+	if !vm.Inside(t, vm.Config{Timeout: 3 * time.Minute}) {
+		return
+	}
+	// The VM boots with a cgroup2 hierarchy whose root hands nothing
+	// down; a machine that runs services (systemd) hands down these.
+	if err := os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+cpu +memory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := Detect()
+	if len(h.dirs) > 0 || !h.v2[Memory] || !h.v2[CPU] || h.unified != "/sys/fs/cgroup/svcnet" {
+		t.Fatalf("the VM's cgroup2 hierarchy: found %v", h)
+	}
+	testLimits(t, h, func(read func(c, file string) string) {
+		if got := read(CPU, "cpu.max"); got != "25000 100000" {
+			t.Errorf("cpu.max %q, want 25000 per 100000 (250m)", got)
+		}
+		if got := read(Memory, "memory.max"); got != fmt.Sprint(16<<20) {
+			t.Errorf("memory.max %s", got)
+		}
+		if g := read(Memory, "cgroup.controllers"); !strings.Contains(g, "memory") || !strings.Contains(g, "cpu") {
+			t.Errorf("the group's controllers: %q", g)
+		}
+	})
+	if err := os.Remove(h.unified); err != nil {
+		t.Errorf("svcnet's directory, its groups gone: %v", err)
+	}
+}
+
+// testLimits: a group of h enforces a memory limit (a process
+// allocating past it is killed, and that is told as an OOM kill) and a
+// CPU quota, which check reads; Find and RemoveAll find svcnet's groups.
+func testLimits(t *testing.T, h Hierarchy, check func(read func(c, file string) string)) {
 	name := fmt.Sprintf("svcnet-test-%d-c", rand.IntN(1e9))
 	g, unenforced, err := h.Create(name, Limits{MemoryBytes: 16 << 20, CPUMilli: 250})
 	if err != nil || len(unenforced) > 0 {
@@ -64,12 +142,7 @@ func TestLimits(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(g.Dirs[c], file))
 		return strings.TrimSpace(string(b))
 	}
-	if q, p := read(CPU, "cpu.cfs_quota_us"), read(CPU, "cpu.cfs_period_us"); q != "25000" || p != "100000" {
-		t.Errorf("CPU quota %s per %s µs, want 25000 per 100000 (250m)", q, p)
-	}
-	if got := read(Memory, "memory.limit_in_bytes"); got != fmt.Sprint(16<<20) {
-		t.Errorf("memory limit %s", got)
-	}
+	check(read)
 	if g.OOMKilled() {
 		t.Error("a new group counts an OOM kill")
 	}
