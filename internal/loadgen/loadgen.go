@@ -67,6 +67,49 @@ type Outcome struct {
 	// began and ended (from the send): a client slow to reach connect is
 	// told from a SYN that got no answer.
 	Detail string
+	// Connected is when an HTTP request's connection was made: its
+	// handshake done, even if reset before the connect returned (zero:
+	// never).
+	Connected time.Time
+}
+
+// LostWith reports whether o may have failed because the server process
+// it reached ended at end: sent before end, its connection made (the
+// server's kernel accepted it, into the process's accept queue or its
+// hands) and then broken (reset or closed). A request in flight to a
+// process when it dies, or in the queue of a listener when it closes,
+// is lost with it in every system: the kernel resets what no process
+// will read. A request sent after end cannot have reached the ended
+// process's socket, so it never counts: what a test may not lose are
+// those, which a proxy and the pod's namespace decide. The send time,
+// not when the client saw its connect done, is compared with end: the
+// client sees that late when it is slow to run.
+func LostWith(o Outcome, end time.Time) bool {
+	return (o.Kind == "reset" || o.Kind == "closed") && !o.Connected.IsZero() && o.At.Before(end)
+}
+
+// Kill is a server process killed At that ended at Ended (zero: not
+// known, and then no request is lost with it).
+type Kill struct{ At, Ended time.Time }
+
+// SplitLost takes from outcomes the failed requests lost with one of
+// kills: in flight at the kill or sent after it, and LostWith its end.
+// lost[i] are those of kills[i] (the first kill that explains one).
+func SplitLost(outcomes []Outcome, kills []Kill) (kept []Outcome, lost [][]Outcome) {
+	lost = make([][]Outcome, len(kills))
+outcome:
+	for _, o := range outcomes {
+		if o.Kind != "" {
+			for i, k := range kills {
+				if !k.Ended.IsZero() && o.At.Add(o.Took).After(k.At) && LostWith(o, k.Ended) {
+					lost[i] = append(lost[i], o)
+					continue outcome
+				}
+			}
+		}
+		kept = append(kept, o)
+	}
+	return kept, lost
 }
 
 func (o Outcome) String() string {
@@ -277,14 +320,14 @@ func run(ctx context.Context, t Target) Result {
 	}
 	var mu sync.Mutex
 	answers := map[string]int{}
-	outcomes := every(ctx, t.Rate, inflight, func() (string, string) {
-		body, kind, detail := get(client, t.URL, t.Host)
+	outcomes := every(ctx, t.Rate, inflight, func() (string, string, time.Time) {
+		body, kind, detail, connected := get(client, t.URL, t.Host)
 		if kind == "" {
 			mu.Lock()
 			answers[body]++
 			mu.Unlock()
 		}
-		return kind, detail
+		return kind, detail, connected
 	})
 	res := Result{Name: t.Name, Errors: map[string]int{}, Answers: answers}
 	for _, o := range outcomes {
@@ -319,10 +362,10 @@ func (r *Result) fail(kind string, at time.Time) {
 
 // get fetches url and returns the body, or the kind of failure and when
 // the request's connect began and ended.
-func get(c *http.Client, url, host string) (body, kind, detail string) {
+func get(c *http.Client, url, host string) (body, kind, detail string, connectedAt time.Time) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
-		return "", "bad request: " + err.Error(), ""
+		return "", "bad request: " + err.Error(), "", time.Time{}
 	}
 	if host != "" {
 		req.Host = host
@@ -332,22 +375,37 @@ func get(c *http.Client, url, host string) (body, kind, detail string) {
 	// The connect's start and end come from the net.Dialer inside the
 	// target's Dialer (the trace rides in the context it is given).
 	var (
-		connected           atomic.Bool
+		connected, madeConn atomic.Bool  // GotConn; a connect without error
 		connStart, connDone atomic.Int64 // ns after start, 0: not yet
 		start               = time.Now()
 		since               = func() int64 { return max(int64(time.Since(start)), 1) }
 	)
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		ConnectStart: func(string, string) { connStart.CompareAndSwap(0, since()) },
-		ConnectDone:  func(string, string, error) { connDone.CompareAndSwap(0, since()) },
-		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
+		ConnectDone: func(_, _ string, err error) {
+			connDone.CompareAndSwap(0, since())
+			// A reset before the connect returned (not a refusal, which
+			// is ECONNREFUSED) comes after the handshake: made too.
+			if err == nil || errors.Is(err, syscall.ECONNRESET) {
+				madeConn.Store(true)
+			}
+		},
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
 	}))
-	failed := func(err error) (string, string, string) {
+	at := func() time.Time {
+		// The connect's end, not GotConn: a connection the server resets
+		// at once may fail the request before the transport hands it over.
+		if !madeConn.Load() || connDone.Load() == 0 {
+			return time.Time{}
+		}
+		return start.Add(time.Duration(connDone.Load()))
+	}
+	failed := func(err error) (string, string, string, time.Time) {
 		kind := Classify(err)
 		if kind == "timeout" && !connected.Load() {
 			kind = "timeout connecting"
 		}
-		return "", kind, connectPhases(time.Duration(connStart.Load()), time.Duration(connDone.Load()))
+		return "", kind, connectPhases(time.Duration(connStart.Load()), time.Duration(connDone.Load())), at()
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -359,13 +417,13 @@ func get(c *http.Client, url, host string) (body, kind, detail string) {
 		return failed(err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Sprintf("status %d", resp.StatusCode), ""
+		return "", fmt.Sprintf("status %d", resp.StatusCode), "", at()
 	}
 	if time.Since(start) > SlowAfter {
 		// Where a slow request spent its time.
 		detail = connectPhases(time.Duration(connStart.Load()), time.Duration(connDone.Load()))
 	}
-	return strings.TrimSpace(string(b)), "", detail
+	return strings.TrimSpace(string(b)), "", detail, at()
 }
 
 // connectPhases says when a connect began and ended after its request
@@ -404,11 +462,12 @@ func Classify(err error) string {
 // failure) and returns each call's outcome: do returns "" for success or
 // the kind of failure.
 func Every(ctx context.Context, rate, inflight int, do func() string) []Outcome {
-	return every(ctx, rate, inflight, func() (string, string) { return do(), "" })
+	return every(ctx, rate, inflight, func() (string, string, time.Time) { return do(), "", time.Time{} })
 }
 
-// every is Every for a do that also says what a failure went through.
-func every(ctx context.Context, rate, inflight int, do func() (kind, detail string)) []Outcome {
+// every is Every for a do that also says what a failure went through
+// and when its connection was made.
+func every(ctx context.Context, rate, inflight int, do func() (kind, detail string, connected time.Time)) []Outcome {
 	var (
 		mu  sync.Mutex
 		wg  sync.WaitGroup
@@ -436,10 +495,10 @@ func every(ctx context.Context, rate, inflight int, do func() (kind, detail stri
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			kind, detail := do()
+			kind, detail, connected := do()
 			took := time.Since(at)
 			mu.Lock()
-			out = append(out, Outcome{At: at, Took: took, Kind: kind, Detail: detail})
+			out = append(out, Outcome{At: at, Took: took, Kind: kind, Detail: detail, Connected: connected})
 			mu.Unlock()
 		}()
 	}

@@ -210,3 +210,56 @@ func TestSlowAndConnectTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestLostWith: a request whose connection a server resets is lost with
+// the server if it was sent before the server's end, and not if it was
+// sent after; a refused one never is (no connection).
+func TestLostWith(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+		}
+	}()
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedURL := "http://" + refused.Addr().String()
+	refused.Close()
+	lockOnce.Do(lockMemory)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	results := Run(ctx, Target{Name: "reset", URL: "http://" + l.Addr().String(), Rate: 40, Timeline: true},
+		Target{Name: "refused", URL: refusedURL, Rate: 40, Timeline: true})
+	for _, r := range results {
+		if r.Sent < 5 || r.OK != 0 {
+			t.Fatalf("%s: %s", r.Name, r)
+		}
+		for _, o := range r.Outcomes {
+			switch r.Name {
+			case "reset":
+				if o.Kind != "reset" && o.Kind != "closed" || o.Connected.IsZero() || o.Connected.Before(o.At) {
+					t.Fatalf("reset: %s connected at %v", o, o.Connected)
+				}
+				if !LostWith(o, o.Connected) || LostWith(o, o.At) {
+					t.Errorf("reset: %s: lost with a server that ended when it connected: %v, when it was sent: %v",
+						o, LostWith(o, o.Connected), LostWith(o, o.At))
+				}
+			case "refused":
+				if o.Kind != "refused" || !o.Connected.IsZero() || LostWith(o, time.Now()) {
+					t.Errorf("refused: %s connected at %v: never lost with a server", o, o.Connected)
+				}
+			}
+		}
+	}
+}

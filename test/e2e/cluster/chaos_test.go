@@ -34,6 +34,10 @@ type fault struct {
 	dataPath bool
 	// dns: lookups must not fail.
 	dns bool
+	// server is the pod (namespace/name prefix) of a data-path server
+	// the fault kills: the HTTP requests in flight to its process when it
+	// ended are lost with it (loadgen.LostWith), and reported apart.
+	server string
 	// do breaks something and returns how to tell it recovered.
 	do func(t *testing.T) (recovered func() bool)
 }
@@ -181,7 +185,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 		// crash hold drops them instead, the client's SYN comes again a
 		// second later and the proxy, having deleted the connection's
 		// entry with the endpoint, sends it to a live pod.
-		{name: "one hostnames server", dataPath: true, dns: true, do: func(t *testing.T) func() bool {
+		{name: "one hostnames server", dataPath: true, dns: true, server: "default/hostnames-", do: func(t *testing.T) func() bool {
 			killOne(t, "a hostnames server", " image hostnames ", "netns=svcnet-"+c.name+"-*", notShim)
 			time.Sleep(time.Second) // its pod to be seen not ready before waiting for all
 			return func() bool {
@@ -287,13 +291,36 @@ func TestFaultsUnderLoad(t *testing.T) {
 		}
 		return s
 	}
-	for _, w := range windows {
+	// The kills of servers: the requests in flight to their processes
+	// (sent before, or in an earlier window) are lost with them, and told
+	// in the kill's window.
+	kills := make([]loadgen.Kill, len(windows))
+	for k, w := range windows {
+		if w.f.server == "" {
+			continue
+		}
+		kills[k] = loadgen.Kill{At: w.from, Ended: c.exitedAt(w.from, w.f.server)}
+		if kills[k].Ended.IsZero() {
+			t.Errorf("%s: no node agent logged the exit of %s…", w.f.name, w.f.server)
+		}
+	}
+	kept := make([][]loadgen.Outcome, len(httpResults))
+	lostBy := make([][][]loadgen.Outcome, len(httpResults))
+	for i, r := range httpResults {
+		kept[i], lostBy[i] = loadgen.SplitLost(r.Outcomes, kills)
+	}
+	for k, w := range windows {
 		var cells []string
-		for i, r := range httpResults {
-			sent, failed, kinds := loadgen.Count(r.Outcomes, w.from, w.to)
-			cells = append(cells, cell(sent, failed, kinds))
+		for i := range httpResults {
+			rest, inFlight := kept[i], lostBy[i][k]
+			sent, failed, kinds := loadgen.Count(rest, w.from, w.to)
+			cells = append(cells, cell(sent, failed, kinds)+inFlightNote(len(inFlight)))
+			if len(inFlight) > 0 {
+				t.Logf("%s: %d request(s) through the %s in flight to the killed server when its process ended at %s, lost with it: %s",
+					w.f.name, len(inFlight), targets[i].Name, kills[k].Ended.Format("15:04:05.000"), failedAt(inFlight, time.Time{}, w.to, nil))
+			}
 			if w.f.dataPath && failed > 0 {
-				t.Errorf("%s: %d of %d requests through the %s failed: %v (%s)", w.f.name, failed, sent, targets[i].Name, kinds, failedAt(r.Outcomes, w.from, w.to, r.Stalls))
+				t.Errorf("%s: %d of %d requests through the %s failed: %v (%s)", w.f.name, failed, sent, targets[i].Name, kinds, failedAt(rest, w.from, w.to, httpResults[i].Stalls))
 			}
 		}
 		sent, failed, kinds := loadgen.Count(dnsOutcomes, w.from, w.to)
@@ -433,6 +460,37 @@ func (c *localCluster) pidsWith(parts ...string) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// inFlightNote is a report cell's note of requests lost with a killed
+// server.
+func inFlightNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" +%d in flight at its end", n)
+}
+
+// exitedAt is when a node agent saw a container of the pod whose
+// namespace/name starts with pod exit, the first time after since
+// (millisecond precision, from its log); zero if none did.
+func (c *localCluster) exitedAt(since time.Time, pod string) time.Time {
+	var first time.Time
+	logs, _ := filepath.Glob(filepath.Join(c.home, c.name, "logs", "node-*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if !strings.Contains(line, `msg="container exited"`) || !strings.Contains(line, " pod="+pod) {
+				continue
+			}
+			ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+			at, err := time.Parse(time.RFC3339Nano, ts)
+			if err == nil && at.After(since) && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
+		}
+	}
+	return first
 }
 
 // agentLogged reports whether a line of a node agent's log has every

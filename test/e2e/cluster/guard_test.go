@@ -12,7 +12,8 @@ import (
 // TestServerExitLosesNoRequest: a server whose listening socket closes a
 // while before its process exits — as a killed server's does for a few
 // milliseconds, widened here to 2 s by netexec's /exit with a request in
-// flight — loses no request sent through its Service meanwhile: while its
+// flight — loses no request sent through its Service meanwhile (but those
+// the kernel had queued for the listener when it closed): while its
 // pod is Ready its namespace drops its refusals (the node agent's serving
 // guard), the clients send their SYNs again, and by then the crash hold
 // and the proxies send them to the other replica.
@@ -50,7 +51,8 @@ spec:
 	}
 	// The node reaches the pod directly, as kubelet's probes do.
 	node := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: nsDialer("svcnet-" + c.name + "-node-1")}}
-	targets := []loadgen.Target{{Name: "NodePort", URL: "http://172.18.0.11:30080/hostname", Rate: 40, Dial: nsDialer("svcnet-" + c.name + "-client")}}
+	targets := []loadgen.Target{{Name: "NodePort", URL: "http://172.18.0.11:30080/hostname", Rate: 40, Dial: nsDialer("svcnet-" + c.name + "-client"), Timeline: true}}
+	var closed time.Time // by when the listener had closed
 	results, _ := c.measureDuring(targets, func() {
 		inFlight := make(chan error, 1)
 		go func() {
@@ -64,6 +66,7 @@ spec:
 		// The listener closes now; the process exits when the request in
 		// flight has ended, 2 s later.
 		resp, err := node.Get("http://" + ips[0] + ":8080/exit?code=0&timeout=10s")
+		closed = time.Now()
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -75,8 +78,24 @@ spec:
 		})
 	})
 	r := results[0]
-	if r.Failed() > 0 {
-		t.Errorf("while a server's listener was closed before its exit: %s", r)
+	// A connection the kernel had put in the listener's accept queue when
+	// the listener closed is reset with it, in every system; what began
+	// after may not fail.
+	var lost []string
+	failed := 0
+	for _, o := range r.Outcomes {
+		switch {
+		case loadgen.LostWith(o, closed):
+			lost = append(lost, o.String())
+		case o.Kind != "":
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("while a server's listener was closed before its exit (closed by %s): %s", closed.Format("15:04:05.000"), r)
+	}
+	if len(lost) > 0 {
+		t.Logf("in the accept queue when the listener closed (by %s), lost with it: %v", closed.Format("15:04:05.000"), lost)
 	}
 	if r.Sent < 100 || len(r.Answers) < 2 {
 		t.Errorf("%d requests answered by %v: the measurement did not see both replicas", r.Sent, r.Answers)
