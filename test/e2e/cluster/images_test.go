@@ -26,7 +26,8 @@ import (
 // the image's user) and answers through its Service; the pods' events
 // and imageID tell what was pulled. A pod of a repository the registry
 // does not have waits in ImagePullBackOff. The same image, never pushed,
-// runs from `svcnet load` of its docker save archive.
+// runs from `svcnet load` of its docker save archive. The reference
+// scenario runs with its server built as an image of its own.
 func TestPulledImage(t *testing.T) {
 	t.Parallel()
 	c := up(t, 2, "--insecure-registry=172.18.0.2:5000")
@@ -107,6 +108,37 @@ func TestPulledImage(t *testing.T) {
 	}
 	if id := k.MustRun("", "get", "pod", "loaded", "-o", "jsonpath={.status.containerStatuses[0].imageID}"); id != "e2e.local/loaded@"+cfg.String() {
 		t.Errorf("the loaded image's imageID %q, want its config digest %s", id, cfg)
+	}
+
+	// The reference scenario with its server as a real image: a static Go
+	// binary built here, alone in its image, pulled by both nodes and
+	// reached by every path of the scenario (from a client pod with curl:
+	// the image has nothing but the server).
+	bin := filepath.Join(t.TempDir(), "hostnames")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/hostnames")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the hostnames server: %v: %s", err, out)
+	}
+	server, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostnames := imagetest.Image(t, v1.Config{Entrypoint: []string{"/hostnames"}, ExposedPorts: map[string]struct{}{"9376/tcp": {}}}, nil,
+		imagetest.LayerOf(t, imagetest.Layer(t, imagetest.File("hostnames", string(server), 0o755))))
+	hostnamesRef := reg.Push(t, "e2e/hostnames:1", hostnames, remote.WithTransport(push))
+	k.MustRun(strings.Replace(examples(t), "image: svcnet/hostnames", "image: "+hostnamesRef, 1), "apply", "-f", "-")
+	k.MustRun("", "run", "curl", "--image=agnhost")
+	c.untilRunning("the client pod", "curl")
+	pods, want := c.waitHostnames(2 * time.Minute)
+	c.reachReference(pods, want, []string{"172.18.0.11", "172.18.0.12"}, 9, "2", 30*time.Second, "curl")
+	hostnamesDigest, err := hostnames.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = k.MustRun("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[*].status.containerStatuses[0].imageID}")
+	if f := strings.Fields(ids); len(f) != 3 || f[0] != "172.18.0.2:5000/e2e/hostnames@"+hostnamesDigest.String() {
+		t.Errorf("the hostnames pods' imageIDs %q, want the built image's digest %s", ids, hostnamesDigest)
 	}
 
 	// A repository the registry does not have: the pod backs off.

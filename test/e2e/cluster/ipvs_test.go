@@ -27,7 +27,7 @@ func TestReferenceScenarioIPVS(t *testing.T) {
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
 	pods, want := c.waitHostnames(5 * time.Minute)
-	c.reachReference(pods, want, []string{"172.18.0.11", "172.18.0.12"}, 9, "5", 2*time.Minute)
+	c.reachReference(pods, want, []string{"172.18.0.11", "172.18.0.12"}, 9, "5", 2*time.Minute, "")
 	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
 	out, err := c.exec("node/node-1", "ipvsadm", "-Ln")
 	t.Logf("ipvsadm -Ln on node-1:\n%s", out)

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,10 +58,10 @@ func (c *localCluster) answeredBy(want string, seen map[string]int) bool {
 }
 
 // reachReference checks the reference scenario's paths: from outside,
-// every node's NodePort reaches all the pods; from a pod, the cluster IP
-// does, and the Service's three names answer. Each check gets tries
-// requests with curl's --max-time maxTime, retried until timeout.
-func (c *localCluster) reachReference(pods []string, want string, nodes []string, tries int, maxTime string, timeout time.Duration) {
+// every node's NodePort reaches all the pods; from a pod (from, one with
+// curl, or else the first hostnames pod), the cluster IP does, and the Service's three names answer. Each check gets
+// tries requests with curl's --max-time maxTime, retried until timeout.
+func (c *localCluster) reachReference(pods []string, want string, nodes []string, tries int, maxTime string, timeout time.Duration, from string) {
 	c.t.Helper()
 	for _, node := range nodes {
 		c.until("NodePort on "+node+" to reach all pods", timeout, func() bool {
@@ -68,7 +69,7 @@ func (c *localCluster) reachReference(pods []string, want string, nodes []string
 		})
 	}
 	clusterIP := c.kubectl.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
-	from := "default/" + pods[0]
+	from = "default/" + cmp.Or(from, pods[0])
 	c.until("cluster IP to reach all pods", timeout, func() bool {
 		return c.answeredBy(want, c.names(from, tries, "curl", "-s", "--max-time", maxTime, clusterIP+":80"))
 	})
@@ -87,7 +88,7 @@ func TestReferenceScenario(t *testing.T) {
 	k.MustRun(examples(t), "apply", "-f", "-")
 	pods, want := c.waitHostnames(time.Minute)
 
-	c.reachReference(pods, want, []string{"172.18.0.11", "172.18.0.12", "172.18.0.13"}, 12, "2", 30*time.Second)
+	c.reachReference(pods, want, []string{"172.18.0.11", "172.18.0.12", "172.18.0.13"}, 12, "2", 30*time.Second, "")
 	// In iptables mode, the node's rules are kube-proxy's: a KUBE-SVC
 	// chain spreading over three KUBE-SEP chains with 1/3 and 1/2.
 	rules, err := c.exec("node/node-1", "iptables-save", "-t", "nat")
