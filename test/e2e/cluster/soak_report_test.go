@@ -176,8 +176,8 @@ func (s *soak) writeReport(dir string) {
 	p("")
 	p("## Requests")
 	p("")
-	p("| path | sent | failed | p50 | p99 | max |")
-	p("|---|---|---|---|---|---|")
+	p("| path | sent | failed | lost with a killed server | p50 | p99 | max |")
+	p("|---|---|---|---|---|---|---|")
 	for _, path := range s.paths {
 		sent, failed, kinds := loadgen.Count(path.outcomes, s.start, s.end.Add(time.Hour))
 		lat := latencies(path.outcomes)
@@ -185,8 +185,14 @@ func (s *soak) writeReport(dir string) {
 		if failed > 0 {
 			f += " (" + kindsText(kinds) + ")"
 		}
-		p("| %s | %d | %s | %s | %s | %s |", path.name, sent, f, msText(framework.Percentile(lat, 50)), msText(framework.Percentile(lat, 99)), msText(framework.Percentile(lat, 100)))
+		p("| %s | %d | %s | %d | %s | %s | %s |", path.name, sent+len(path.lost), f, len(path.lost),
+			msText(framework.Percentile(lat, 50)), msText(framework.Percentile(lat, 99)), msText(framework.Percentile(lat, 100)))
 	}
+	p("")
+	p("A request lost with a killed server was in flight to a serving process that a fault")
+	p("killed with SIGKILL, its connection accepted by that process's socket, then reset or")
+	p("closed when the process ended: lost with the process in every system")
+	p("(docs/reliability.md). Every other failed request fails the soak.")
 	p("")
 	p("## Faults")
 	p("")
@@ -332,6 +338,11 @@ func (s *soak) writeReport(dir string) {
 	p("")
 	failures := 0
 	for _, path := range s.paths {
+		for _, o := range path.lost {
+			failures++
+			p("- %s %s (%s): %s after %v, %s; lost with a killed server (in flight to its process when it ended)",
+				path.name, s.clock(o.At), o.At.Format("15:04:05.000"), o.Kind, o.Took.Round(time.Millisecond), o.Detail)
+		}
 		for _, o := range path.outcomes {
 			if o.Kind == "" {
 				continue
@@ -476,6 +487,9 @@ func (s *soak) check() {
 				}
 			}
 			t.Errorf("%s: %d of %d failed (%s): %s", path.name, failed, sent, kindsText(kinds), strings.Join(at, "; "))
+		}
+		for _, o := range path.lost {
+			t.Logf("%s: lost with a killed server: %s", path.name, o)
 		}
 	}
 	for _, f := range s.faults {

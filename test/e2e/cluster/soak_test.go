@@ -91,6 +91,34 @@ func (p soakPlan) faultSlots() (slots []time.Duration, etcdAt time.Duration) {
 	return slots, p.FaultEvery * time.Duration(max(n/2, 1))
 }
 
+// TestSplitLost: a failed request is lost with a killed server only if
+// it was in flight at the kill or sent after it, sent before the process
+// ended, and its connection was made then broken.
+func TestSplitLost(t *testing.T) {
+	kill := time.Date(2026, 12, 7, 8, 26, 21, 869e6, time.UTC)
+	faults := []faultRecord{{Name: "API server", At: kill.Add(-time.Minute)}, {Name: "ingress replica", At: kill, Ended: kill.Add(150 * time.Millisecond)}}
+	at := func(ms int) time.Time { return kill.Add(time.Duration(ms) * time.Millisecond) }
+	cases := []struct {
+		name string
+		o    loadgen.Outcome
+		lost bool
+	}{
+		{"reset, sent after the kill, before the end", loadgen.Outcome{At: at(100), Took: 30 * time.Millisecond, Kind: "reset", Connected: at(101)}, true},
+		{"closed, in flight at the kill", loadgen.Outcome{At: at(-20), Took: 60 * time.Millisecond, Kind: "closed", Connected: at(-19)}, true},
+		{"reset, over before the kill", loadgen.Outcome{At: at(-90), Took: 20 * time.Millisecond, Kind: "reset", Connected: at(-89)}, false},
+		{"reset, sent after the end", loadgen.Outcome{At: at(200), Took: 10 * time.Millisecond, Kind: "reset", Connected: at(201)}, false},
+		{"refused, no connection", loadgen.Outcome{At: at(100), Took: time.Millisecond, Kind: "refused"}, false},
+		{"timeout after the connection", loadgen.Outcome{At: at(100), Took: 10 * time.Second, Kind: "timeout", Connected: at(101)}, false},
+		{"answered", loadgen.Outcome{At: at(100), Took: 3 * time.Millisecond, Connected: at(101)}, false},
+	}
+	for _, tc := range cases {
+		kept, lost := splitLost([]loadgen.Outcome{tc.o}, faults)
+		if (len(lost) == 1) != tc.lost || len(kept)+len(lost) != 1 {
+			t.Errorf("%s: kept %v, lost %v; want lost %v", tc.name, kept, lost, tc.lost)
+		}
+	}
+}
+
 func TestSoakPlan(t *testing.T) {
 	for _, tc := range []struct {
 		d                              time.Duration
@@ -191,6 +219,23 @@ type soakPath struct {
 	name     string
 	outcomes []loadgen.Outcome
 	stalls   []loadgen.Stall
+	// lost are the requests in flight to a server process a fault
+	// killed, lost with it (splitLost), not among outcomes.
+	lost []loadgen.Outcome
+}
+
+// splitLost takes from outcomes the failed requests that were lost with
+// a server process a fault killed (loadgen.SplitLost).
+func splitLost(outcomes []loadgen.Outcome, faults []faultRecord) (kept, lost []loadgen.Outcome) {
+	kills := make([]loadgen.Kill, len(faults))
+	for i, f := range faults {
+		kills[i] = loadgen.Kill{At: f.At, Ended: f.Ended}
+	}
+	kept, byKill := loadgen.SplitLost(outcomes, kills)
+	for _, l := range byKill {
+		lost = append(lost, l...)
+	}
+	return kept, lost
 }
 
 type faultRecord struct {
@@ -200,6 +245,9 @@ type faultRecord struct {
 	Recovered bool
 	To        time.Time // the end of its window: recovery and 3 s
 	Problem   string    // what went wrong doing it or after it
+	// Ended is when the server process a kill struck ended (its exit as
+	// the node agent logged it); zero for other faults.
+	Ended time.Time
 }
 
 type rolloutRecord struct {
@@ -356,7 +404,8 @@ func (s *soak) run() {
 	loadWG.Wait()
 	s.end, s.loadEnd = time.Now(), loadAverage()
 	for i, r := range httpResults {
-		s.paths = append(s.paths, soakPath{name: s.targets[i].Name, outcomes: r.Outcomes, stalls: r.Stalls})
+		kept, lost := splitLost(r.Outcomes, s.faults)
+		s.paths = append(s.paths, soakPath{name: s.targets[i].Name, outcomes: kept, stalls: r.Stalls, lost: lost})
 	}
 	s.paths = append(s.paths, soakPath{name: "DNS via ClusterIP", outcomes: dnsOutcomes}, soakPath{name: "DNS via node-local cache", outcomes: cacheOutcomes})
 }
@@ -576,6 +625,11 @@ type soakFault struct {
 	do   func(round int) (how string, recovered func() bool, err error)
 }
 
+// servingFaults are the faults whose kills strike serving processes, by
+// name, with the namespace of those pods: the requests in flight to them
+// are lost with them (splitLost), which their exits tell.
+var servingFaults = map[string]string{"DNS replica": "kube-system/", "ingress replica": "ingress-svcnet/"}
+
 func (s *soak) faultTable() []soakFault {
 	state := filepath.Join(s.c.home, s.c.name)
 	proxyOf := func(node string) []string {
@@ -719,6 +773,9 @@ func (s *soak) faultLoop() {
 			}
 		}
 		r.Took = time.Since(r.At)
+		if ns := servingFaults[e.fault.name]; ns != "" && strings.HasPrefix(how, "kill -9") {
+			r.Ended = s.c.exitedAt(r.At, ns)
+		}
 		time.Sleep(3 * time.Second) // stragglers land in this fault's window
 		r.To = time.Now()
 		s.t.Logf("%s %s: %s, recovered %v in %.1fs %s", r.At.Format("15:04:05"), r.Name, r.How, r.Recovered, r.Took.Seconds(), r.Problem)
