@@ -3,14 +3,18 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -72,4 +76,54 @@ func metaOf(obj runtime.Object) (metav1.Object, error) {
 		return nil, fmt.Errorf("%T has no metadata", obj)
 	}
 	return m, nil
+}
+
+// CRDs splits objs into the CustomResourceDefinitions and the rest, each
+// in order.
+func CRDs(objs []runtime.Object) (crds []*apiextensionsv1.CustomResourceDefinition, rest []runtime.Object) {
+	for _, o := range objs {
+		if crd, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok {
+			crds = append(crds, crd)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	return crds, rest
+}
+
+// CreateCRDs creates each CustomResourceDefinition that does not exist
+// yet and waits until the API server serves every one of them
+// (Established), so that a controller started next finds its kinds.
+func CreateCRDs(ctx context.Context, c apiextensionsclient.Interface, crds []*apiextensionsv1.CustomResourceDefinition, timeout time.Duration) error {
+	for _, crd := range crds {
+		_, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create CustomResourceDefinition %s: %w", crd.Name, err)
+		}
+	}
+	var waiting string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, crd := range crds {
+			got, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil || !Established(got) {
+				waiting = crd.Name
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CustomResourceDefinition %s not established in %s: kubectl describe crd %s", waiting, timeout, waiting)
+	}
+	return nil
+}
+
+// Established reports whether the API server serves crd's resources.
+func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -1,11 +1,13 @@
 // Package deploy holds the manifests that install svcnet's node proxy,
-// cluster DNS and ingress controller into a Kubernetes cluster, and
-// renders them. `svcnet up` installs its add-ons from these same files,
+// cluster DNS and ingress controller into a Kubernetes cluster, and the
+// Gateway API's CRDs, and renders them. `svcnet up` installs its add-ons from these same files,
 // so what a user applies to a real cluster is what the tests run.
 //
 // The files are plain Kubernetes YAML with ${NAME} placeholders, which
 // envsubst fills as well as Render does.
 package deploy
+
+//go:generate go run ./gatewaysync
 
 import (
 	"bufio"
@@ -18,29 +20,41 @@ import (
 	"sort"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-//go:embed *.yaml
+//go:embed *.yaml gateway-api/*.yaml
 var files embed.FS
 
-// Component is one thing to install, a file of this directory.
+// Component is one thing to install: a file of this directory, or every
+// .yaml file of a directory of it, in name order.
 type Component struct {
 	Name string
-	File string
+	File string // a file, or a directory
 	Doc  string
 }
 
 // Components are the installable parts, in the order they go in: the
 // proxy first, as the others reach the API through the kubernetes
-// Service.
+// Service; the Gateway API's CRDs before the ingress controller, which
+// serves them.
 var Components = []Component{
 	{Name: "proxy", File: "kube-proxy.yaml", Doc: "the node proxy as a DaemonSet in place of kube-proxy"},
 	{Name: "dns", File: "dns.yaml", Doc: "the cluster DNS as a Deployment behind the kube-dns Service, in place of CoreDNS"},
+	{Name: "gateway", File: GatewayAPIDir, Doc: "the Gateway API's standard-channel CRDs as sigs.k8s.io/gateway-api ships them"},
 	{Name: "ingress", File: "ingress.yaml", Doc: "the ingress controller, its IngressClass and LoadBalancer Service"},
 }
+
+// GatewayAPIDir holds the CRD files of sigs.k8s.io/gateway-api's
+// config/crd/standard as the module go.mod requires has them, copied by
+// ./gatewaysync (go generate); its test fails when the copies differ
+// from the module's.
+const GatewayAPIDir = "gateway-api"
 
 // Lookup finds a component by name.
 func Lookup(name string) (Component, error) {
@@ -59,8 +73,34 @@ func Lookup(name string) (Component, error) {
 // container's environment and is left alone.
 var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// Raw is the file as it is in the repository.
-func (c Component) Raw() ([]byte, error) { return files.ReadFile(c.File) }
+// Raw is the file as it is in the repository; a directory's files are
+// joined into one YAML stream.
+func (c Component) Raw() ([]byte, error) {
+	entries, err := files.ReadDir(c.File)
+	if err != nil {
+		return files.ReadFile(c.File)
+	}
+	var out []byte
+	for _, e := range entries { // sorted by name
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
+			continue
+		}
+		b, err := files.ReadFile(c.File + "/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 0 {
+			if out[len(out)-1] != '\n' {
+				out = append(out, '\n')
+			}
+			if !bytes.HasPrefix(b, []byte("---\n")) {
+				out = append(out, "---\n"...)
+			}
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
 
 // Vars lists the placeholders the file has.
 func (c Component) Vars() ([]string, error) {
@@ -138,6 +178,14 @@ func (c Component) Objects(vars map[string]string) ([]runtime.Object, error) {
 	return Objects(out)
 }
 
+// decoder knows client-go's kinds and CustomResourceDefinitions.
+var decoder = func() runtime.Decoder {
+	s := runtime.NewScheme()
+	utilruntime.Must(scheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return serializer.NewCodecFactory(s).UniversalDeserializer()
+}()
+
 // Objects decodes rendered YAML into typed API objects, in file order.
 func Objects(rendered []byte) ([]runtime.Object, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(rendered)))
@@ -153,7 +201,7 @@ func Objects(rendered []byte) ([]runtime.Object, error) {
 		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
 			continue
 		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		obj, _, err := decoder.Decode(doc, nil, nil)
 		if err != nil {
 			return nil, fmt.Errorf("decode %.60q: %w", bytes.TrimSpace(stripComments(doc)), err)
 		}

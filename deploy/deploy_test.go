@@ -133,7 +133,7 @@ func TestRender(t *testing.T) {
 	if strings.Join(vars, ",") != "API_SERVER,CLUSTER_CIDR,PROXY_MODE,SVCNET_IMAGE" {
 		t.Errorf("proxy vars %v", vars)
 	}
-	if _, err := Lookup("coredns"); err == nil || !strings.Contains(err.Error(), "proxy, dns, ingress") {
+	if _, err := Lookup("coredns"); err == nil || !strings.Contains(err.Error(), "proxy, dns, gateway, ingress") {
 		t.Errorf("unknown component: err %v", err)
 	}
 }

@@ -17,14 +17,16 @@ func newManifestsCommand() *cobra.Command {
 	v := deploy.Defaults()
 	cmd := &cobra.Command{
 		Use:   "manifests [COMPONENT...]",
-		Short: "Print the manifests that install svcnet's proxy, DNS or ingress into a cluster",
+		Short: "Print the manifests that install svcnet's proxy, DNS, ingress or the Gateway API's CRDs into a cluster",
 		Long: `Print, ready for kubectl apply, the manifests of deploy/ with their
 placeholders filled: ` + componentList() + `. Without
 arguments, all of them. svcnet up installs its add-ons from the same files.`,
 		Example: `  # svcnet's proxy in place of kube-proxy (delete kube-proxy's DaemonSet first)
   svcnet manifests proxy --api-server https://10.0.0.10:6443 --cluster-cidr 10.244.0.0/16 | kubectl apply -f -
   # the DNS behind the existing kube-dns Service, and the ingress controller
-  svcnet manifests dns ingress --image registry.example.com/svcnet:1.0 | kubectl apply -f -`,
+  svcnet manifests dns ingress --image registry.example.com/svcnet:1.0 | kubectl apply -f -
+  # the Gateway API's standard CRDs, which the ingress controller serves
+  svcnet manifests gateway | kubectl apply --server-side -f -`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				for _, c := range deploy.Components {
