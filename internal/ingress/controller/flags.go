@@ -25,6 +25,8 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.Profiling, "profiling", o.Profiling, "also serve /debug/pprof on the metrics address")
 	f.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "client connections served at once; more are answered 503")
 	f.IntVar(&o.EventLoops, "event-loops", o.EventLoops, "event loops serving plain HTTP/1.1, each on one core at most, as nginx's worker processes (0: half the CPUs, at least one)")
+	f.StringVar(&o.GatewayController, "gateway-controller", o.GatewayController,
+		"spec.controllerName of the GatewayClasses served (empty: no Gateway API); served once the API server serves the Gateway API's CRDs")
 	f.BoolVar(&o.PublishProgrammed, "publish-programmed", o.PublishProgrammed,
 		"keep a Lease (svcnet-ingress-<$POD_NAME or hostname> in $POD_NAMESPACE or kube-system) saying which EndpointSlice changes the endpoint sets reflect; node agents wait for it before stopping a pod (only without --watch-namespace)")
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/svcnet/svcnet/internal/ingress/annotations"
+	"github.com/svcnet/svcnet/internal/ingress/gateway"
 	"github.com/svcnet/svcnet/internal/kubeclient"
 )
 
@@ -42,6 +43,9 @@ type Options struct {
 	// Profiling adds /debug/pprof to the metrics address (off by default:
 	// a profile costs CPU on demand).
 	Profiling bool
+	// GatewayController is the spec.controllerName of the GatewayClasses
+	// served; "" serves no Gateway API.
+	GatewayController string
 	// PublishProgrammed keeps a Lease of what the proxy's endpoint sets
 	// reflect (internal/programmed), which node agents wait for before
 	// they stop a pod; only when watching every namespace.
@@ -63,6 +67,7 @@ func Defaults() Options {
 		ProxyBodySize:     "1m",
 		MaxConnections:    10000,
 		PublishProgrammed: true,
+		GatewayController: string(gateway.ControllerName),
 	}
 }
 
@@ -89,6 +94,12 @@ func (o Options) parse() (*config, error) {
 	}
 	if o.ControllerClass == "" || !strings.Contains(o.ControllerClass, "/") {
 		bad("--controller-class %q: a domain-prefixed path such as %s", o.ControllerClass, DefaultController)
+	}
+	if g := o.GatewayController; g != "" {
+		domain, path, ok := strings.Cut(g, "/")
+		if !ok || path == "" || len(validation.IsDNS1123Subdomain(domain)) > 0 {
+			bad("--gateway-controller %q: a domain-prefixed path such as %s, or empty for no Gateway API", g, gateway.ControllerName)
+		}
 	}
 	for _, a := range []struct{ flag, addr string }{{"--http-address", o.HTTPAddress}, {"--https-address", o.HTTPSAddress}, {"--metrics-address", o.MetricsAddress}} {
 		if off(a.addr) && a.flag == "--http-address" {

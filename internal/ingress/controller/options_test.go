@@ -26,6 +26,11 @@ func TestOptions(t *testing.T) {
 		{"send timeout", func(o *Options) { o.SendTimeout = 0 }, []string{"--send-timeout 0s: must be positive"}},
 		{"short send timeout", func(o *Options) { o.SendTimeout = time.Second }, nil},
 		{"event loops", func(o *Options) { o.EventLoops = 3 }, nil},
+		{"no gateway API", func(o *Options) { o.GatewayController = "" }, nil},
+		{"gateway controller of another domain", func(o *Options) { o.GatewayController = "example.com/gateway" }, nil},
+		{"gateway controller without a domain", func(o *Options) { o.GatewayController = "gateway" }, []string{"--gateway-controller \"gateway\""}},
+		{"gateway controller with a bad domain", func(o *Options) { o.GatewayController = "Example_com/gw" }, []string{"--gateway-controller"}},
+		{"gateway controller without a path", func(o *Options) { o.GatewayController = "example.com/" }, []string{"--gateway-controller"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

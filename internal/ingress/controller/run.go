@@ -14,8 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	ctrl "github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
@@ -32,7 +36,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	client, _, err := kubeclient.New(c.Kubeconfig, kubeclient.Options{UserAgent: "svcnet-ingress", Protobuf: true})
+	client, restConfig, err := kubeclient.New(c.Kubeconfig, kubeclient.Options{UserAgent: "svcnet-ingress", Protobuf: true})
 	if err != nil {
 		return err
 	}
@@ -97,10 +101,25 @@ func Run(ctx context.Context, o Options) error {
 		srv.Serve(ports.metrics, metricsMux(reg, c.Profiling, px.Ready), nil, false, nil)
 	}
 	slog.Info("ingress starting", "http", ports.http.String(), "https", ports.https.String(), "metrics", ports.metrics.String(),
-		"class", c.IngressClass, "controller", c.ControllerClass, "namespace", c.WatchNamespace, "publishService", c.PublishService)
+		"class", c.IngressClass, "controller", c.ControllerClass, "gatewayController", c.GatewayController, "namespace", c.WatchNamespace, "publishService", c.PublishService)
 
 	synced := make(chan error, 1)
 	go func() { synced <- ctl.Run(ctx) }()
+	if c.GatewayController != "" {
+		// Custom resources have no protobuf encoding.
+		gwConfig := rest.CopyConfig(restConfig)
+		gwConfig.ContentType, gwConfig.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+		gwClient, err := gatewayclient.NewForConfig(gwConfig)
+		if err != nil {
+			return err
+		}
+		go func() {
+			err := runGatewayAPI(ctx, client.Discovery(), gwClient, GatewayConfig{Controller: gatewayv1.GatewayController(c.GatewayController)}, gatewayAPIPoll)
+			if err != nil {
+				slog.Error("gateway API controller stopped", "err", err)
+			}
+		}()
+	}
 	namespaced.Start(ctx.Done())
 	cluster.Start(ctx.Done())
 	defer namespaced.Shutdown()
