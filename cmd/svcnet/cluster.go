@@ -50,7 +50,7 @@ network is not touched.`,
 	f.StringVar(&o.DNSUpstream, "dns-upstream", "", "upstream servers for names outside the cluster (none by default: the cluster has no route out)")
 	f.BoolVar(&o.NodeLocalDNS, "node-local-dns", true, "run a node-local DNS cache (svcnet node-cache) on "+nodecache.DefaultAddress+" in every node and point pods' resolv.conf at it (false: pods ask the cluster DNS's ClusterIP, as without NodeLocal DNSCache)")
 	f.DurationVar(&o.Wait, "wait", 90*time.Second, "how long each step of the start may take (API server, nodes, each add-on); more on slow machines")
-	f.BoolVar(&o.NoIngress, "no-ingress", false, "leave out the ingress controller add-on (ingress-svcnet/ingress-controller and the default IngressClass svcnet)")
+	f.BoolVar(&o.NoIngress, "no-ingress", false, "leave out the ingress controller add-on (ingress-svcnet/ingress-controller, the default IngressClass svcnet, the Gateway API's CRDs and the GatewayClass svcnet)")
 	f.StringArrayVar(&o.RegistryMirrors, "registry-mirror", nil, "a mirror of a registry for every node to pull from, host=endpoint (e.g. docker.io=http://10.0.0.5:5000), tried before the registry; repeatable, in order")
 	f.StringArrayVar(&o.InsecureRegistries, "insecure-registry", nil, "a registry or mirror host[:port] every node speaks plain HTTP to; repeatable")
 	f.StringVar(&o.IPTablesBinary, "iptables-binary", "iptables", "iptables of every node and the edge: iptables, iptables-nft or iptables-legacy (one backend for the whole cluster)")

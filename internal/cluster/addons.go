@@ -75,9 +75,12 @@ func waitNodes(ctx context.Context, c kubernetes.Interface, n int, timeout time.
 // installAddons runs the cluster DNS behind kube-system/kube-dns (a
 // Service at the tenth address of the service range, as kubeadm makes it
 // for CoreDNS) and the ingress controller, from deploy/'s dns.yaml and
-// ingress.yaml as a user applies them. Both reach the API through the
-// kubernetes Service: without a proxy (--proxy-mode none) they are
-// installed and not waited for.
+// ingress.yaml as a user applies them; with the ingress controller, the
+// Gateway API's CRDs and the GatewayClass svcnet, installed meanwhile
+// (the API server takes seconds to establish CRDs of that size, and the
+// ingress controller serves them once they are). Both reach the API
+// through the kubernetes Service: without a proxy (--proxy-mode none)
+// they are installed and not waited for.
 func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) error {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: DNSName, Namespace: "kube-system",
@@ -97,9 +100,31 @@ func installAddons(ctx context.Context, c kubernetes.Interface, s *supervisor) e
 	v.DNSUpstream = cmp.Or(s.opts.DNSUpstream, "none")
 	v.ClusterCIDR, v.ServiceCIDR = s.plan.ClusterCIDR.String(), s.plan.ServiceCIDR.String()
 	components := []string{"dns"}
-	if !s.opts.NoIngress {
+	gatewayDone := make(chan error, 1)
+	if s.opts.NoIngress {
+		gatewayDone <- nil
+	} else {
 		components = append(components, "ingress")
+		cfg, _, err := s.state.client()
+		if err != nil {
+			return err
+		}
+		ext, gw, err := gatewayClients(cfg)
+		if err != nil {
+			return err
+		}
+		go func() { gatewayDone <- installGatewayAPI(ctx, ext, gw, s.opts.stepWait()) }()
 	}
+	err := installComponents(ctx, c, s, v, components)
+	if gwErr := <-gatewayDone; err == nil {
+		err = gwErr
+	}
+	return err
+}
+
+// installComponents creates deploy/'s components and waits for the DNS
+// and ingress controller Deployments, as installAddons says.
+func installComponents(ctx context.Context, c kubernetes.Interface, s *supervisor, v deploy.Values, components []string) error {
 	for _, name := range components {
 		comp, err := deploy.Lookup(name)
 		if err != nil {

@@ -150,7 +150,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	if err := installAddons(ctx, client, s); err != nil {
 		return err
 	}
-	ingress := fmt.Sprintf(", ingress controller (%s/%s, IngressClass %s)", IngressNamespace, IngressName, IngressClassName)
+	ingress := fmt.Sprintf(", ingress controller (%s/%s, IngressClass %s, GatewayClass %s)", IngressNamespace, IngressName, IngressClassName, GatewayClassName)
 	if s.opts.NoIngress {
 		ingress = ""
 	}
