@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -123,5 +125,39 @@ func TestEstablished(t *testing.T) {
 	crd.Status.Conditions[0].Status = apiextensionsv1.ConditionTrue
 	if !Established(crd) {
 		t.Error("Established=True: not established")
+	}
+}
+
+// TestGatewayCRDsValid: the API server would accept every CRD of the
+// component: apiextensions-apiserver's own create validation (the
+// structural schemas, and the CEL rules compiled within their cost
+// budget), as svcnet's API server runs it.
+func TestGatewayCRDsValid(t *testing.T) {
+	c, _ := Lookup("gateway")
+	objs, err := c.Objects(values().Map())
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds, _ := CRDs(objs)
+	validate := func(crd *apiextensionsv1.CustomResourceDefinition) error {
+		v1 := crd.DeepCopy()
+		apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(v1)
+		var internal apiextensions.CustomResourceDefinition
+		if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(v1, &internal, nil); err != nil {
+			return err
+		}
+		return apiextensionsvalidation.ValidateCustomResourceDefinition(t.Context(), &internal).ToAggregate()
+	}
+	for _, crd := range crds {
+		if err := validate(crd); err != nil {
+			t.Errorf("%s: %v", crd.Name, err)
+		}
+	}
+	// The check sees the CEL rules: a broken one is refused.
+	bad := crds[0].DeepCopy()
+	schema := bad.Spec.Versions[0].Schema.OpenAPIV3Schema
+	schema.XValidations = append(schema.XValidations, apiextensionsv1.ValidationRule{Rule: "self.spec.nosuchfield("})
+	if err := validate(bad); err == nil || !strings.Contains(err.Error(), "x-kubernetes-validations") {
+		t.Errorf("a broken CEL rule: err %v", err)
 	}
 }
