@@ -216,7 +216,10 @@ func streamToNode(loc *url.URL, transport http.RoundTripper, responder rest.Resp
 		}
 	}
 	loc.RawQuery = q.Encode()
-	spdy := proxy.NewUpgradeAwareHandler(loc, transport, false, true, proxy.NewErrorResponder(responder))
+	upgrade := proxy.NewUpgradeAwareHandler(loc, transport, false, true, proxy.NewErrorResponder(responder))
+	// The client's connection ends only once the client has read all
+	// (draining: without, a slow kubectl lost the tail of the output).
+	spdy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { upgrade.ServeHTTP(draining{w}, r) })
 	// kubectl 1.30+ speaks WebSocket (v5.channel.k8s.io); like
 	// kube-apiserver, translate it to SPDY towards the node.
 	translator := apiproxy.NewStreamTranslatorHandler(loc, transport, 0,
