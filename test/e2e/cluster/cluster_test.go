@@ -77,6 +77,11 @@ func (c *localCluster) svcnet(args ...string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Env = append(os.Environ(), "SVCNET_HOME="+c.home)
+	// Out of time, svcnet is asked for its goroutines' stacks (SIGQUIT:
+	// Go prints them and exits) before it is killed, so that the output
+	// says where it hung.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
