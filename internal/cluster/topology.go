@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -182,10 +183,34 @@ func ensureBridge(h *netlink.Handle, name string, addr netip.Prefix) (netlink.Li
 			return nil, err
 		}
 	}
+	if mac := bridgeMAC(addr.Addr()); !bytes.Equal(l.Attrs().HardwareAddr, mac) {
+		if err := h.LinkSetHardwareAddr(l, mac); err != nil {
+			return nil, fmt.Errorf("bridge %s: address %s: %w", name, mac, err)
+		}
+	}
 	if err := ensureAddr(h, l, addr); err != nil {
 		return nil, err
 	}
 	return l, h.LinkSetUp(l)
+}
+
+// bridgeMAC is the fixed hardware address of the bridge whose own IP
+// address is ip, as Docker gives docker0 one: locally administered
+// (02:42), then the address's last four bytes. A bridge left to choose
+// takes the lowest of its ports' addresses and changes it as pods come
+// and go; the pods keep sending to the address they learnt, and once
+// its port is gone the bridge no longer takes those frames as its own
+// but floods them to the other ports: everything a pod sends to the
+// node itself (its node-local DNS cache, the node's address) is lost
+// until the pod learns the new address, while what a Service's DNAT
+// sends elsewhere still passes (the bridge's netfilter routes it anew).
+// That is the state the intermittent StatefulSet DNS stall's
+// diagnostics showed: the bridge's address without an entry of its own
+// in its forwarding database. A bridge given its address keeps it, and
+// the entry, whatever its ports.
+func bridgeMAC(ip netip.Addr) net.HardwareAddr {
+	b := ip.As16()
+	return net.HardwareAddr{0x02, 0x42, b[12], b[13], b[14], b[15]}
 }
 
 func ensureAddr(h *netlink.Handle, l netlink.Link, p netip.Prefix) error {

@@ -82,6 +82,31 @@ func TestBuildTopology(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// The pod bridge keeps the address it was given, whatever ports join
+	// it (left to choose, it takes the lowest of theirs).
+	brMAC := func() string {
+		out, _ := exec.Command("ip", "netns", "exec", p.Nodes[0].Netns, "cat", "/sys/class/net/"+PodBridge+"/address").CombinedOutput()
+		return strings.TrimSpace(string(out))
+	}
+	want := bridgeMAC(p.Nodes[0].PodGW).String()
+	if got := brMAC(); got != want {
+		t.Errorf("pod bridge address %s, want %s", got, want)
+	}
+	for _, argv := range [][]string{
+		{"ip", "link", "add", "svcnet-tlow", "address", "02:00:00:00:00:01", "type", "veth", "peer", "name", "svcnet-tlowp"},
+		{"ip", "link", "set", "svcnet-tlow", "master", PodBridge, "up"},
+	} {
+		if out, err := exec.Command("ip", append([]string{"netns", "exec", p.Nodes[0].Netns}, argv...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", argv, err, out)
+		}
+	}
+	if got := brMAC(); got != want {
+		t.Errorf("with a port of a lower address, the pod bridge's address is %s, want %s still", got, want)
+	}
+	fdb, _ := exec.Command("ip", "netns", "exec", p.Nodes[0].Netns, "bridge", "fdb", "show", "br", PodBridge).CombinedOutput()
+	if !strings.Contains(string(fdb), want+" dev "+PodBridge+" ") {
+		t.Errorf("the pod bridge's forwarding database has no entry of its own for %s:\n%s", want, fdb)
+	}
 	// Nothing routes out of the cluster.
 	out, _ := exec.Command("ip", "netns", "exec", p.Nodes[0].Netns, "ip", "route").CombinedOutput()
 	if strings.Contains(string(out), "default") {
