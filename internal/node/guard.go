@@ -49,21 +49,24 @@ func servingGuard(addr netip.Addr, ports []servedPort) *nft.Table {
 		f, icmp = nft.IPv6, nft.ICMPv6
 	}
 	pod := netip.PrefixFrom(addr, addr.BitLen())
-	from := func(s ...nft.Stmt) nft.Rule {
-		return nft.R(append([]nft.Stmt{nft.MatchAddr{Src: true, Prefix: pod}, nft.MatchAddr{Neg: true, Prefix: pod}}, s...)...)
+	// Every packet the pod sends passes these rules: each first asks
+	// what a served packet fails at once (a reset or an ICMP error), and
+	// the addresses last.
+	from := func(match ...nft.Stmt) nft.Rule {
+		return nft.R(append(match, nft.MatchAddr{Src: true, Prefix: pod}, nft.MatchAddr{Neg: true, Prefix: pod}, nft.Verdict{Kind: nft.Drop})...)
 	}
 	var rules []nft.Rule
 	udp := false
 	for _, p := range ports {
 		switch p.proto {
 		case corev1.ProtocolTCP:
-			rules = append(rules, from(nft.MatchProto{Proto: nft.TCP}, nft.MatchSport{Port: uint16(p.port)}, nft.MatchTCPRefusal{}, nft.Verdict{Kind: nft.Drop}))
+			rules = append(rules, from(nft.MatchProto{Proto: nft.TCP}, nft.MatchTCPRefusal{}, nft.MatchSport{Port: uint16(p.port)}))
 		case corev1.ProtocolUDP:
 			udp = true
 		}
 	}
 	if udp {
-		rules = append(rules, from(nft.MatchProto{Proto: icmp}, nft.MatchPortUnreachable{}, nft.Verdict{Kind: nft.Drop}))
+		rules = append(rules, from(nft.MatchProto{Proto: icmp}, nft.MatchPortUnreachable{}))
 	}
 	return &nft.Table{Family: f, Name: servingGuardTable, Comment: "svcnet: this pod is Ready behind a Service; its refusals of new connections are dropped",
 		Chains: []*nft.Chain{{Name: "output", Hook: &nft.Hook{Type: "filter", Hook: "output"}, Rules: rules}}}

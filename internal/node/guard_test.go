@@ -22,15 +22,15 @@ func TestServingGuardTable(t *testing.T) {
 		want  []string
 	}{
 		{"10.244.1.7", []servedPort{tcp(80), tcp(8080)}, []string{
-			"ip saddr 10.244.1.7 ip daddr != 10.244.1.7 meta l4proto tcp th sport 80 tcp flags rst,ack / fin,syn,rst,ack tcp sequence 0 drop",
-			"ip saddr 10.244.1.7 ip daddr != 10.244.1.7 meta l4proto tcp th sport 8080 tcp flags rst,ack / fin,syn,rst,ack tcp sequence 0 drop",
+			"meta l4proto tcp tcp flags rst,ack / fin,syn,rst,ack tcp sequence 0 th sport 80 ip saddr 10.244.1.7 ip daddr != 10.244.1.7 drop",
+			"meta l4proto tcp tcp flags rst,ack / fin,syn,rst,ack tcp sequence 0 th sport 8080 ip saddr 10.244.1.7 ip daddr != 10.244.1.7 drop",
 		}},
 		{"10.244.1.7", []servedPort{tcp(53), udp(53), udp(5353)}, []string{
-			"ip saddr 10.244.1.7 ip daddr != 10.244.1.7 meta l4proto tcp th sport 53 tcp flags rst,ack / fin,syn,rst,ack tcp sequence 0 drop",
-			"ip saddr 10.244.1.7 ip daddr != 10.244.1.7 meta l4proto icmp icmp type destination-unreachable icmp code port-unreachable drop",
+			"meta l4proto tcp tcp flags rst,ack / fin,syn,rst,ack tcp sequence 0 th sport 53 ip saddr 10.244.1.7 ip daddr != 10.244.1.7 drop",
+			"meta l4proto icmp icmp type destination-unreachable icmp code port-unreachable ip saddr 10.244.1.7 ip daddr != 10.244.1.7 drop",
 		}},
 		{"fd00:10:244::7", []servedPort{udp(53)}, []string{
-			"ip6 saddr fd00:10:244::7 ip6 daddr != fd00:10:244::7 meta l4proto ipv6-icmp icmpv6 type destination-unreachable icmpv6 code port-unreachable drop",
+			"meta l4proto ipv6-icmp icmpv6 type destination-unreachable icmpv6 code port-unreachable ip6 saddr fd00:10:244::7 ip6 daddr != fd00:10:244::7 drop",
 		}},
 	}
 	for _, tc := range cases {
