@@ -15,7 +15,7 @@ import (
 // plain HTTP listener on port; header and idle bound a client's waits
 // for a request; toNetHTTP gives net/http what the engine leaves to it.
 func (p *Proxy) NewEngine(port int, header, idle time.Duration, toNetHTTP func(net.Conn)) (*engine.Engine, error) {
-	return engine.New(engineHandler{p}, engine.Options{
+	return engine.New(engineHandler{p, port}, engine.Options{
 		Loops: p.opts.EventLoops, Port: port, Header: header, Idle: idle, Write: p.opts.SendTimeout,
 		Connect: p.opts.ConnectTimeout, Read: p.opts.ReadTimeout, MaxIdle: p.opts.MaxIdlePerEndpoint,
 		ToNetHTTP: toNetHTTP,
@@ -24,7 +24,10 @@ func (p *Proxy) NewEngine(port int, header, idle time.Duration, toNetHTTP func(n
 
 // engineHandler routes and records the engine's requests as the
 // net/http handler does its own.
-type engineHandler struct{ p *Proxy }
+type engineHandler struct {
+	p    *Proxy
+	port int
+}
 
 // connState is what the handler keeps per client connection.
 type connState struct {
@@ -60,7 +63,11 @@ func (h engineHandler) Route(x *engine.Exchange) bool {
 		s.req.Header = s.header // bound once per connection
 		x.Data = s
 	}
-	s.req.Host, s.req.Path, s.req.Method = x.Host, x.Path, method(x.Head.Method)
+	s.req.Host, s.req.Path, s.req.Method, s.req.Port = x.Host, x.Path, method(x.Head.Method), h.port
+	s.req.Query = ""
+	if q := len(x.Head.Path) + 1; q < len(x.Head.Target) {
+		s.req.Query = string(x.Head.Target[q:])
+	}
 	rt := cfg.router.Route(&s.req)
 	if rt == nil || !plain(rt) {
 		return false
@@ -99,7 +106,7 @@ func (h engineHandler) WriteTimedOut() { h.p.metrics.sendTimeouts.Inc() }
 // plain reports whether a route's annotations leave its requests to the
 // engine: none of them changes the exchange but the timeouts.
 func plain(rt *route.Route) bool {
-	if rt.RedirectHTTPS || rt.Canary != nil {
+	if rt.RedirectHTTPS || rt.Canary != nil || rt.Answer != 0 || !rt.HTTPRule.Plain() {
 		return false
 	}
 	a := rt.Config

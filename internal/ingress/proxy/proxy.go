@@ -197,12 +197,13 @@ type roomKey struct{}
 // Handler serves one listener; scheme and port are what the
 // X-Forwarded-Proto and X-Forwarded-Port headers tell the pods.
 func (p *Proxy) Handler(port int) http.Handler {
-	return &handler{p: p, port: strconv.Itoa(port)}
+	return &handler{p: p, port: strconv.Itoa(port), portNum: port}
 }
 
 type handler struct {
-	p    *Proxy
-	port string
+	p       *Proxy
+	port    string
+	portNum int
 }
 
 // request is what one request carries through the reverse proxy.
@@ -242,7 +243,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(lw, "bad request path", http.StatusBadRequest)
 		return
 	}
-	rt := cfg.router.Route(&route.Request{Host: r.Host, Path: clean, Method: r.Method, Header: r.Header.Get})
+	rt := cfg.router.Route(&route.Request{Host: r.Host, Path: clean, Method: r.Method, Header: r.Header.Get,
+		Port: h.portNum, Query: r.URL.RawQuery})
 	if rt == nil {
 		http.Error(lw, "404 page not found: no Ingress rule matches", http.StatusNotFound)
 		return
@@ -253,6 +255,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rt.Canary != nil && useCanary(r, rt.Canary.Rule) {
 		rt = rt.Canary
+	}
+	if hr := rt.HTTPRule; hr != nil {
+		req.route = rt
+		if hr.Redirect != nil {
+			gatewayRedirect(lw, r, hr.Redirect)
+			return
+		}
+		if hr.ResponseHeaders != nil {
+			// Answers of the proxy itself get them too.
+			lw.edit = hr.ResponseHeaders
+		}
+		hr.RequestHeaders.Apply(r.Header)
+	}
+	if rt.Answer != 0 {
+		req.route = rt
+		http.Error(lw, strconv.Itoa(rt.Answer)+" "+http.StatusText(rt.Answer)+": the route's backend cannot be used (see the route's status)", rt.Answer)
+		return
 	}
 	req.route, req.up = rt, cfg.ups[rt.Backend]
 	ann := rt.Config
@@ -391,6 +410,40 @@ func (p *Proxy) redirect(w http.ResponseWriter, r *http.Request, path string) {
 	http.Redirect(w, r, u.String(), http.StatusPermanentRedirect)
 }
 
+// gatewayRedirect answers with a Gateway API rule's redirect: the
+// request's URL with the scheme, hostname and port the rule sets. The
+// port is the rule's, else the request's when the rule keeps the
+// scheme, else none (the new scheme's well-known one); a scheme's
+// well-known port is never written.
+func gatewayRedirect(w http.ResponseWriter, r *http.Request, red *route.Redirect) {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, ""
+	}
+	if red.Hostname != "" {
+		host = red.Hostname
+	}
+	if red.Scheme != "" && red.Scheme != scheme {
+		scheme, port = red.Scheme, ""
+	}
+	if red.Port != 0 {
+		port = strconv.Itoa(red.Port)
+	}
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if port != "" {
+		host = net.JoinHostPort(strings.Trim(host, "[]"), port)
+	}
+	u := url.URL{Scheme: scheme, Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	w.Header().Set("Location", u.String())
+	w.WriteHeader(red.Status)
+}
+
 // rewrite makes the request a pod receives: the Host passed through, the
 // X-Forwarded headers set as ingress-nginx sets them by default (the
 // client's own X-Forwarded-For is not trusted), X-Request-ID kept or made.
@@ -513,11 +566,15 @@ type logWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// edit changes the answer's header fields (a Gateway API rule's
+	// ResponseHeaderModifier).
+	edit *route.HeaderEdit
 }
 
 func (w *logWriter) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
 		w.status = code
+		w.edit.Apply(w.Header())
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -525,6 +582,7 @@ func (w *logWriter) WriteHeader(code int) {
 func (w *logWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.edit.Apply(w.Header())
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)

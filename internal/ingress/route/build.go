@@ -50,6 +50,14 @@ type Route struct {
 	Canary *Route
 	// Rule is a canary route's selection (nil on other routes).
 	Rule *annotations.Canary
+	// Answer, when not zero, is the status the proxy answers with
+	// instead of forwarding (Backend is then -1): a Gateway API rule's
+	// share of backends that cannot be used gets 500, as the spec says.
+	Answer int
+	// HTTPRule is what the Gateway API rule the route comes from does
+	// besides forwarding (nil for an Ingress's routes; Ingress then
+	// names the HTTPRoute). A redirect has no backend either (-1).
+	HTTPRule *HTTPRule
 }
 
 // TLSHost is a host served over TLS with the certificate of a Secret.

@@ -6,6 +6,11 @@ type Request struct {
 	// path (CleanPath).
 	Host, Path string
 	Method     string
+	// Port is the proxy's listener port the request came to: a
+	// Gateway's listeners have ports of their own (Mux).
+	Port int
+	// Query is the request's raw query ("" for none).
+	Query string
 	// Header returns the value of a request field ("" for none).
 	Header func(name string) string
 }
@@ -26,3 +31,23 @@ func (t *Table) Route(r *Request) *Route { return t.Match(r.Host, r.Path) }
 
 // BackendRefs are the table's backends.
 func (t *Table) BackendRefs() []BackendRef { return t.Backends }
+
+// Mux routes a request by the listener port it came to: the ports of
+// Gateways' listeners to their routers, every other port to Default
+// (the Ingress rules). Every router's routes index Backends.
+type Mux struct {
+	Default  Router
+	ByPort   map[int]Router
+	Backends []BackendRef
+}
+
+// Route asks the router of the request's port.
+func (m *Mux) Route(r *Request) *Route {
+	if rt, ok := m.ByPort[r.Port]; ok {
+		return rt.Route(r)
+	}
+	return m.Default.Route(r)
+}
+
+// BackendRefs are the backends of every router.
+func (m *Mux) BackendRefs() []BackendRef { return m.Backends }

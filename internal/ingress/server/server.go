@@ -35,6 +35,7 @@ const ShutdownGrace = 5 * time.Second
 
 // Servers are the servers of the listeners.
 type Servers struct {
+	mu     sync.Mutex // Serve may add servers while others run
 	list   []*http.Server
 	fronts []*front
 	errs   chan error
@@ -76,7 +77,9 @@ func (s *Servers) Serve(l *Listener, h http.Handler, tlsConfig *tls.Config, h2c 
 		srv.Protocols.SetHTTP1(http1)
 		srv.Protocols.SetHTTP2(http2)
 		srv.Protocols.SetUnencryptedHTTP2(unencrypted)
+		s.mu.Lock()
 		s.list = append(s.list, srv)
+		s.mu.Unlock()
 		return srv
 	}
 	run := func(srv *http.Server, l net.Listener) {
@@ -108,7 +111,9 @@ func (s *Servers) Serve(l *Listener, h http.Handler, tlsConfig *tls.Config, h2c 
 		return
 	}
 	f := newFront(px, h1, l.Port())
+	s.mu.Lock()
 	s.fronts = append(s.fronts, f)
+	s.mu.Unlock()
 	go func() {
 		if err := f.serve(); err != nil && !errors.Is(err, net.ErrClosed) {
 			s.errs <- err
@@ -122,6 +127,8 @@ func (s *Servers) Serve(l *Listener, h http.Handler, tlsConfig *tls.Config, h2c 
 func (s *Servers) Shutdown() {
 	ctx, done := context.WithTimeout(context.Background(), ShutdownGrace)
 	defer done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, srv := range s.list {
 		wg.Go(func() { _ = srv.Shutdown(ctx) })

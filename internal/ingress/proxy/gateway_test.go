@@ -1,0 +1,104 @@
+package proxy
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/ingress/route"
+)
+
+// funcRouter is a Gateway's router as the proxy sees it.
+type funcRouter func(r *route.Request) *route.Route
+
+func (f funcRouter) Route(r *route.Request) *route.Route { return f(r) }
+func (f funcRouter) BackendRefs() []route.BackendRef     { return nil }
+
+// TestGatewayPort serves the Ingress rules on one port and a Gateway's
+// router on another, through the engine and net/http as the ingress
+// serves them: the port decides the router, and a Gateway rule's header
+// edits, fixed answers and redirects are applied.
+func TestGatewayPort(t *testing.T) {
+	table, ups := routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil)
+	alpha := table.Backends[0]
+	var gotQuery string
+	gw := funcRouter(func(r *route.Request) *route.Route {
+		gotQuery = r.Query
+		nn := alpha.NamespacedName
+		switch r.Path {
+		case "/plain":
+			return &route.Route{Ingress: nn, Backend: 0}
+		case "/headers":
+			return &route.Route{Ingress: nn, Backend: 0, HTTPRule: &route.HTTPRule{
+				RequestHeaders:  &route.HeaderEdit{Set: []route.Header{{Name: "X-Set", Value: "set"}}, Add: []route.Header{{Name: "X-Added", Value: "added"}}, Remove: []string{"X-Drop"}},
+				ResponseHeaders: &route.HeaderEdit{Set: []route.Header{{Name: "X-Pod", Value: "hidden"}}, Add: []route.Header{{Name: "X-Resp", Value: "r"}}},
+			}}
+		case "/answer":
+			return &route.Route{Ingress: nn, Backend: -1, Answer: http.StatusInternalServerError}
+		case "/redirect":
+			return &route.Route{Ingress: nn, Backend: -1, HTTPRule: &route.HTTPRule{Redirect: &route.Redirect{Scheme: "https", Hostname: "moved.example", Status: http.StatusMovedPermanently}}}
+		case "/redirect-port":
+			return &route.Route{Ingress: nn, Backend: -1, HTTPRule: &route.HTTPRule{Redirect: &route.Redirect{Port: 8443, Status: http.StatusFound}}}
+		}
+		return nil
+	})
+	p := New(Options{})
+	t.Cleanup(p.Close)
+	p.Set(&route.Mux{Default: table, ByPort: map[int]route.Router{20000: gw}, Backends: table.Backends}, ups)
+	ing := "http://" + serveEngine(t, p, 8080).addr
+	gwURL := "http://" + serveEngine(t, p, 20000).addr
+
+	tests := []struct {
+		name, url, host string
+		hdr             []string
+		status          int
+		pod             string
+		check           func(t *testing.T, resp *http.Response, got received)
+	}{
+		{name: "ingress port: Ingress rules", url: ing + "/alpha", host: "app.example", status: 200, pod: "a"},
+		{name: "ingress port: not the Gateway's", url: ing + "/plain", host: "app.example", status: 404},
+		{name: "gateway port: not the Ingress's", url: gwURL + "/alpha", host: "app.example", status: 404},
+		{name: "gateway port: plain", url: gwURL + "/plain?x=1&y=2", host: "any.example", status: 200, pod: "a",
+			check: func(t *testing.T, _ *http.Response, _ received) {
+				if gotQuery != "x=1&y=2" {
+					t.Errorf("the router got query %q", gotQuery)
+				}
+			}},
+		{name: "header edits", url: gwURL + "/headers", host: "any.example", hdr: []string{"X-Set", "old", "X-Added", "first", "X-Drop", "x"}, status: 200, pod: "a",
+			check: func(t *testing.T, resp *http.Response, got received) {
+				if got.Headers["X-Set"] != "set" || got.Headers["X-Drop"] != "" {
+					t.Errorf("the pod got %v", got.Headers)
+				}
+				if resp.Header.Get("X-Pod") != "hidden" || resp.Header.Get("X-Resp") != "r" {
+					t.Errorf("the client got %v", resp.Header)
+				}
+			}},
+		{name: "fixed answer", url: gwURL + "/answer", host: "any.example", status: 500},
+		{name: "redirect", url: gwURL + "/redirect?q=1", host: "old.example:8080", status: 301,
+			check: func(t *testing.T, resp *http.Response, _ received) {
+				if l := resp.Header.Get("Location"); l != "https://moved.example/redirect?q=1" {
+					t.Errorf("Location %q", l)
+				}
+			}},
+		{name: "redirect to a port", url: gwURL + "/redirect-port", host: "old.example", status: 302,
+			check: func(t *testing.T, resp *http.Response, _ received) {
+				if l := resp.Header.Get("Location"); l != "http://old.example:8443/redirect-port" {
+					t.Errorf("Location %q", l)
+				}
+			}},
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			saved := http.DefaultClient
+			http.DefaultClient = noRedirect
+			defer func() { http.DefaultClient = saved }()
+			resp, got := do(t, "GET", tt.url, tt.host, nil, tt.hdr...)
+			if resp.StatusCode != tt.status || got.Pod != tt.pod {
+				t.Fatalf("%d from %q, want %d from %q", resp.StatusCode, got.Pod, tt.status, tt.pod)
+			}
+			if tt.check != nil {
+				tt.check(t, resp, got)
+			}
+		})
+	}
+}
