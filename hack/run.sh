@@ -49,13 +49,27 @@ for _ in $(seq 1 60); do
 done
 kubectl get ingress hostnames
 echo "==> From outside the cluster: curl -H 'Host: hostnames.example' $edge (the ingress), 3 times, then /echo"
-for _ in 1 2 3; do
-	printf 'hostnames.example/ -> '
-	$svcnet exec --name "$name" client -- curl -s --max-time 2 -H 'Host: hostnames.example' "http://$edge/" || echo "(no answer)"
-done
+# from_client ADDRESS: hostnames.example/ from the outside client, 3 times.
+from_client() {
+	for _ in 1 2 3; do
+		printf 'hostnames.example/ -> '
+		$svcnet exec --name "$name" client -- curl -s --max-time 2 -H 'Host: hostnames.example' "http://$1/" || echo "(no answer)"
+	done
+}
+from_client "$edge"
 printf 'hostnames.example/echo?msg=hello -> '
 $svcnet exec --name "$name" client -- curl -s --max-time 2 -H 'Host: hostnames.example' "http://$edge/echo?msg=hello" || echo "(no answer)"
 echo
+
+echo
+echo "==> kubectl apply -f examples/gateway.yaml (the same through the Gateway API: Gateway web, HTTPRoute hostnames)"
+kubectl apply -f examples/gateway.yaml
+kubectl wait --for=condition=Programmed --timeout=60s gateway/web
+gw=$(kubectl get gateway web -o jsonpath='{.status.addresses[0].value}')
+kubectl get gateway web
+kubectl get httproute hostnames
+echo "==> From outside the cluster: curl -H 'Host: hostnames.example' $gw (the Gateway), 3 times"
+from_client "$gw"
 
 echo
 echo "==> On node-1: iptables-save -t nat | grep hostnames"
@@ -68,6 +82,7 @@ The cluster keeps running in the background. Try:
   kubectl scale deployment hostnames --replicas=5
   $svcnet exec --name $name client -- curl -s 172.18.0.12:8477
   $svcnet exec --name $name client -- curl -s -H 'Host: hostnames.example' http://$edge/
+  $svcnet exec --name $name client -- curl -s -H 'Host: hostnames.example' http://$gw/
   $svcnet status --name $name
   $svcnet down --name $name          # removes everything it made
 MSG

@@ -15,7 +15,9 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	ctrl "github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/ingress/gateway"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
 	"github.com/svcnet/svcnet/internal/ingress/route"
 	"github.com/svcnet/svcnet/internal/ingress/upstream"
@@ -59,6 +62,9 @@ type Config struct {
 	// Programmed, if set, is told the EndpointSlice version the proxy's
 	// endpoint sets reflect after each sync (svcstate.Changes.SliceVersion).
 	Programmed func(uint64)
+	// GatewayPorts, if set, is told the proxy ports the Gateways'
+	// listeners need whenever they change: the listeners to serve.
+	GatewayPorts func(ports []int)
 }
 
 // Controller keeps the proxy's routes and endpoints equal to the API.
@@ -90,6 +96,14 @@ type Controller struct {
 	served   map[types.NamespacedName]bool
 
 	metrics syncMetrics
+
+	// gateways is set once the Gateway API is served; gwOut is the
+	// routing's last build of it, for the writer.
+	gateways atomic.Pointer[gatewayState]
+	gwOut    gatewayOutput
+	// gwPorts are the proxy ports of the Gateways, last given to
+	// Config.GatewayPorts.
+	gwPorts []int
 }
 
 // New registers informers on the factories (start them afterwards):
@@ -106,6 +120,7 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 		routesKick:    make(chan struct{}, 1),
 		endpointsKick: make(chan struct{}, 1),
 		statusKick:    make(chan struct{}, 1),
+		gwOut:         gatewayOutput{kick: make(chan struct{}, 1)},
 		served:        map[types.NamespacedName]bool{},
 		reported:      map[route.Problem]bool{},
 		certs:         certCache{parsed: map[types.UID]parsedCert{}},
@@ -133,6 +148,15 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 		return ok && s.Type == corev1.SecretTypeTLS
 	}})
 	_, _ = svcInf.Informer().AddEventHandler(c.tracker.ServiceHandler())
+	// A Gateway's Service tells its ports and addresses.
+	_, _ = svcInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{Handler: routes, FilterFunc: func(obj any) bool {
+		s, ok := ctrl.As[*corev1.Service](obj)
+		if !ok {
+			return false
+		}
+		_, ok = gateway.Of(s)
+		return ok
+	}})
 	_, _ = sliceInf.Informer().AddEventHandler(c.tracker.EndpointSliceHandler())
 	c.synced = []cache.InformerSynced{ingInf.Informer().HasSynced, classInf.Informer().HasSynced,
 		svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, secretInf.Informer().HasSynced}
@@ -240,10 +264,17 @@ func (c *Controller) syncRoutes() {
 		}
 	}
 	table, problems := route.Build(mine)
+	var router route.Router = table
+	if gs := c.gateways.Load(); gs != nil {
+		out := c.buildGateways(gs, table.Backends)
+		router = &route.Mux{Default: table, ByPort: out.ByPort, Backends: out.Backends}
+		c.setGatewayOutput(out)
+		c.setGatewayPorts(out)
+	}
 	snap, ch := c.tracker.Snapshot()
 	c.pool.Update(snap, ch.Services)
 	certs, certProblems := c.certificates(table, c.defaultCertificate())
-	c.cfg.Proxy.Set(table, c.pool.For(table.BackendRefs(), snap))
+	c.cfg.Proxy.Set(router, c.pool.For(router.BackendRefs(), snap))
 	c.programmed(ch.SliceVersion)
 	c.cfg.Proxy.SetCerts(certs)
 	c.table = table
@@ -305,4 +336,15 @@ func (c *Controller) report(problems []route.Problem) {
 		c.cfg.Logger.Warn("ingress not fully served", "ingress", p.Ingress.String(), "reason", p.Reason, "message", p.Message)
 	}
 	c.reported = now
+}
+
+// setGatewayPorts tells Config.GatewayPorts the proxy ports the
+// Gateways' routers serve, when they changed.
+func (c *Controller) setGatewayPorts(out *gateway.Output) {
+	ports := slices.Sorted(maps.Keys(out.ByPort))
+	if c.cfg.GatewayPorts == nil || slices.Equal(ports, c.gwPorts) {
+		return
+	}
+	c.gwPorts = ports
+	c.cfg.GatewayPorts(ports)
 }

@@ -143,8 +143,10 @@ func waitGatewayAPI(ctx context.Context, d resourceLister, interval time.Duratio
 }
 
 // runGatewayAPI serves the Gateway API once the API server does, until
-// ctx ends.
-func runGatewayAPI(ctx context.Context, d resourceLister, client gatewayclient.Interface, cfg GatewayConfig, interval time.Duration) error {
+// ctx ends: the GatewayClasses, and with serve (when set) Gateways and
+// their routes, registered on the same informer factory.
+func runGatewayAPI(ctx context.Context, d resourceLister, client gatewayclient.Interface, cfg GatewayConfig, interval time.Duration,
+	serve func(context.Context, gatewayinformers.SharedInformerFactory)) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -153,6 +155,9 @@ func runGatewayAPI(ctx context.Context, d resourceLister, client gatewayclient.I
 	}
 	f := gatewayinformers.NewSharedInformerFactory(client, 0)
 	g := NewGatewayClasses(client, f, cfg)
+	if serve != nil {
+		serve(ctx, f)
+	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
 	cfg.Logger.Info("gateway API served", "controller", cfg.Controller)

@@ -41,7 +41,7 @@ func TestGatewayClasses(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	done := make(chan error, 1)
 	go func() {
-		done <- runGatewayAPI(ctx, disco, client, GatewayConfig{Controller: gateway.ControllerName, Now: func() time.Time { return now }}, 10*time.Millisecond)
+		done <- runGatewayAPI(ctx, disco, client, GatewayConfig{Controller: gateway.ControllerName, Now: func() time.Time { return now }}, 10*time.Millisecond, nil)
 	}()
 
 	// Not served yet: nothing is written.

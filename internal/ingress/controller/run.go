@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	ctrl "github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
@@ -74,6 +77,10 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	publisher := programmedPublisher(client, c.Options, px.Ready)
 	namespaced, cluster := factories(client, c.WatchNamespace)
+	srv := server.New()
+	limit := server.NewLimit(c.MaxConnections)
+	gwListeners := &gatewayListeners{srv: srv, px: px, limit: limit, bound: map[int]*server.Listener{}}
+	defer gwListeners.close()
 	ctl := New(client, namespaced, cluster, Config{
 		Controller:         c.ControllerClass,
 		ClassName:          c.IngressClass,
@@ -84,12 +91,11 @@ func Run(ctx context.Context, o Options) error {
 		Recorder:           ctrl.NewRecorder(ctx, client, "svcnet-ingress"),
 		Registerer:         reg,
 		Programmed:         publisher.Set,
+		GatewayPorts:       gwListeners.set,
 	})
 	published := make(chan struct{})
 	go func() { publisher.Run(ctx); close(published) }()
 
-	srv := server.New()
-	limit := server.NewLimit(c.MaxConnections)
 	ports.http.Limit = limit
 	// gRPC clients without TLS speak HTTP/2 from the first byte.
 	srv.Serve(ports.http, px.Handler(ports.http.Port()), nil, true, px)
@@ -114,7 +120,13 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		go func() {
-			err := runGatewayAPI(ctx, client.Discovery(), gwClient, GatewayConfig{Controller: gatewayv1.GatewayController(c.GatewayController)}, gatewayAPIPoll)
+			var serve func(context.Context, gatewayinformers.SharedInformerFactory)
+			if c.publish.Name != "" {
+				serve = func(ctx context.Context, f gatewayinformers.SharedInformerFactory) {
+					ctl.serveGateways(ctx, f, gwClient, client, gatewayv1.GatewayController(c.GatewayController))
+				}
+			}
+			err := runGatewayAPI(ctx, client.Discovery(), gwClient, GatewayConfig{Controller: gatewayv1.GatewayController(c.GatewayController)}, gatewayAPIPoll, serve)
 			if err != nil {
 				slog.Error("gateway API controller stopped", "err", err)
 			}
@@ -244,4 +256,49 @@ func metricsMux(reg *prometheus.Registry, profiling bool, ready func() bool) htt
 		_, _ = w.Write([]byte("ok"))
 	})
 	return mux
+}
+
+// gatewayListeners are the proxy ports the Gateways' listeners are
+// served on, bound and closed as Gateways come and go.
+type gatewayListeners struct {
+	srv   *server.Servers
+	px    *proxy.Proxy
+	limit *server.Limit
+	mu    sync.Mutex
+	bound map[int]*server.Listener
+}
+
+// set serves exactly these ports. A port that cannot be bound is
+// logged and tried again at the next change.
+func (g *gatewayListeners) set(ports []int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	want := map[int]bool{}
+	for _, p := range ports {
+		want[p] = true
+		if g.bound[p] != nil {
+			continue
+		}
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+		if err != nil {
+			slog.Error("gateway listener not served", "port", p, "err", err)
+			continue
+		}
+		sl := &server.Listener{Listener: l, Limit: g.limit}
+		g.bound[p] = sl
+		// gRPC clients without TLS speak HTTP/2 from the first byte.
+		g.srv.Serve(sl, g.px.Handler(p), nil, true, g.px)
+		slog.Info("gateway listener served", "port", p)
+	}
+	for p, l := range g.bound {
+		if !want[p] {
+			l.Close()
+			delete(g.bound, p)
+			slog.Info("gateway listener closed", "port", p)
+		}
+	}
+}
+
+func (g *gatewayListeners) close() {
+	g.set(nil)
 }

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -9,12 +10,12 @@ import (
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
-// TestGatewayClass: svcnet up serves the Gateway API's standard CRDs and
+// TestGatewayAPI: svcnet up serves the Gateway API's standard CRDs and
 // its GatewayClass svcnet, which the ingress controller (with its
 // manifest's RBAC) accepts; a class of another controller is left
 // Pending, and one with parameters, which svcnet does not take, is not
 // accepted. `svcnet manifests gateway` applies over what up installed.
-func TestGatewayClass(t *testing.T) {
+func TestGatewayAPI(t *testing.T) {
 	t.Parallel()
 	c := upWithIngress(t, 1)
 	k := c.kubectl
@@ -55,8 +56,95 @@ spec:
 		t.Errorf("svcnet manifests gateway | kubectl apply --server-side: %d CRDs applied, want 10:\n%s", n, out)
 	}
 
+	testGatewayRoutes(t, c)
+
 	logs, _, err := k.Run("", "-n", "ingress-svcnet", "logs", "-l", "app.kubernetes.io/name=ingress-controller", "--tail=-1")
 	if err != nil || strings.Contains(strings.ToLower(logs), "forbidden") {
 		t.Errorf("ingress controller logs (%v): refused by the API:\n%s", err, logs)
 	}
+}
+
+// testGatewayRoutes applies examples/gateway.yaml over the reference
+// scenario and sends requests to the Gateway's address from the outside
+// client: its routes, their statuses, a route whose backend is missing
+// (500, BackendNotFound), a redirect, and the Gateway's Service removed
+// with it.
+func testGatewayRoutes(t *testing.T, c *localCluster) {
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	k.MustRun(example(t, "ingress.yaml"), "apply", "-f", "-")
+	k.MustRun(example(t, "gateway.yaml"), "apply", "-f", "-")
+	k.MustRun("", "wait", "--for=condition=Programmed", "--timeout=60s", "gateway/web")
+	addr := k.MustRun("", "get", "gateway", "web", "-o", "jsonpath={.status.addresses[0].value}")
+	if !strings.HasPrefix(addr, "172.18.255.") {
+		t.Fatalf("the Gateway's address %q is not one of the edge's", addr)
+	}
+	curl := func(host, path string, extra ...string) (string, error) {
+		argv := append([]string{"curl", "-s", "--connect-timeout", "5", "--max-time", "10", "-H", "Host: " + host}, extra...)
+		return c.exec("client", append(argv, "http://"+addr+path)...)
+	}
+	c.until("hostnames through the Gateway", time.Minute, func() bool {
+		out, err := curl("hostnames.example", "/")
+		c.lastErr = fmt.Errorf("%v: %q", err, out)
+		return err == nil && strings.HasPrefix(out, "hostnames-")
+	})
+	c.until("/echo through the Gateway", time.Minute, func() bool {
+		out, err := curl("hostnames.example", "/echo?msg=gateway")
+		c.lastErr = fmt.Errorf("%v: %q", err, out)
+		return err == nil && out == "gateway"
+	})
+	if out, err := curl("other.example", "/", "-o", "/dev/null", "-w", "%{http_code}"); err != nil || out != "404" {
+		t.Errorf("a host no route has: %q (%v), want 404", out, err)
+	}
+	status := func(kind, name, jsonpath string) string {
+		out, _, _ := k.Run("", "get", kind, name, "-o", "jsonpath="+jsonpath)
+		return out
+	}
+	const parentConds = `{.status.parents[0].controllerName} {.status.parents[0].conditions[?(@.type=="Accepted")].reason} {.status.parents[0].conditions[?(@.type=="ResolvedRefs")].reason}`
+	c.until("the HTTPRoute's status", 30*time.Second, func() bool {
+		return status("httproute", "hostnames", parentConds) == "svcnet.dev/gateway-controller Accepted ResolvedRefs"
+	})
+	if out := status("gateway", "web", `{.status.listeners[0].attachedRoutes} {.status.listeners[0].supportedKinds[0].kind}`); out != "1 HTTPRoute" {
+		t.Errorf("the Gateway's listener: %q, want 1 attached HTTPRoute", out)
+	}
+
+	k.MustRun(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: broken}
+spec:
+  parentRefs: [{name: web}]
+  hostnames: [broken.example]
+  rules:
+  - backendRefs: [{name: nothing-here, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: moved}
+spec:
+  parentRefs: [{name: web}]
+  hostnames: [moved.example]
+  rules:
+  - filters:
+    - type: RequestRedirect
+      requestRedirect: {scheme: https, hostname: hostnames.example, statusCode: 301}
+`, "apply", "-f", "-")
+	c.until("the broken route's status", 30*time.Second, func() bool {
+		return status("httproute", "broken", parentConds) == "svcnet.dev/gateway-controller Accepted BackendNotFound"
+	})
+	c.until("500 for the broken route's backend", 30*time.Second, func() bool {
+		out, err := curl("broken.example", "/", "-o", "/dev/null", "-w", "%{http_code}")
+		c.lastErr = fmt.Errorf("%v: %q", err, out)
+		return err == nil && out == "500"
+	})
+	c.until("the redirect", 30*time.Second, func() bool {
+		out, err := curl("moved.example", "/a?b=c", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}")
+		c.lastErr = fmt.Errorf("%v: %q", err, out)
+		return err == nil && out == "301 https://hostnames.example/a?b=c"
+	})
+
+	k.MustRun("", "delete", "gateway", "web")
+	c.until("the Gateway's Service removed with it", 30*time.Second, func() bool {
+		out, _, _ := k.Run("", "-n", "ingress-svcnet", "get", "services", "-l", "gateway.networking.k8s.io/gateway-name=web", "-o", "name")
+		return out == ""
+	})
 }

@@ -1,0 +1,415 @@
+package gateway
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/svcnet/svcnet/internal/ingress/route"
+)
+
+// Input is what the Gateways of svcnet's classes and their routes are
+// compiled from, as the informers see it.
+type Input struct {
+	Controller gatewayv1.GatewayController
+	Classes    []*gatewayv1.GatewayClass
+	Gateways   []*gatewayv1.Gateway
+	HTTPRoutes []*gatewayv1.HTTPRoute
+	Grants     []*gatewayv1.ReferenceGrant
+	// Namespaces are the labels of each namespace, for listeners that
+	// take routes from the namespaces a selector picks.
+	Namespaces map[string]labels.Set
+	// Service returns a backend Service, nil when there is none.
+	Service func(namespace, name string) *corev1.Service
+	// Infra is what each Gateway's Service tells: the proxy's port of
+	// each listener port, and the addresses.
+	Infra map[types.NamespacedName]Infra
+	// Backends are the routes' backends so far (the Ingress table's);
+	// the routes of the Gateways index them and add theirs.
+	Backends []route.BackendRef
+	// Now is the time of the conditions that change.
+	Now metav1.Time
+}
+
+// Infra is a Gateway's Service as the routing needs it.
+type Infra struct {
+	// Ports maps each listener port to the proxy's port that serves it.
+	Ports     map[int32]int32
+	Addresses []string
+}
+
+// Output is the compiled routing and the status every object should
+// have.
+type Output struct {
+	// ByPort routes the requests of each of the proxy's Gateway ports.
+	ByPort   map[int]route.Router
+	Backends []route.BackendRef
+	// Gateways are the served Gateways, with their status; Ports, the
+	// listener ports each needs on its Service.
+	Gateways []GatewayResult
+	// Routes are the HTTPRoutes with a parent served here, with their
+	// status (other controllers' parents kept as they were).
+	Routes []RouteResult
+}
+
+// GatewayResult is one served Gateway.
+type GatewayResult struct {
+	Gateway *gatewayv1.Gateway
+	Status  gatewayv1.GatewayStatus
+	// Ports are the distinct ports of the Gateway's accepted listeners.
+	Ports []int32
+}
+
+// RouteResult is one HTTPRoute with a parent served here.
+type RouteResult struct {
+	Route  *gatewayv1.HTTPRoute
+	Status gatewayv1.HTTPRouteStatus
+}
+
+const (
+	kindGateway   = "Gateway"
+	kindHTTPRoute = "HTTPRoute"
+	kindService   = "Service"
+)
+
+// Build compiles the Gateways of the classes whose controllerName is
+// in.Controller and the HTTPRoutes attached to them. It is pure: the
+// statuses carry in.Now where a condition changes.
+func Build(in Input) Output {
+	b := &builder{in: in, backends: map[route.BackendRef]int{}, out: Output{ByPort: map[int]route.Router{}}}
+	b.out.Backends = slices.Clone(in.Backends)
+	for i, ref := range b.out.Backends {
+		b.backends[ref] = i
+	}
+	classes := map[string]*gatewayv1.GatewayClass{}
+	for _, gc := range in.Classes {
+		if Serves(gc, in.Controller) {
+			classes[gc.Name] = gc
+		}
+	}
+	gws := slices.Clone(in.Gateways)
+	slices.SortFunc(gws, func(a, b *gatewayv1.Gateway) int { return olderFirst(&a.ObjectMeta, &b.ObjectMeta) })
+	for _, gw := range gws {
+		if classes[string(gw.Spec.GatewayClassName)] != nil {
+			b.gateways = append(b.gateways, b.gateway(gw))
+		}
+	}
+	routes := slices.Clone(in.HTTPRoutes)
+	slices.SortFunc(routes, func(a, b *gatewayv1.HTTPRoute) int { return olderFirst(&a.ObjectMeta, &b.ObjectMeta) })
+	for i, r := range routes {
+		b.httpRoute(r, i)
+	}
+	for _, g := range b.gateways {
+		b.finish(g)
+	}
+	return b.out
+}
+
+type builder struct {
+	in       Input
+	backends map[route.BackendRef]int
+	gateways []*gw
+	out      Output
+}
+
+// gw is a served Gateway while it is built.
+type gw struct {
+	obj       *gatewayv1.Gateway
+	nn        types.NamespacedName
+	listeners []*listener
+	// unsupported is why the Gateway as a whole is not accepted.
+	unsupported string
+}
+
+type listener struct {
+	spec      *gatewayv1.Listener
+	hostname  string
+	kinds     []gatewayv1.RouteGroupKind
+	accepted  metav1.Condition
+	resolved  metav1.Condition
+	conflict  metav1.Condition
+	ok        bool // accepted and not conflicted: routes attach
+	attached  int32
+	routes    listenerRoutes
+	routeKeys map[types.NamespacedName]bool
+}
+
+func olderFirst(a, b *metav1.ObjectMeta) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+func cond(t string, ok bool, reason, msg string, gen int64) metav1.Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
+}
+
+// gateway validates a Gateway's listeners.
+func (b *builder) gateway(obj *gatewayv1.Gateway) *gw {
+	g := &gw{obj: obj, nn: types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}}
+	gen := obj.Generation
+	if len(obj.Spec.Addresses) > 0 {
+		g.unsupported = "spec.addresses: svcnet assigns a Gateway's address from its edge; requested addresses are not supported"
+	}
+	for i := range obj.Spec.Listeners {
+		s := &obj.Spec.Listeners[i]
+		l := &listener{spec: s, routeKeys: map[types.NamespacedName]bool{}}
+		if s.Hostname != nil {
+			l.hostname = strings.ToLower(string(*s.Hostname))
+		}
+		l.accepted = cond(string(gatewayv1.ListenerConditionAccepted), true, string(gatewayv1.ListenerReasonAccepted), "", gen)
+		l.resolved = cond(string(gatewayv1.ListenerConditionResolvedRefs), true, string(gatewayv1.ListenerReasonResolvedRefs), "", gen)
+		l.conflict = cond(string(gatewayv1.ListenerConditionConflicted), false, string(gatewayv1.ListenerReasonNoConflicts), "", gen)
+		switch s.Protocol {
+		case gatewayv1.HTTPProtocolType:
+			l.kinds, l.resolved = routeKinds(s, gen)
+		default:
+			l.accepted = cond(string(gatewayv1.ListenerConditionAccepted), false, string(gatewayv1.ListenerReasonUnsupportedProtocol),
+				fmt.Sprintf("protocol %s is not supported yet (HTTP is)", s.Protocol), gen)
+		}
+		g.listeners = append(g.listeners, l)
+	}
+	// Listeners on one port must agree on the protocol and differ in
+	// hostname; those that do not are all Conflicted.
+	for _, l := range g.listeners {
+		for _, o := range g.listeners {
+			if o == l || o.spec.Port != l.spec.Port {
+				continue
+			}
+			if o.spec.Protocol != l.spec.Protocol {
+				l.conflict = cond(string(gatewayv1.ListenerConditionConflicted), true, string(gatewayv1.ListenerReasonProtocolConflict),
+					fmt.Sprintf("listener %s uses port %d with protocol %s", o.spec.Name, o.spec.Port, o.spec.Protocol), gen)
+			} else if o.hostname == l.hostname && l.conflict.Status == metav1.ConditionFalse {
+				l.conflict = cond(string(gatewayv1.ListenerConditionConflicted), true, string(gatewayv1.ListenerReasonHostnameConflict),
+					fmt.Sprintf("listener %s has the same port and hostname", o.spec.Name), gen)
+			}
+		}
+		l.ok = l.accepted.Status == metav1.ConditionTrue && l.conflict.Status == metav1.ConditionFalse && g.unsupported == ""
+	}
+	return g
+}
+
+// routeKinds are the route kinds an HTTP listener takes: HTTPRoute, by
+// default or when its allowedRoutes.kinds name it; any other kind makes
+// ResolvedRefs false.
+func routeKinds(s *gatewayv1.Listener, gen int64) ([]gatewayv1.RouteGroupKind, metav1.Condition) {
+	group := gatewayv1.Group(gatewayv1.GroupName)
+	ok := cond(string(gatewayv1.ListenerConditionResolvedRefs), true, string(gatewayv1.ListenerReasonResolvedRefs), "", gen)
+	if s.AllowedRoutes == nil || len(s.AllowedRoutes.Kinds) == 0 {
+		return []gatewayv1.RouteGroupKind{{Group: &group, Kind: kindHTTPRoute}}, ok
+	}
+	var kinds []gatewayv1.RouteGroupKind
+	var bad []string
+	for _, k := range s.AllowedRoutes.Kinds {
+		g := gatewayv1.Group(gatewayv1.GroupName)
+		if k.Group != nil {
+			g = *k.Group
+		}
+		if g == gatewayv1.GroupName && k.Kind == kindHTTPRoute {
+			kinds = append(kinds, gatewayv1.RouteGroupKind{Group: &group, Kind: kindHTTPRoute})
+		} else {
+			bad = append(bad, string(g)+"/"+string(k.Kind))
+		}
+	}
+	if len(bad) > 0 {
+		return kinds, cond(string(gatewayv1.ListenerConditionResolvedRefs), false, string(gatewayv1.ListenerReasonInvalidRouteKinds),
+			"route kinds not supported on an HTTP listener: "+strings.Join(bad, ", "), gen)
+	}
+	if kinds == nil {
+		kinds = []gatewayv1.RouteGroupKind{}
+	}
+	return kinds, ok
+}
+
+// allows reports whether a listener takes routes from namespace ns.
+func (b *builder) allows(g *gw, l *listener, ns string) bool {
+	from := gatewayv1.NamespacesFromSame
+	var sel *metav1.LabelSelector
+	if ar := l.spec.AllowedRoutes; ar != nil && ar.Namespaces != nil {
+		if ar.Namespaces.From != nil {
+			from = *ar.Namespaces.From
+		}
+		sel = ar.Namespaces.Selector
+	}
+	switch from {
+	case gatewayv1.NamespacesFromAll:
+		return true
+	case gatewayv1.NamespacesFromSame:
+		return ns == g.nn.Namespace
+	case gatewayv1.NamespacesFromSelector:
+		if sel == nil {
+			return false
+		}
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		return err == nil && s.Matches(b.in.Namespaces[ns])
+	}
+	return false
+}
+
+// finish writes a Gateway's status and its routers.
+func (b *builder) finish(g *gw) {
+	gen := g.obj.Generation
+	infra, hasInfra := b.in.Infra[g.nn]
+	valid := 0
+	var ports []int32
+	st := gatewayv1.GatewayStatus{}
+	for _, l := range g.listeners {
+		if l.ok {
+			valid++
+			if !slices.Contains(ports, int32(l.spec.Port)) {
+				ports = append(ports, int32(l.spec.Port))
+			}
+		}
+	}
+	slices.Sort(ports)
+	programmed := hasInfra && len(infra.Addresses) > 0
+	for _, l := range g.listeners {
+		ls := gatewayv1.ListenerStatus{Name: l.spec.Name, SupportedKinds: l.kinds, AttachedRoutes: l.attached}
+		if ls.SupportedKinds == nil {
+			ls.SupportedKinds = []gatewayv1.RouteGroupKind{}
+		}
+		podPort, bound := infra.Ports[int32(l.spec.Port)]
+		lp := cond(string(gatewayv1.ListenerConditionProgrammed), true, string(gatewayv1.ListenerReasonProgrammed), "", gen)
+		switch {
+		case !l.ok:
+			lp = cond(string(gatewayv1.ListenerConditionProgrammed), false, string(gatewayv1.ListenerReasonInvalid), "the listener is not accepted or conflicts", gen)
+		case !bound || !programmed:
+			lp = cond(string(gatewayv1.ListenerConditionProgrammed), false, string(gatewayv1.ListenerReasonPending), "waiting for the Gateway's Service and address", gen)
+		}
+		ls.Conditions = merge(g.listenerConditions(l.spec.Name), b.in.Now, l.accepted, l.resolved, l.conflict, lp)
+		st.Listeners = append(st.Listeners, ls)
+		if l.ok && bound {
+			b.addListener(int(podPort), l)
+		}
+	}
+	accepted := cond(string(gatewayv1.GatewayConditionAccepted), true, string(gatewayv1.GatewayReasonAccepted), "", gen)
+	switch {
+	case g.unsupported != "":
+		accepted = cond(string(gatewayv1.GatewayConditionAccepted), false, string(gatewayv1.GatewayReasonUnsupportedAddress), g.unsupported, gen)
+	case valid < len(g.listeners):
+		accepted = cond(string(gatewayv1.GatewayConditionAccepted), valid > 0, string(gatewayv1.GatewayReasonListenersNotValid),
+			fmt.Sprintf("%d of %d listeners are not valid", len(g.listeners)-valid, len(g.listeners)), gen)
+	}
+	prog := cond(string(gatewayv1.GatewayConditionProgrammed), true, string(gatewayv1.GatewayReasonProgrammed), "", gen)
+	switch {
+	case accepted.Status == metav1.ConditionFalse:
+		prog = cond(string(gatewayv1.GatewayConditionProgrammed), false, string(gatewayv1.GatewayReasonInvalid), "the Gateway is not accepted", gen)
+	case !programmed:
+		prog = cond(string(gatewayv1.GatewayConditionProgrammed), false, string(gatewayv1.GatewayReasonAddressNotAssigned), "waiting for the edge to assign the Gateway's Service an address", gen)
+	}
+	st.Conditions = merge(g.obj.Status.Conditions, b.in.Now, accepted, prog)
+	addrType := gatewayv1.IPAddressType
+	for _, a := range infra.Addresses {
+		st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: &addrType, Value: a})
+	}
+	b.out.Gateways = append(b.out.Gateways, GatewayResult{Gateway: g.obj, Status: st, Ports: ports})
+}
+
+// listenerConditions are the conditions a listener's status has now.
+func (g *gw) listenerConditions(name gatewayv1.SectionName) []metav1.Condition {
+	for _, ls := range g.obj.Status.Listeners {
+		if ls.Name == name {
+			return ls.Conditions
+		}
+	}
+	return nil
+}
+
+// merge sets conds over old, keeping a condition's transition time while
+// its status stays; conditions of other types in old are dropped.
+func merge(old []metav1.Condition, now metav1.Time, conds ...metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(conds))
+	for _, c := range conds {
+		c.LastTransitionTime = now
+		if o := meta.FindStatusCondition(old, c.Type); o != nil && o.Status == c.Status {
+			c.LastTransitionTime = o.LastTransitionTime
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// addListener puts a listener's matches on the router of its proxy port.
+func (b *builder) addListener(port int, l *listener) {
+	pr, _ := b.out.ByPort[port].(*portRouter)
+	if pr == nil {
+		pr = &portRouter{}
+		b.out.ByPort[port] = pr
+	}
+	lr := l.routes
+	lr.hostname = l.hostname
+	slices.SortStableFunc(lr.matches, byPrecedence)
+	pr.listeners = append(pr.listeners, &lr)
+	slices.SortStableFunc(pr.listeners, func(a, b *listenerRoutes) int { return bySpecificity(a.hostname, b.hostname) })
+}
+
+func bySpecificity(a, b string) int {
+	ap, aa := specificity(a)
+	bp, ba := specificity(b)
+	return cmp.Or(cmp.Compare(bp, ap), cmp.Compare(ba, aa))
+}
+
+// byPrecedence is the spec's order of matches: the most specific
+// hostname; an Exact path, then the longest prefix (a regular
+// expression after both); a method; more header matches; more query
+// matches; then the oldest route, its name, rule and match order.
+func byPrecedence(a, b *match) int {
+	if c := bySpecificity(a.host, b.host); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.path.kind, b.path.kind); c != 0 {
+		return c
+	}
+	if a.path.kind == pathPrefix {
+		if c := cmp.Compare(len(b.path.value), len(a.path.value)); c != 0 {
+			return c
+		}
+	}
+	if c := boolCmp(b.method != "", a.method != ""); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(b.header), len(a.header)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(b.query), len(a.query)); c != 0 {
+		return c
+	}
+	return a.order.compare(b.order)
+}
+
+// sortKey is a match's place among equally specific ones.
+type sortKey struct{ route, rule, match int }
+
+func (k sortKey) compare(o sortKey) int {
+	return cmp.Or(cmp.Compare(k.route, o.route), cmp.Compare(k.rule, o.rule), cmp.Compare(k.match, o.match))
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// compileRegexp compiles a regular expression that must match the whole
+// value, as Envoy's and most implementations' do.
+func compileRegexp(expr string) (*regexp.Regexp, error) {
+	return regexp.Compile("^(?:" + expr + ")$")
+}
