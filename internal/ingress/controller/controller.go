@@ -15,7 +15,6 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,8 +62,9 @@ type Config struct {
 	// endpoint sets reflect after each sync (svcstate.Changes.SliceVersion).
 	Programmed func(uint64)
 	// GatewayPorts, if set, is told the proxy ports the Gateways'
-	// listeners need whenever they change: the listeners to serve.
-	GatewayPorts func(ports []int)
+	// listeners need, with their certificates, whenever they change:
+	// the listeners to serve.
+	GatewayPorts func(ports []gateway.ProxyPort)
 }
 
 // Controller keeps the proxy's routes and endpoints equal to the API.
@@ -103,7 +103,7 @@ type Controller struct {
 	gwOut    gatewayOutput
 	// gwPorts are the proxy ports of the Gateways, last given to
 	// Config.GatewayPorts.
-	gwPorts []int
+	gwPorts []gateway.ProxyPort
 }
 
 // New registers informers on the factories (start them afterwards):
@@ -341,8 +341,8 @@ func (c *Controller) report(problems []route.Problem) {
 // setGatewayPorts tells Config.GatewayPorts the proxy ports the
 // Gateways' routers serve, when they changed.
 func (c *Controller) setGatewayPorts(out *gateway.Output) {
-	ports := slices.Sorted(maps.Keys(out.ByPort))
-	if c.cfg.GatewayPorts == nil || slices.Equal(ports, c.gwPorts) {
+	ports := out.ProxyPorts()
+	if c.cfg.GatewayPorts == nil || gateway.Equal(ports, c.gwPorts) {
 		return
 	}
 	c.gwPorts = ports

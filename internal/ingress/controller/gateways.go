@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"slices"
@@ -89,6 +90,13 @@ func (c *Controller) buildGateways(s *gatewayState, backends []route.BackendRef)
 		Infra:      c.gatewayInfra(),
 		Backends:   backends,
 		Now:        metav1.Now(),
+		Certificate: func(ns, name string) (*tls.Certificate, error) {
+			s, err := c.secrets.Secrets(ns).Get(name)
+			if err != nil {
+				return nil, err
+			}
+			return c.certs.load(s)
+		},
 		Service: func(ns, name string) *corev1.Service {
 			svc, err := c.services.Services(ns).Get(name)
 			if err != nil {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,6 +27,7 @@ import (
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	ctrl "github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/ingress/gateway"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
 	"github.com/svcnet/svcnet/internal/ingress/server"
 	"github.com/svcnet/svcnet/internal/kubeclient"
@@ -79,7 +82,7 @@ func Run(ctx context.Context, o Options) error {
 	namespaced, cluster := factories(client, c.WatchNamespace)
 	srv := server.New()
 	limit := server.NewLimit(c.MaxConnections)
-	gwListeners := &gatewayListeners{srv: srv, px: px, limit: limit, bound: map[int]*server.Listener{}}
+	gwListeners := &gatewayListeners{srv: srv, px: px, limit: limit, bound: map[int]*gatewayListener{}}
 	defer gwListeners.close()
 	ctl := New(client, namespaced, cluster, Config{
 		Controller:         c.ControllerClass,
@@ -259,43 +262,79 @@ func metricsMux(reg *prometheus.Registry, profiling bool, ready func() bool) htt
 }
 
 // gatewayListeners are the proxy ports the Gateways' listeners are
-// served on, bound and closed as Gateways come and go.
+// served on, bound and closed as Gateways come and go; an HTTPS port's
+// certificates change without a new listener.
 type gatewayListeners struct {
 	srv   *server.Servers
 	px    *proxy.Proxy
 	limit *server.Limit
 	mu    sync.Mutex
-	bound map[int]*server.Listener
+	bound map[int]*gatewayListener
+}
+
+type gatewayListener struct {
+	l     *server.Listener
+	https bool
+	certs atomic.Pointer[[]gateway.TLSCert]
 }
 
 // set serves exactly these ports. A port that cannot be bound is
 // logged and tried again at the next change.
-func (g *gatewayListeners) set(ports []int) {
+func (g *gatewayListeners) set(ports []gateway.ProxyPort) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	want := map[int]bool{}
 	for _, p := range ports {
-		want[p] = true
-		if g.bound[p] != nil {
+		https := len(p.TLS) > 0
+		if b := g.bound[p.Port]; b != nil && b.https != https {
+			g.unbind(p.Port) // the port changed protocol
+		}
+		want[p.Port] = true
+		if b := g.bound[p.Port]; b != nil {
+			b.certs.Store(&p.TLS)
 			continue
 		}
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(p.Port))
 		if err != nil {
-			slog.Error("gateway listener not served", "port", p, "err", err)
+			slog.Error("gateway listener not served", "port", p.Port, "err", err)
 			continue
 		}
-		sl := &server.Listener{Listener: l, Limit: g.limit}
-		g.bound[p] = sl
-		// gRPC clients without TLS speak HTTP/2 from the first byte.
-		g.srv.Serve(sl, g.px.Handler(p), nil, true, g.px)
-		slog.Info("gateway listener served", "port", p)
-	}
-	for p, l := range g.bound {
-		if !want[p] {
-			l.Close()
-			delete(g.bound, p)
-			slog.Info("gateway listener closed", "port", p)
+		b := &gatewayListener{l: &server.Listener{Listener: l, Limit: g.limit}, https: https}
+		b.certs.Store(&p.TLS)
+		g.bound[p.Port] = b
+		if https {
+			g.srv.Serve(b.l, g.px.Handler(p.Port), b.tlsConfig(), false, g.px)
+		} else {
+			// gRPC clients without TLS speak HTTP/2 from the first byte.
+			g.srv.Serve(b.l, g.px.Handler(p.Port), nil, true, g.px)
 		}
+		slog.Info("gateway listener served", "port", p.Port, "https", https)
+	}
+	for p := range g.bound {
+		if !want[p] {
+			g.unbind(p)
+		}
+	}
+}
+
+func (g *gatewayListeners) unbind(port int) {
+	g.bound[port].l.Close()
+	delete(g.bound, port)
+	slog.Info("gateway listener closed", "port", port)
+}
+
+// tlsConfig picks an HTTPS port's certificate by SNI among its
+// listeners' (gateway.Pick).
+func (b *gatewayListener) tlsConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := gateway.Pick(*b.certs.Load(), hello.ServerName); c != nil {
+				return c, nil
+			}
+			return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
+		},
 	}
 }
 

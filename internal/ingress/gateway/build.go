@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"cmp"
+	"crypto/tls"
 	"fmt"
 	"regexp"
 	"slices"
@@ -33,6 +34,9 @@ type Input struct {
 	// Infra is what each Gateway's Service tells: the proxy's port of
 	// each listener port, and the addresses.
 	Infra map[types.NamespacedName]Infra
+	// Certificate returns the certificate of a kubernetes.io/tls Secret,
+	// or why it cannot be served.
+	Certificate func(namespace, name string) (*tls.Certificate, error)
 	// Backends are the routes' backends so far (the Ingress table's);
 	// the routes of the Gateways index them and add theirs.
 	Backends []route.BackendRef
@@ -53,12 +57,38 @@ type Output struct {
 	// ByPort routes the requests of each of the proxy's Gateway ports.
 	ByPort   map[int]route.Router
 	Backends []route.BackendRef
+	// TLS are the certificates of the proxy ports that serve HTTPS
+	// listeners, the most specific hostname first.
+	TLS map[int][]TLSCert
 	// Gateways are the served Gateways, with their status; Ports, the
 	// listener ports each needs on its Service.
 	Gateways []GatewayResult
 	// Routes are the HTTPRoutes with a parent served here, with their
 	// status (other controllers' parents kept as they were).
 	Routes []RouteResult
+}
+
+// TLSCert is the certificate of an HTTPS listener: served to clients
+// whose SNI its hostname matches ("" matches every name).
+type TLSCert struct {
+	Hostname string
+	Cert     *tls.Certificate
+}
+
+// Pick chooses the certificate for a TLS server name among a port's
+// (ordered as Output.TLS): the most specific listener's that matches,
+// else the last's, so that a client without SNI is still answered.
+func Pick(certs []TLSCert, serverName string) *tls.Certificate {
+	if len(certs) == 0 {
+		return nil
+	}
+	name := route.NormalizeHost(serverName)
+	for _, c := range certs {
+		if c.Hostname == "" || hostMatches(c.Hostname, name) {
+			return c.Cert
+		}
+	}
+	return certs[len(certs)-1].Cert
 }
 
 // GatewayResult is one served Gateway.
@@ -85,7 +115,7 @@ const (
 // in.Controller and the HTTPRoutes attached to them. It is pure: the
 // statuses carry in.Now where a condition changes.
 func Build(in Input) Output {
-	b := &builder{in: in, backends: map[route.BackendRef]int{}, out: Output{ByPort: map[int]route.Router{}}}
+	b := &builder{in: in, backends: map[route.BackendRef]int{}, out: Output{ByPort: map[int]route.Router{}, TLS: map[int][]TLSCert{}}}
 	b.out.Backends = slices.Clone(in.Backends)
 	for i, ref := range b.out.Backends {
 		b.backends[ref] = i
@@ -137,7 +167,8 @@ type listener struct {
 	accepted  metav1.Condition
 	resolved  metav1.Condition
 	conflict  metav1.Condition
-	ok        bool // accepted and not conflicted: routes attach
+	ok        bool             // accepted, not conflicted, servable: routes attach
+	cert      *tls.Certificate // an HTTPS listener's
 	attached  int32
 	routes    listenerRoutes
 	routeKeys map[types.NamespacedName]bool
@@ -177,9 +208,16 @@ func (b *builder) gateway(obj *gatewayv1.Gateway) *gw {
 		switch s.Protocol {
 		case gatewayv1.HTTPProtocolType:
 			l.kinds, l.resolved = routeKinds(s, gen)
+		case gatewayv1.HTTPSProtocolType:
+			l.kinds, l.resolved = routeKinds(s, gen)
+			if l.resolved.Status == metav1.ConditionTrue {
+				l.cert, l.resolved = b.listenerCert(g, s, gen)
+			} else {
+				l.cert, _ = b.listenerCert(g, s, gen)
+			}
 		default:
 			l.accepted = cond(string(gatewayv1.ListenerConditionAccepted), false, string(gatewayv1.ListenerReasonUnsupportedProtocol),
-				fmt.Sprintf("protocol %s is not supported yet (HTTP is)", s.Protocol), gen)
+				fmt.Sprintf("protocol %s is not supported yet (HTTP and HTTPS are)", s.Protocol), gen)
 		}
 		g.listeners = append(g.listeners, l)
 	}
@@ -198,7 +236,8 @@ func (b *builder) gateway(obj *gatewayv1.Gateway) *gw {
 					fmt.Sprintf("listener %s has the same port and hostname", o.spec.Name), gen)
 			}
 		}
-		l.ok = l.accepted.Status == metav1.ConditionTrue && l.conflict.Status == metav1.ConditionFalse && g.unsupported == ""
+		l.ok = l.accepted.Status == metav1.ConditionTrue && l.conflict.Status == metav1.ConditionFalse && g.unsupported == "" &&
+			(l.spec.Protocol != gatewayv1.HTTPSProtocolType || l.cert != nil)
 	}
 	return g
 }
@@ -294,6 +333,11 @@ func (b *builder) finish(g *gw) {
 		st.Listeners = append(st.Listeners, ls)
 		if l.ok && bound {
 			b.addListener(int(podPort), l)
+			if l.cert != nil {
+				certs := append(b.out.TLS[int(podPort)], TLSCert{Hostname: l.hostname, Cert: l.cert})
+				slices.SortStableFunc(certs, func(a, b TLSCert) int { return bySpecificity(a.Hostname, b.Hostname) })
+				b.out.TLS[int(podPort)] = certs
+			}
 		}
 	}
 	accepted := cond(string(gatewayv1.GatewayConditionAccepted), true, string(gatewayv1.GatewayReasonAccepted), "", gen)
@@ -412,4 +456,46 @@ func boolCmp(a, b bool) int {
 // value, as Envoy's and most implementations' do.
 func compileRegexp(expr string) (*regexp.Regexp, error) {
 	return regexp.Compile("^(?:" + expr + ")$")
+}
+
+// listenerCert resolves an HTTPS listener's certificate: the first of
+// its certificateRefs, a Secret of the Gateway's namespace or of another
+// that a ReferenceGrant opens to Gateways of it. TLS passthrough is not
+// an HTTPS listener's.
+func (b *builder) listenerCert(g *gw, s *gatewayv1.Listener, gen int64) (*tls.Certificate, metav1.Condition) {
+	bad := func(reason gatewayv1.ListenerConditionReason, format string, args ...any) (*tls.Certificate, metav1.Condition) {
+		return nil, cond(string(gatewayv1.ListenerConditionResolvedRefs), false, string(reason), fmt.Sprintf(format, args...), gen)
+	}
+	if s.TLS == nil || len(s.TLS.CertificateRefs) == 0 {
+		return bad(gatewayv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener needs tls.certificateRefs")
+	}
+	if s.TLS.Mode != nil && *s.TLS.Mode != gatewayv1.TLSModeTerminate {
+		return bad(gatewayv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener terminates TLS (mode %s is for TLS listeners)", *s.TLS.Mode)
+	}
+	ref := s.TLS.CertificateRefs[0]
+	group, kind := "", "Secret"
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	if group != "" || kind != "Secret" {
+		return bad(gatewayv1.ListenerReasonInvalidCertificateRef, "certificateRef %s: %s/%s is not a Secret", ref.Name, group, kind)
+	}
+	ns := g.nn.Namespace
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	if ns != g.nn.Namespace && !b.granted(g.nn.Namespace, kindGateway, ns, "", "Secret", string(ref.Name)) {
+		return bad(gatewayv1.ListenerReasonRefNotPermitted, "certificateRef %s/%s: no ReferenceGrant in %s allows Gateways of %s to refer to it", ns, ref.Name, ns, g.nn.Namespace)
+	}
+	if b.in.Certificate == nil {
+		return bad(gatewayv1.ListenerReasonInvalidCertificateRef, "certificateRef %s/%s: no certificates available", ns, ref.Name)
+	}
+	cert, err := b.in.Certificate(ns, string(ref.Name))
+	if err != nil {
+		return bad(gatewayv1.ListenerReasonInvalidCertificateRef, "certificateRef %s/%s: %v", ns, ref.Name, err)
+	}
+	return cert, cond(string(gatewayv1.ListenerConditionResolvedRefs), true, string(gatewayv1.ListenerReasonResolvedRefs), "", gen)
 }

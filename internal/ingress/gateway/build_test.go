@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"crypto/tls"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -397,5 +399,69 @@ func TestServiceName(t *testing.T) {
 	}
 	if ServiceName(long) == ServiceName(types.NamespacedName{Namespace: long.Namespace, Name: long.Name + "2"}) {
 		t.Error("cut names collide")
+	}
+}
+
+func httpsListener(name string, port int32, host string, ns, secret string, kind string) gatewayv1.Listener {
+	l := httpListener(name, port, host)
+	l.Protocol = gatewayv1.HTTPSProtocolType
+	ref := gatewayv1.SecretObjectReference{Name: gatewayv1.ObjectName(secret)}
+	if ns != "" {
+		ref.Namespace = ptr(gatewayv1.Namespace(ns))
+	}
+	if kind != "" {
+		ref.Kind = ptr(gatewayv1.Kind(kind))
+	}
+	l.TLS = &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{ref}}
+	return l
+}
+
+func TestHTTPSListeners(t *testing.T) {
+	certs := map[string]*tls.Certificate{"default/good": {}, "default/wild": {}, "other/shared": {}}
+	gw := testGateway("default", "gw", 0,
+		httpsListener("good", 443, "good.example", "", "good", ""),
+		httpsListener("wild", 443, "*.example", "", "wild", ""),
+		httpsListener("missing", 8443, "", "", "nothing", ""),
+		httpsListener("kind", 8444, "", "", "good", "ConfigMap"),
+		httpsListener("cross", 8445, "", "other", "shared", ""),
+	)
+	grant := &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "g"},
+		Spec: gatewayv1.ReferenceGrantSpec{
+			From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "Gateway", Namespace: "default"}},
+			To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Secret"}}}}
+	for _, granted := range []bool{false, true} {
+		in := input([]*gatewayv1.Gateway{gw})
+		in.Certificate = func(ns, name string) (*tls.Certificate, error) {
+			if c := certs[ns+"/"+name]; c != nil {
+				return c, nil
+			}
+			return nil, errors.New("not found")
+		}
+		if granted {
+			in.Grants = []*gatewayv1.ReferenceGrant{grant}
+		}
+		out := Build(in)
+		want := map[gatewayv1.SectionName]string{"good": "ResolvedRefs", "wild": "ResolvedRefs", "missing": "InvalidCertificateRef",
+			"kind": "InvalidCertificateRef", "cross": "RefNotPermitted"}
+		if granted {
+			want["cross"] = "ResolvedRefs"
+		}
+		for _, l := range out.Gateways[0].Status.Listeners {
+			c := meta.FindStatusCondition(l.Conditions, "ResolvedRefs")
+			p := meta.FindStatusCondition(l.Conditions, "Programmed")
+			if c.Reason != want[l.Name] || (p.Status == metav1.ConditionTrue) != (want[l.Name] == "ResolvedRefs") {
+				t.Errorf("granted %v, listener %s: ResolvedRefs %s, Programmed %s; want %s", granted, l.Name, c.Reason, p.Status, want[l.Name])
+			}
+		}
+		port := FirstPort // 443's
+		got := out.TLS[port]
+		if len(got) != 2 || got[0].Hostname != "good.example" || got[1].Hostname != "*.example" {
+			t.Fatalf("port 443's certificates: %+v", got)
+		}
+		for name, want := range map[string]*tls.Certificate{"good.example": certs["default/good"], "a.b.example": certs["default/wild"], "": certs["default/wild"]} {
+			if Pick(got, name) != want {
+				t.Errorf("SNI %q: wrong certificate", name)
+			}
+		}
 	}
 }

@@ -403,7 +403,7 @@ func (b *builder) backendRef(r *gatewayv1.HTTPRoute, br *gatewayv1.BackendRef) (
 	if br.Namespace != nil {
 		ns = string(*br.Namespace)
 	}
-	if ns != r.Namespace && !b.granted(r.Namespace, ns, string(br.Name)) {
+	if ns != r.Namespace && !b.granted(r.Namespace, kindHTTPRoute, ns, "", kindService, string(br.Name)) {
 		return ref, string(gatewayv1.RouteReasonRefNotPermitted), fmt.Sprintf("backendRef %s/%s: no ReferenceGrant in %s allows HTTPRoutes of %s to refer to it", ns, br.Name, ns, r.Namespace)
 	}
 	if br.Port == nil {
@@ -419,18 +419,23 @@ func (b *builder) backendRef(r *gatewayv1.HTTPRoute, br *gatewayv1.BackendRef) (
 	return route.BackendRef{NamespacedName: types.NamespacedName{Namespace: ns, Name: string(br.Name)}, Port: int32(*br.Port)}, "", ""
 }
 
-// granted reports whether a ReferenceGrant in namespace to lets
-// HTTPRoutes of namespace from refer to its Service name.
-func (b *builder) granted(from, to, name string) bool {
+// granted reports whether a ReferenceGrant in namespace to lets objects
+// of fromKind (of the Gateway API's group) in namespace from refer to
+// the object name of toGroup and toKind.
+func (b *builder) granted(from, fromKind, to, toGroup, toKind, name string) bool {
 	for _, g := range b.in.Grants {
 		if g.Namespace != to {
 			continue
 		}
 		fromOK := slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
-			return f.Group == gatewayv1.GroupName && f.Kind == kindHTTPRoute && string(f.Namespace) == from
+			return f.Group == gatewayv1.GroupName && string(f.Kind) == fromKind && string(f.Namespace) == from
 		})
 		toOK := slices.ContainsFunc(g.Spec.To, func(t gatewayv1.ReferenceGrantTo) bool {
-			return (t.Group == "" || t.Group == "core") && t.Kind == kindService && (t.Name == nil || string(*t.Name) == name)
+			group := string(t.Group)
+			if group == "core" {
+				group = ""
+			}
+			return group == toGroup && string(t.Kind) == toKind && (t.Name == nil || string(*t.Name) == name)
 		})
 		if fromOK && toOK {
 			return true

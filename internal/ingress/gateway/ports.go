@@ -112,3 +112,28 @@ func Ports(infra map[types.NamespacedName]Infra) []int {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// ProxyPort is a proxy port that serves Gateway listeners: plain HTTP,
+// or HTTPS with TLS's certificates when there are any.
+type ProxyPort struct {
+	Port int
+	TLS  []TLSCert
+}
+
+// ProxyPorts lists the output's proxy ports, by number.
+func (o *Output) ProxyPorts() []ProxyPort {
+	var out []ProxyPort
+	for p := range o.ByPort {
+		out = append(out, ProxyPort{Port: p, TLS: o.TLS[p]})
+	}
+	slices.SortFunc(out, func(a, b ProxyPort) int { return a.Port - b.Port })
+	return out
+}
+
+// Equal reports whether two lists serve the same ports with the same
+// certificates.
+func Equal(a, b []ProxyPort) bool {
+	return slices.EqualFunc(a, b, func(x, y ProxyPort) bool {
+		return x.Port == y.Port && slices.Equal(x.TLS, y.TLS)
+	})
+}

@@ -2,11 +2,14 @@ package cluster_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
 
@@ -142,9 +145,59 @@ spec:
 		return err == nil && out == "301 https://hostnames.example/a?b=c"
 	})
 
+	testGatewayHTTPS(t, c, addr)
+
 	k.MustRun("", "delete", "gateway", "web")
 	c.until("the Gateway's Service removed with it", 30*time.Second, func() bool {
 		out, _, _ := k.Run("", "-n", "ingress-svcnet", "get", "services", "-l", "gateway.networking.k8s.io/gateway-name=web", "-o", "name")
 		return out == ""
+	})
+}
+
+// testGatewayHTTPS adds an HTTPS listener to the Gateway web with a
+// certificate for secure.example from a Secret, and a second one whose
+// Secret is missing: the first serves the route over TLS with that
+// certificate (curl verifies it), the second is reported.
+func testGatewayHTTPS(t *testing.T, c *localCluster, addr string) {
+	k := c.kubectl
+	dir := t.TempDir()
+	ca, err := pki.EnsureCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key, err := ca.Issue("secure.example", nil, []string{"secure.example"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tls.crt": crt, "tls.key": key} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.MustRun("", "create", "secret", "tls", "secure-cert", "--cert="+filepath.Join(dir, "tls.crt"), "--key="+filepath.Join(dir, "tls.key"))
+	k.MustRun(`[{"op": "add", "path": "/spec/listeners/-", "value": {"name": "https", "protocol": "HTTPS", "port": 443, "hostname": "secure.example",
+  "tls": {"certificateRefs": [{"name": "secure-cert"}]}}},
+ {"op": "add", "path": "/spec/listeners/-", "value": {"name": "broken-tls", "protocol": "HTTPS", "port": 8443,
+  "tls": {"certificateRefs": [{"name": "no-such-secret"}]}}}]`, "patch", "gateway", "web", "--type=json", "--patch-file=/dev/stdin")
+	k.MustRun(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: secure}
+spec:
+  parentRefs: [{name: web, sectionName: https}]
+  rules:
+  - backendRefs: [{name: hostnames, port: 80}]
+`, "apply", "-f", "-")
+	c.until("hostnames over HTTPS through the Gateway", time.Minute, func() bool {
+		out, err := c.exec("client", "curl", "-s", "--connect-timeout", "5", "--max-time", "10", "--cacert", filepath.Join(dir, pki.CACertFile),
+			"--resolve", "secure.example:443:"+addr, "https://secure.example/")
+		c.lastErr = fmt.Errorf("%v: %q", err, out)
+		return err == nil && strings.HasPrefix(out, "hostnames-")
+	})
+	listener := func(i int) string {
+		out, _, _ := k.Run("", "get", "gateway", "web", "-o", fmt.Sprintf(`jsonpath={.status.listeners[%d].name} {.status.listeners[%d].conditions[?(@.type=="ResolvedRefs")].reason} {.status.listeners[%d].conditions[?(@.type=="Programmed")].status} {.status.listeners[%d].attachedRoutes}`, i, i, i, i))
+		return out
+	}
+	c.until("the HTTPS listeners' status", 30*time.Second, func() bool {
+		return listener(1) == "https ResolvedRefs True 1" && listener(2) == "broken-tls InvalidCertificateRef False 0"
 	})
 }
