@@ -64,6 +64,13 @@ var Builtin = []Image{
 		Doc: "Kubernetes' e2e test image: the subcommands its network tests use (netexec, serve-hostname, porter, test-webserver, connect, pause, dns-suffix …) at /agnhost; " +
 			"/coredns serves a Corefile's hosts and log plugins; " +
 			"shell commands run the machine's programs (sh, curl, nc, dig)"},
+	{Name: "echo-basic", Entrypoint: []string{"image", "echo-basic"}, Run: runEchoBasic,
+		Aliases: []string{"registry.k8s.io/gateway-api/echo-basic"},
+		Doc: "the Gateway API conformance suite's backend (echo-basic), configured by its environment as the suite's manifests do: " +
+			"an HTTP echo in JSON (request, pod, TLS) on 3000 (HTTP/1.1, /ws WebSocket echo, /retry/, /status/NNN, ?delay=), 3001 (h2c) and 8443 (HTTPS with TLS_SERVER_CERT/PRIVKEY, TLS_CLIENT_CACERTS); " +
+			"GRPC_ECHO_SERVER: the GrpcEcho gRPC service on 3000 (and 8443 with TLS); " +
+			"TCP_ECHO_SERVER: the PING/IS_TLS/TEST line echo on 3000 and TLS on 8443; " +
+			"UDP_ECHO_SERVER: a JSON echo of each datagram on 8080"},
 	{Name: "nginx", Entrypoint: []string{"image", "nginx"}, Run: runNginx, Programs: []string{"/usr/sbin/nginx"},
 		Aliases: []string{"library/nginx", "registry.k8s.io/e2e-test-images/nginx", "k8s.gcr.io/e2e-test-images/nginx", "nginxinc/nginx-unprivileged"},
 		Doc:     "a stand-in for nginx as a placeholder web server: HTTP on port 80, nginx's welcome page at /; reads no nginx configuration"},

@@ -27,6 +27,9 @@ func TestLookup(t *testing.T) {
 		{"registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7", "dnsutils"},
 		{"registry.k8s.io/e2e-test-images/nginx:1.27.0-2", "nginx"},
 		{"nginx:1.27", "nginx"},
+		{"registry.k8s.io/gateway-api/echo-basic:v1.5.1", "echo-basic"},
+		{"registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.3", "echo-basic"},
+		{"registry.k8s.io/gateway-api/echo-advanced:v1.5.1", ""},
 		{"httpd", ""},
 	} {
 		img, ok := Lookup(tc.ref)
