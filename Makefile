@@ -20,7 +20,7 @@ COREDNS := /var/cache/svcnet/coredns/v1.14.7/coredns
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
 
-.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps bench-pull clean conformance conformance-network image soak
+.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps bench-pull clean conformance conformance-network gateway-conformance image soak
 
 ## run: install what is missing, build, and start svcnet with the reference scenario
 run: deps build
@@ -116,6 +116,12 @@ conformance-network: deps build
 	NOTES=docs/conformance-network-notes.md \
 	TITLE="Kubernetes' other network specs: svcnet against the e2e suite's Services, DNS and EndpointSlice specs" \
 	RUN_NAME='make conformance-network' ./hack/conformance.sh
+
+## gateway-conformance: the Gateway API's conformance suite (its
+## GATEWAY-HTTP profile; PROFILES=… for others) against a fresh 2-node
+## cluster, from the outside client; writes docs/gateway-conformance.md.
+gateway-conformance: deps build
+	./hack/gateway-conformance.sh
 
 ## soak: an hour (SOAK_DURATION) of steady traffic on every path of a
 ## 3-node cluster with three control planes (ClusterIP, NodePort,
