@@ -465,3 +465,35 @@ func TestHTTPSListeners(t *testing.T) {
 		}
 	}
 }
+
+func TestPrefixRewrite(t *testing.T) {
+	gw := testGateway("default", "gw", 0, httpListener("http", 80, ""))
+	rewrite := gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterURLRewrite, URLRewrite: &gatewayv1.HTTPURLRewriteFilter{
+		Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/new")}}}
+	rule := gatewayv1.HTTPRouteRule{
+		Matches: []gatewayv1.HTTPRouteMatch{
+			{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchPathPrefix), Value: ptr("/a")}},
+			{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchPathPrefix), Value: ptr("/b/c/")}},
+		},
+		Filters:     []gatewayv1.HTTPRouteFilter{rewrite},
+		BackendRefs: []gatewayv1.HTTPBackendRef{backend("", "web", 80, 1)},
+	}
+	exact := rule
+	exact.Matches = []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr(gatewayv1.PathMatchExact), Value: ptr("/a")}}}
+	out := Build(input([]*gatewayv1.Gateway{gw},
+		testRoute("default", "prefix", 1, "gw", []string{"p.example"}, rule),
+		testRoute("default", "exact", 2, "gw", []string{"e.example"}, exact)))
+	for path, want := range map[string]string{"/a/x": "/new/x", "/b/c/d": "/new/d", "/b/c": "/new"} {
+		rt := out.ByPort[FirstPort].Route(&route.Request{Host: "p.example", Path: path, Method: "GET", Header: http.Header{}.Get})
+		if rt == nil || rt.HTTPRule == nil || rt.HTTPRule.Rewrite == nil {
+			t.Fatalf("%s: no rewrite: %+v", path, rt)
+		}
+		if got := rt.HTTPRule.Rewrite.Path.Apply(path); got != want {
+			t.Errorf("%s rewritten to %s, want %s", path, got, want)
+		}
+	}
+	st := routeStatus(t, out, "exact")
+	if c := meta.FindStatusCondition(st.Parents[0].Conditions, "Accepted"); c.Reason != "UnsupportedValue" {
+		t.Errorf("ReplacePrefixMatch on an Exact match: %+v", c)
+	}
+}

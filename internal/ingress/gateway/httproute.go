@@ -215,11 +215,44 @@ func (b *builder) compileRules(r *gatewayv1.HTTPRoute, nn types.NamespacedName) 
 				return nil, fmt.Sprintf("rule %d match %d: %v", i, j, err), resolved
 			}
 			m.routes, m.weights, m.total = routes, weights, total
+			if prefixed := withPrefix(httpRule, m.path); prefixed != httpRule {
+				// A prefix replacement is the match's: the routes
+				// of this match carry their own rule.
+				if prefixed == nil {
+					return nil, fmt.Sprintf("rule %d match %d: ReplacePrefixMatch needs a PathPrefix match", i, j), resolved
+				}
+				m.routes, m.weights, m.total, _, _ = b.ruleBackends(r, nn, ru, prefixed)
+			}
 			compiled.matches = append(compiled.matches, m)
 		}
 		rules = append(rules, compiled)
 	}
 	return rules, "", resolved
+}
+
+// withPrefix is hr with the prefix of a PathPrefix match filled into its
+// prefix replacements; hr itself when it has none, nil when the match is
+// not a PathPrefix.
+func withPrefix(hr *route.HTTPRule, p pathMatch) *route.HTTPRule {
+	needs := func(m *route.PathModifier) bool { return m != nil && !m.IsFull }
+	if hr == nil || !(hr.Redirect != nil && needs(hr.Redirect.Path)) && !(hr.Rewrite != nil && needs(hr.Rewrite.Path)) {
+		return hr
+	}
+	if p.kind != pathPrefix {
+		return nil
+	}
+	out := *hr
+	if hr.Redirect != nil && needs(hr.Redirect.Path) {
+		red, m := *hr.Redirect, *hr.Redirect.Path
+		m.Prefix = p.value
+		red.Path, out.Redirect = &m, &red
+	}
+	if hr.Rewrite != nil && needs(hr.Rewrite.Path) {
+		rw, m := *hr.Rewrite, *hr.Rewrite.Path
+		m.Prefix = p.value
+		rw.Path, out.Rewrite = &m, &rw
+	}
+	return &out
 }
 
 // unsupportedRule tells what of a rule svcnet does not implement yet.
@@ -313,10 +346,14 @@ func compileFilters(fs []gatewayv1.HTTPRouteFilter) (*route.HTTPRule, string) {
 			if rr == nil {
 				continue
 			}
-			if rr.Path != nil {
-				return nil, "a redirect's path is not supported yet"
-			}
 			red := &route.Redirect{Status: http.StatusFound}
+			if rr.Path != nil {
+				m, why := pathModifier(rr.Path)
+				if why != "" {
+					return nil, "requestRedirect: " + why
+				}
+				red.Path = m
+			}
 			if rr.Scheme != nil {
 				red.Scheme = *rr.Scheme
 			}
@@ -330,14 +367,52 @@ func compileFilters(fs []gatewayv1.HTTPRouteFilter) (*route.HTTPRule, string) {
 				red.Status = *rr.StatusCode
 			}
 			r.Redirect = red
+		case gatewayv1.HTTPRouteFilterURLRewrite:
+			u := f.URLRewrite
+			if u == nil {
+				continue
+			}
+			rw := &route.Rewrite{}
+			if u.Hostname != nil {
+				rw.Hostname = string(*u.Hostname)
+			}
+			if u.Path != nil {
+				m, why := pathModifier(u.Path)
+				if why != "" {
+					return nil, "urlRewrite: " + why
+				}
+				rw.Path = m
+			}
+			r.Rewrite = rw
 		default:
 			return nil, fmt.Sprintf("filter %s is not supported yet", f.Type)
 		}
+	}
+	if r.Redirect != nil && r.Rewrite != nil {
+		return nil, "requestRedirect and urlRewrite cannot be in one rule"
 	}
 	if r.Plain() {
 		return nil, ""
 	}
 	return &r, ""
+}
+
+// pathModifier reads an HTTPPathModifier; the prefix a ReplacePrefixMatch
+// replaces is filled in per match (withPrefix).
+func pathModifier(p *gatewayv1.HTTPPathModifier) (*route.PathModifier, string) {
+	switch p.Type {
+	case gatewayv1.FullPathHTTPPathModifier:
+		if p.ReplaceFullPath == nil {
+			return nil, "ReplaceFullPath needs replaceFullPath"
+		}
+		return &route.PathModifier{Full: *p.ReplaceFullPath, IsFull: true}, ""
+	case gatewayv1.PrefixMatchHTTPPathModifier:
+		if p.ReplacePrefixMatch == nil {
+			return nil, "ReplacePrefixMatch needs replacePrefixMatch"
+		}
+		return &route.PathModifier{Replace: *p.ReplacePrefixMatch}, ""
+	}
+	return nil, fmt.Sprintf("path modifier %s is not supported", p.Type)
 }
 
 func headerEdit(f *gatewayv1.HTTPHeaderFilter) *route.HeaderEdit {

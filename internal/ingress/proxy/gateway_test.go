@@ -36,6 +36,12 @@ func TestGatewayPort(t *testing.T) {
 			return &route.Route{Ingress: nn, Backend: -1, Answer: http.StatusInternalServerError}
 		case "/redirect":
 			return &route.Route{Ingress: nn, Backend: -1, HTTPRule: &route.HTTPRule{Redirect: &route.Redirect{Scheme: "https", Hostname: "moved.example", Status: http.StatusMovedPermanently}}}
+		case "/rewrite/x":
+			return &route.Route{Ingress: nn, Backend: 0, HTTPRule: &route.HTTPRule{Rewrite: &route.Rewrite{Hostname: "inner.example",
+				Path: &route.PathModifier{Prefix: "/rewrite", Replace: "/new"}}}}
+		case "/moved/x":
+			return &route.Route{Ingress: nn, Backend: -1, HTTPRule: &route.HTTPRule{Redirect: &route.Redirect{Status: http.StatusSeeOther,
+				Path: &route.PathModifier{Full: "/else", IsFull: true}}}}
 		case "/redirect-port":
 			return &route.Route{Ingress: nn, Backend: -1, HTTPRule: &route.HTTPRule{Redirect: &route.Redirect{Port: 8443, Status: http.StatusFound}}}
 		}
@@ -76,6 +82,18 @@ func TestGatewayPort(t *testing.T) {
 		{name: "redirect", url: gwURL + "/redirect?q=1", host: "old.example:8080", status: 301,
 			check: func(t *testing.T, resp *http.Response, _ received) {
 				if l := resp.Header.Get("Location"); l != "https://moved.example/redirect?q=1" {
+					t.Errorf("Location %q", l)
+				}
+			}},
+		{name: "rewrite", url: gwURL + "/rewrite/x?q=1", host: "any.example", status: 200, pod: "a",
+			check: func(t *testing.T, _ *http.Response, got received) {
+				if got.URI != "/new/x?q=1" || got.Host != "inner.example" {
+					t.Errorf("the pod got %s for %s", got.URI, got.Host)
+				}
+			}},
+		{name: "redirect with a path", url: gwURL + "/moved/x?q=1", host: "any.example", status: 303,
+			check: func(t *testing.T, resp *http.Response, _ received) {
+				if l := resp.Header.Get("Location"); l != "http://any.example/else?q=1" {
 					t.Errorf("Location %q", l)
 				}
 			}},

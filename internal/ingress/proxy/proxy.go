@@ -218,6 +218,7 @@ type request struct {
 	upstream string // the endpoint that answered (or failed last)
 	id       string // X-Request-ID
 	cookie   string // the affinity cookie's valid value, if the client sent one
+	host     string // the Host the pod is asked for, when not the client's
 	// room is the client's socket's (HTTP/1 clients of ClientConn);
 	// answer, the body modifyResponse kept from the reverse proxy for
 	// passOn.
@@ -259,7 +260,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if hr := rt.HTTPRule; hr != nil {
 		req.route = rt
 		if hr.Redirect != nil {
-			gatewayRedirect(lw, r, hr.Redirect)
+			gatewayRedirect(lw, r, hr.Redirect, clean)
 			return
 		}
 		if hr.ResponseHeaders != nil {
@@ -319,6 +320,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.path = rewritePath(rt, clean, ann.RewriteTarget)
 	case clean != r.URL.Path:
 		req.path = clean
+	}
+	if hr := rt.HTTPRule; hr != nil && hr.Rewrite != nil {
+		if hr.Rewrite.Path != nil {
+			req.path = hr.Rewrite.Path.Apply(clean)
+		}
+		req.host = hr.Rewrite.Hostname
 	}
 	if r.ProtoMajor == 1 {
 		req.room, _ = r.Context().Value(roomKey{}).(roomer)
@@ -411,11 +418,11 @@ func (p *Proxy) redirect(w http.ResponseWriter, r *http.Request, path string) {
 }
 
 // gatewayRedirect answers with a Gateway API rule's redirect: the
-// request's URL with the scheme, hostname and port the rule sets. The
+// request's URL with the scheme, hostname, port and path the rule sets. The
 // port is the rule's, else the request's when the rule keeps the
 // scheme, else none (the new scheme's well-known one); a scheme's
 // well-known port is never written.
-func gatewayRedirect(w http.ResponseWriter, r *http.Request, red *route.Redirect) {
+func gatewayRedirect(w http.ResponseWriter, r *http.Request, red *route.Redirect, clean string) {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -440,6 +447,9 @@ func gatewayRedirect(w http.ResponseWriter, r *http.Request, red *route.Redirect
 		host = net.JoinHostPort(strings.Trim(host, "[]"), port)
 	}
 	u := url.URL{Scheme: scheme, Host: host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	if red.Path != nil {
+		u.Path, u.RawPath = red.Path.Apply(clean), ""
+	}
 	w.Header().Set("Location", u.String())
 	w.WriteHeader(red.Status)
 }
@@ -457,6 +467,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Host = req.eps[req.start] // the transport picks again on retries
 	if req.path != "" {
 		out.URL.Path, out.URL.RawPath = req.path, ""
+	}
+	if req.host != "" {
+		out.Host = req.host
 	}
 	pr.SetXForwarded()
 	out.Header.Set("X-Forwarded-Port", req.port)

@@ -1,6 +1,9 @@
 package route
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // HTTPRule is what a Gateway API HTTPRoute rule does to the requests it
 // matches besides choosing their backend: its filters, resolved by the
@@ -9,11 +12,49 @@ type HTTPRule struct {
 	RequestHeaders  *HeaderEdit
 	ResponseHeaders *HeaderEdit
 	Redirect        *Redirect
+	Rewrite         *Rewrite
 }
 
 // Plain reports whether the rule leaves requests as they are.
 func (r *HTTPRule) Plain() bool {
-	return r == nil || (r.RequestHeaders == nil && r.ResponseHeaders == nil && r.Redirect == nil)
+	return r == nil || (r.RequestHeaders == nil && r.ResponseHeaders == nil && r.Redirect == nil && r.Rewrite == nil)
+}
+
+// Rewrite changes what the backend is asked: its Host (Hostname, when
+// set) and its path (Path, when set). The Gateway API's URLRewrite.
+type Rewrite struct {
+	Hostname string
+	Path     *PathModifier
+}
+
+// PathModifier replaces a request's path: whole (Full), or the prefix
+// the rule matched (Prefix, with Replace).
+type PathModifier struct {
+	Full string
+	// Prefix is the PathPrefix value the rule's match had (no trailing
+	// slash); Replace what takes its place. Used when Full is "".
+	Prefix, Replace string
+	// IsFull tells Full "" from no full replacement.
+	IsFull bool
+}
+
+// Apply returns the path modified. A prefix is replaced element by
+// element: the rest of the path keeps its leading slash, never doubled
+// ("/" replacing "/strip" in "/strip/x" makes "/x"), and an empty result
+// is "/".
+func (m *PathModifier) Apply(path string) string {
+	if m.IsFull {
+		return m.Full
+	}
+	rest, ok := strings.CutPrefix(path, m.Prefix)
+	if !ok {
+		return path
+	}
+	out := strings.TrimSuffix(m.Replace, "/") + rest
+	if out == "" {
+		return "/"
+	}
+	return out
 }
 
 // HeaderEdit changes header fields in the order Set, Add, Remove (the
@@ -35,7 +76,9 @@ type Redirect struct {
 	Scheme   string
 	Hostname string
 	Port     int
-	// Status is 301 or 302.
+	// Path, when set, changes the path.
+	Path *PathModifier
+	// Status is 301, 302, 303, 307 or 308.
 	Status int
 }
 

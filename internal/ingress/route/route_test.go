@@ -331,3 +331,23 @@ func TestCleanPath(t *testing.T) {
 }
 
 type corev1TypedRef = corev1.TypedLocalObjectReference
+
+func TestPathModifier(t *testing.T) {
+	tests := []struct {
+		m          PathModifier
+		path, want string
+	}{
+		{PathModifier{Prefix: "/prefix/one", Replace: "/one"}, "/prefix/one/two", "/one/two"},
+		{PathModifier{Prefix: "/strip-prefix", Replace: "/"}, "/strip-prefix/three", "/three"},
+		{PathModifier{Prefix: "/strip-prefix", Replace: "/"}, "/strip-prefix", "/"},
+		{PathModifier{Prefix: "/strip-prefix", Replace: "/"}, "/strip-prefix/", "/"},
+		{PathModifier{Prefix: "/a", Replace: "/b/"}, "/a/c", "/b/c"},
+		{PathModifier{Prefix: "", Replace: "/x"}, "/y", "/x/y"},
+		{PathModifier{Full: "/one", IsFull: true}, "/full/one/two", "/one"},
+	}
+	for _, tt := range tests {
+		if got := tt.m.Apply(tt.path); got != tt.want {
+			t.Errorf("%+v on %s: %s, want %s", tt.m, tt.path, got, tt.want)
+		}
+	}
+}
