@@ -74,12 +74,16 @@ func pathRule(typ gatewayv1.PathMatchType, path string, backends ...gatewayv1.HT
 // services are the backends that exist: web and api in default (port
 // 80), db in other.
 func services(ns, name string) *corev1.Service {
-	ok := map[string]bool{"default/web": true, "default/api": true, "other/db": true}
+	ok := map[string]bool{"default/web": true, "default/api": true, "other/db": true, "default/grpc": true}
 	if !ok[ns+"/"+name] {
 		return nil
 	}
+	port := corev1.ServicePort{Port: 80}
+	if name == "grpc" {
+		port.AppProtocol = ptr("kubernetes.io/h2c")
+	}
 	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{port}}}
 }
 
 func input(gws []*gatewayv1.Gateway, routes ...*gatewayv1.HTTPRoute) Input {
@@ -495,5 +499,22 @@ func TestPrefixRewrite(t *testing.T) {
 	st := routeStatus(t, out, "exact")
 	if c := meta.FindStatusCondition(st.Parents[0].Conditions, "Accepted"); c.Reason != "UnsupportedValue" {
 		t.Errorf("ReplacePrefixMatch on an Exact match: %+v", c)
+	}
+}
+
+func TestBackendProtocol(t *testing.T) {
+	gw := testGateway("default", "gw", 0, httpListener("http", 80, ""))
+	out := Build(input([]*gatewayv1.Gateway{gw}, testRoute("default", "r", 1, "gw", nil,
+		pathRule(gatewayv1.PathMatchPathPrefix, "/h2c", backend("", "grpc", 80, 1)),
+		pathRule(gatewayv1.PathMatchPathPrefix, "/", backend("", "web", 80, 1)))))
+	for path, want := range map[string]string{"/h2c": "H2C", "/": ""} {
+		rt := out.ByPort[FirstPort].Route(&route.Request{Host: "x", Path: path, Method: "GET", Header: http.Header{}.Get})
+		got := ""
+		if rt.Config != nil {
+			got = rt.Config.BackendProtocol
+		}
+		if got != want {
+			t.Errorf("%s: backend protocol %q, want %q", path, got, want)
+		}
 	}
 }

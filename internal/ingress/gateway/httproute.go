@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/svcnet/svcnet/internal/ingress/annotations"
 	"github.com/svcnet/svcnet/internal/ingress/route"
 )
 
@@ -441,10 +442,10 @@ func (b *builder) ruleBackends(r *gatewayv1.HTTPRoute, nn types.NamespacedName, 
 		if br.Weight != nil {
 			w = *br.Weight
 		}
-		ref, why, problem := b.backendRef(r, &br.BackendRef)
+		ref, cfg, why, problem := b.backendRef(r, &br.BackendRef)
 		rt := fail
 		if why == "" {
-			rt = &route.Route{Ingress: nn, Backend: b.ref(ref), HTTPRule: hr}
+			rt = &route.Route{Ingress: nn, Backend: b.ref(ref), HTTPRule: hr, Config: cfg}
 		} else if reason == "" {
 			reason, msg = why, problem
 		}
@@ -460,10 +461,15 @@ func (b *builder) ruleBackends(r *gatewayv1.HTTPRoute, nn types.NamespacedName, 
 	return routes, weights, total, reason, msg
 }
 
+// h2c is the proxy's setting for backends whose Service port's
+// appProtocol asks for HTTP/2 without TLS (GEP-1911); WebSocket
+// (kubernetes.io/ws) needs none: upgrades pass through HTTP/1.1.
+var h2c = &annotations.Config{BackendProtocol: annotations.H2C}
+
 // backendRef checks one backendRef: a Service of the route's namespace,
 // or of another that a ReferenceGrant opens to the route's, with a port
-// the Service has.
-func (b *builder) backendRef(r *gatewayv1.HTTPRoute, br *gatewayv1.BackendRef) (ref route.BackendRef, reason, msg string) {
+// the Service has. cfg is how the proxy speaks to it (nil: HTTP/1.1).
+func (b *builder) backendRef(r *gatewayv1.HTTPRoute, br *gatewayv1.BackendRef) (ref route.BackendRef, cfg *annotations.Config, reason, msg string) {
 	group, kind := "", kindService
 	if br.Group != nil {
 		group = string(*br.Group)
@@ -472,26 +478,30 @@ func (b *builder) backendRef(r *gatewayv1.HTTPRoute, br *gatewayv1.BackendRef) (
 		kind = string(*br.Kind)
 	}
 	if (group != "" && group != "core") || kind != kindService {
-		return ref, string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("backendRef %s: kind %s/%s is not supported (Service is)", br.Name, group, kind)
+		return ref, nil, string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("backendRef %s: kind %s/%s is not supported (Service is)", br.Name, group, kind)
 	}
 	ns := r.Namespace
 	if br.Namespace != nil {
 		ns = string(*br.Namespace)
 	}
 	if ns != r.Namespace && !b.granted(r.Namespace, kindHTTPRoute, ns, "", kindService, string(br.Name)) {
-		return ref, string(gatewayv1.RouteReasonRefNotPermitted), fmt.Sprintf("backendRef %s/%s: no ReferenceGrant in %s allows HTTPRoutes of %s to refer to it", ns, br.Name, ns, r.Namespace)
+		return ref, nil, string(gatewayv1.RouteReasonRefNotPermitted), fmt.Sprintf("backendRef %s/%s: no ReferenceGrant in %s allows HTTPRoutes of %s to refer to it", ns, br.Name, ns, r.Namespace)
 	}
 	if br.Port == nil {
-		return ref, string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf("backendRef %s/%s: a Service needs a port", ns, br.Name)
+		return ref, nil, string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf("backendRef %s/%s: a Service needs a port", ns, br.Name)
 	}
 	svc := b.in.Service(ns, string(br.Name))
 	if svc == nil {
-		return ref, string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("backendRef %s/%s: Service not found", ns, br.Name)
+		return ref, nil, string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("backendRef %s/%s: Service not found", ns, br.Name)
 	}
-	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == int32(*br.Port) }) {
-		return ref, string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("backendRef %s/%s: the Service has no port %d", ns, br.Name, *br.Port)
+	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == int32(*br.Port) })
+	if i < 0 {
+		return ref, nil, string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("backendRef %s/%s: the Service has no port %d", ns, br.Name, *br.Port)
 	}
-	return route.BackendRef{NamespacedName: types.NamespacedName{Namespace: ns, Name: string(br.Name)}, Port: int32(*br.Port)}, "", ""
+	if p := svc.Spec.Ports[i].AppProtocol; p != nil && *p == "kubernetes.io/h2c" {
+		cfg = h2c
+	}
+	return route.BackendRef{NamespacedName: types.NamespacedName{Namespace: ns, Name: string(br.Name)}, Port: int32(*br.Port)}, cfg, "", ""
 }
 
 // granted reports whether a ReferenceGrant in namespace to lets objects
