@@ -518,3 +518,38 @@ func TestBackendProtocol(t *testing.T) {
 		}
 	}
 }
+
+func TestTimeouts(t *testing.T) {
+	gw := testGateway("default", "gw", 0, httpListener("http", 80, ""))
+	rule := func(request, backendRequest string) gatewayv1.HTTPRouteRule {
+		r := pathRule(gatewayv1.PathMatchPathPrefix, "/", backend("", "web", 80, 1))
+		r.Timeouts = &gatewayv1.HTTPRouteTimeouts{}
+		if request != "" {
+			r.Timeouts.Request = ptr(gatewayv1.Duration(request))
+		}
+		if backendRequest != "" {
+			r.Timeouts.BackendRequest = ptr(gatewayv1.Duration(backendRequest))
+		}
+		return r
+	}
+	tests := []struct {
+		request, backend string
+		want             time.Duration
+	}{
+		{"500ms", "", 500 * time.Millisecond},
+		{"10s", "1s", time.Second},
+		{"0s", "2s", 2 * time.Second},
+		{"0s", "", 0},
+	}
+	for _, tt := range tests {
+		out := Build(input([]*gatewayv1.Gateway{gw}, testRoute("default", "r", 1, "gw", nil, rule(tt.request, tt.backend))))
+		rt := out.ByPort[FirstPort].Route(&route.Request{Host: "x", Path: "/", Method: "GET", Header: http.Header{}.Get})
+		var got time.Duration
+		if rt.HTTPRule != nil {
+			got = rt.HTTPRule.Timeout
+		}
+		if got != tt.want {
+			t.Errorf("request %q backendRequest %q: timeout %v, want %v", tt.request, tt.backend, got, tt.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -198,6 +199,9 @@ func (b *builder) compileRules(r *gatewayv1.HTTPRoute, nn types.NamespacedName) 
 		if why == "" {
 			why = unsupportedRule(ru)
 		}
+		if why == "" {
+			httpRule, why = withTimeouts(httpRule, ru.Timeouts)
+		}
 		if why != "" {
 			return nil, fmt.Sprintf("rule %d: %s", i, why), resolved
 		}
@@ -256,11 +260,41 @@ func withPrefix(hr *route.HTTPRule, p pathMatch) *route.HTTPRule {
 	return &out
 }
 
+// withTimeouts adds a rule's timeouts to what it does. svcnet bounds the
+// whole request with the smaller of request and backendRequest: it does
+// not retry a request that reached a backend, so a request's one
+// backend request is the request.
+func withTimeouts(hr *route.HTTPRule, t *gatewayv1.HTTPRouteTimeouts) (*route.HTTPRule, string) {
+	if t == nil {
+		return hr, ""
+	}
+	var d time.Duration
+	for _, v := range []*gatewayv1.Duration{t.Request, t.BackendRequest} {
+		if v == nil {
+			continue
+		}
+		x, err := time.ParseDuration(string(*v))
+		if err != nil || x < 0 {
+			return nil, fmt.Sprintf("timeout %q is not a duration", *v)
+		}
+		if x > 0 && (d == 0 || x < d) {
+			d = x
+		}
+	}
+	if d == 0 {
+		return hr, ""
+	}
+	out := route.HTTPRule{}
+	if hr != nil {
+		out = *hr
+	}
+	out.Timeout = d
+	return &out, ""
+}
+
 // unsupportedRule tells what of a rule svcnet does not implement yet.
 func unsupportedRule(ru *gatewayv1.HTTPRouteRule) string {
 	switch {
-	case ru.Timeouts != nil:
-		return "timeouts are not supported yet"
 	case ru.Retry != nil:
 		return "retry is not supported yet"
 	case ru.SessionPersistence != nil:

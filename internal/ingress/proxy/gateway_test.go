@@ -1,10 +1,16 @@
 package proxy
 
 import (
+	"net"
 	"net/http"
+	"slices"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet/svcnet/internal/ingress/route"
+	"github.com/svcnet/svcnet/internal/ingress/upstream"
 )
 
 // funcRouter is a Gateway's router as the proxy sees it.
@@ -20,6 +26,10 @@ func (f funcRouter) BackendRefs() []route.BackendRef     { return nil }
 func TestGatewayPort(t *testing.T) {
 	table, ups := routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil)
 	alpha := table.Backends[0]
+	slow := upstream.New(route.BackendRef{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "slow"}, Port: 80})
+	slow.Set([]string{rawPod(t, func(c net.Conn) { time.Sleep(2 * time.Second) })})
+	ups = append(ups, slow)
+	backends := append(slices.Clone(table.Backends), slow.Ref)
 	var gotQuery string
 	gw := funcRouter(func(r *route.Request) *route.Route {
 		gotQuery = r.Query
@@ -42,6 +52,8 @@ func TestGatewayPort(t *testing.T) {
 		case "/moved/x":
 			return &route.Route{Ingress: nn, Backend: -1, HTTPRule: &route.HTTPRule{Redirect: &route.Redirect{Status: http.StatusSeeOther,
 				Path: &route.PathModifier{Full: "/else", IsFull: true}}}}
+		case "/slow":
+			return &route.Route{Ingress: nn, Backend: 1, HTTPRule: &route.HTTPRule{Timeout: 200 * time.Millisecond}}
 		case "/redirect-port":
 			return &route.Route{Ingress: nn, Backend: -1, HTTPRule: &route.HTTPRule{Redirect: &route.Redirect{Port: 8443, Status: http.StatusFound}}}
 		}
@@ -49,7 +61,7 @@ func TestGatewayPort(t *testing.T) {
 	})
 	p := New(Options{})
 	t.Cleanup(p.Close)
-	p.Set(&route.Mux{Default: table, ByPort: map[int]route.Router{20000: gw}, Backends: table.Backends}, ups)
+	p.Set(&route.Mux{Default: table, ByPort: map[int]route.Router{20000: gw}, Backends: backends}, ups)
 	ing := "http://" + serveEngine(t, p, 8080).addr
 	gwURL := "http://" + serveEngine(t, p, 20000).addr
 
@@ -97,6 +109,7 @@ func TestGatewayPort(t *testing.T) {
 					t.Errorf("Location %q", l)
 				}
 			}},
+		{name: "the route's timeout", url: gwURL + "/slow", host: "any.example", status: 504},
 		{name: "redirect to a port", url: gwURL + "/redirect-port", host: "old.example", status: 302,
 			check: func(t *testing.T, resp *http.Response, _ received) {
 				if l := resp.Header.Get("Location"); l != "http://old.example:8443/redirect-port" {

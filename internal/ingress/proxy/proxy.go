@@ -219,6 +219,7 @@ type request struct {
 	id       string // X-Request-ID
 	cookie   string // the affinity cookie's valid value, if the client sent one
 	host     string // the Host the pod is asked for, when not the client's
+	bounded  bool   // the route's timeout bounds the request's context
 	// room is the client's socket's (HTTP/1 clients of ClientConn);
 	// answer, the body modifyResponse kept from the reverse proxy for
 	// passOn.
@@ -330,7 +331,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 {
 		req.room, _ = r.Context().Value(roomKey{}).(roomer)
 	}
-	h.p.rp.ServeHTTP(lw, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
+	ctx := r.Context()
+	if hr := rt.HTTPRule; hr != nil && hr.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, hr.Timeout)
+		defer cancel()
+		req.bounded = true
+	}
+	h.p.rp.ServeHTTP(lw, r.WithContext(context.WithValue(ctx, requestKey{}, req)))
 	if req.answer != nil {
 		passOn(lw, req)
 	}
@@ -548,6 +556,9 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &tooBig):
 		w.Header().Set("Connection", "close")
 		http.Error(w, "request body larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", http.StatusRequestEntityTooLarge)
+	case errors.Is(r.Context().Err(), context.DeadlineExceeded) && r.Context().Value(requestKey{}).(*request).bounded:
+		// The route's timeout ran out.
+		http.Error(w, "504 gateway timeout: the route's timeout ran out", http.StatusGatewayTimeout)
 	case r.Context().Err() != nil:
 		// The client went away: nobody to answer. 499 as nginx logs it.
 		if lw, ok := w.(*logWriter); ok {

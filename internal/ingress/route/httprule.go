@@ -3,6 +3,7 @@ package route
 import (
 	"net/http"
 	"strings"
+	"time"
 )
 
 // HTTPRule is what a Gateway API HTTPRoute rule does to the requests it
@@ -13,11 +14,14 @@ type HTTPRule struct {
 	ResponseHeaders *HeaderEdit
 	Redirect        *Redirect
 	Rewrite         *Rewrite
+	// Timeout bounds a request from its head to its answer's end; the
+	// proxy answers 504 when it runs out (0: no bound).
+	Timeout time.Duration
 }
 
 // Plain reports whether the rule leaves requests as they are.
 func (r *HTTPRule) Plain() bool {
-	return r == nil || (r.RequestHeaders == nil && r.ResponseHeaders == nil && r.Redirect == nil && r.Rewrite == nil)
+	return r == nil || (r.RequestHeaders == nil && r.ResponseHeaders == nil && r.Redirect == nil && r.Rewrite == nil && r.Timeout == 0)
 }
 
 // Rewrite changes what the backend is asked: its Host (Hostname, when
