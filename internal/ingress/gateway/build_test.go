@@ -553,3 +553,22 @@ func TestTimeouts(t *testing.T) {
 		}
 	}
 }
+
+func TestBackendFilters(t *testing.T) {
+	gw := testGateway("default", "gw", 0, httpListener("http", 80, ""))
+	setBackend := func(b gatewayv1.HTTPBackendRef, v string) gatewayv1.HTTPBackendRef {
+		b.Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier,
+			RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "Backend", Value: v}}}}}
+		return b
+	}
+	out := Build(input([]*gatewayv1.Gateway{gw}, testRoute("default", "r", 1, "gw", nil,
+		pathRule(gatewayv1.PathMatchPathPrefix, "/", setBackend(backend("", "web", 80, 1), "web"), setBackend(backend("", "api", 80, 1), "api")))))
+	seen := map[string]string{}
+	for range 200 {
+		rt := out.ByPort[FirstPort].Route(&route.Request{Host: "x", Path: "/", Method: "GET", Header: http.Header{}.Get})
+		seen[out.Backends[rt.Backend].Name] = rt.HTTPRule.BackendRequestHeaders.Set[0].Value
+	}
+	if seen["web"] != "web" || seen["api"] != "api" {
+		t.Errorf("each backend's own header: %v", seen)
+	}
+}

@@ -301,8 +301,10 @@ func unsupportedRule(ru *gatewayv1.HTTPRouteRule) string {
 		return "sessionPersistence is not supported yet"
 	}
 	for _, br := range ru.BackendRefs {
-		if len(br.Filters) > 0 {
-			return "filters of a backendRef are not supported yet"
+		for _, f := range br.Filters {
+			if f.Type != gatewayv1.HTTPRouteFilterRequestHeaderModifier && f.Type != gatewayv1.HTTPRouteFilterResponseHeaderModifier {
+				return fmt.Sprintf("filter %s of a backendRef is not supported yet (header modifiers are)", f.Type)
+			}
 		}
 	}
 	return ""
@@ -479,7 +481,7 @@ func (b *builder) ruleBackends(r *gatewayv1.HTTPRoute, nn types.NamespacedName, 
 		ref, cfg, why, problem := b.backendRef(r, &br.BackendRef)
 		rt := fail
 		if why == "" {
-			rt = &route.Route{Ingress: nn, Backend: b.ref(ref), HTTPRule: hr, Config: cfg}
+			rt = &route.Route{Ingress: nn, Backend: b.ref(ref), HTTPRule: withBackendFilters(hr, br.Filters), Config: cfg}
 		} else if reason == "" {
 			reason, msg = why, problem
 		}
@@ -493,6 +495,27 @@ func (b *builder) ruleBackends(r *gatewayv1.HTTPRoute, nn types.NamespacedName, 
 		return []*route.Route{fail}, []int32{1}, 1, reason, msg
 	}
 	return routes, weights, total, reason, msg
+}
+
+// withBackendFilters is hr with a backendRef's header modifiers (the
+// only filters unsupportedRule lets through).
+func withBackendFilters(hr *route.HTTPRule, fs []gatewayv1.HTTPRouteFilter) *route.HTTPRule {
+	if len(fs) == 0 {
+		return hr
+	}
+	out := route.HTTPRule{}
+	if hr != nil {
+		out = *hr
+	}
+	for _, f := range fs {
+		switch {
+		case f.Type == gatewayv1.HTTPRouteFilterRequestHeaderModifier && f.RequestHeaderModifier != nil:
+			out.BackendRequestHeaders = headerEdit(f.RequestHeaderModifier)
+		case f.Type == gatewayv1.HTTPRouteFilterResponseHeaderModifier && f.ResponseHeaderModifier != nil:
+			out.BackendResponseHeaders = headerEdit(f.ResponseHeaderModifier)
+		}
+	}
+	return &out
 }
 
 // h2c is the proxy's setting for backends whose Service port's

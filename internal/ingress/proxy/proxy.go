@@ -264,11 +264,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			gatewayRedirect(lw, r, hr.Redirect, clean)
 			return
 		}
-		if hr.ResponseHeaders != nil {
-			// Answers of the proxy itself get them too.
-			lw.edit = hr.ResponseHeaders
-		}
+		// Answers of the proxy itself get the response's edits too.
+		lw.edit, lw.backendEdit = hr.ResponseHeaders, hr.BackendResponseHeaders
 		hr.RequestHeaders.Apply(r.Header)
+		hr.BackendRequestHeaders.Apply(r.Header)
 	}
 	if rt.Answer != 0 {
 		req.route = rt
@@ -590,15 +589,20 @@ type logWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
-	// edit changes the answer's header fields (a Gateway API rule's
-	// ResponseHeaderModifier).
-	edit *route.HeaderEdit
+	// edit, then backendEdit, change the answer's header fields (a
+	// Gateway API rule's ResponseHeaderModifier, its backendRef's).
+	edit, backendEdit *route.HeaderEdit
+}
+
+func (w *logWriter) editHeader() {
+	w.edit.Apply(w.Header())
+	w.backendEdit.Apply(w.Header())
 }
 
 func (w *logWriter) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
 		w.status = code
-		w.edit.Apply(w.Header())
+		w.editHeader()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -606,7 +610,7 @@ func (w *logWriter) WriteHeader(code int) {
 func (w *logWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
-		w.edit.Apply(w.Header())
+		w.editHeader()
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)

@@ -12,8 +12,12 @@ import (
 type HTTPRule struct {
 	RequestHeaders  *HeaderEdit
 	ResponseHeaders *HeaderEdit
-	Redirect        *Redirect
-	Rewrite         *Rewrite
+	// BackendRequestHeaders and BackendResponseHeaders are the chosen
+	// backendRef's own filters, applied after the rule's.
+	BackendRequestHeaders  *HeaderEdit
+	BackendResponseHeaders *HeaderEdit
+	Redirect               *Redirect
+	Rewrite                *Rewrite
 	// Timeout bounds a request from its head to its answer's end; the
 	// proxy answers 504 when it runs out (0: no bound).
 	Timeout time.Duration
@@ -21,7 +25,8 @@ type HTTPRule struct {
 
 // Plain reports whether the rule leaves requests as they are.
 func (r *HTTPRule) Plain() bool {
-	return r == nil || (r.RequestHeaders == nil && r.ResponseHeaders == nil && r.Redirect == nil && r.Rewrite == nil && r.Timeout == 0)
+	return r == nil || (r.RequestHeaders == nil && r.ResponseHeaders == nil && r.BackendRequestHeaders == nil &&
+		r.BackendResponseHeaders == nil && r.Redirect == nil && r.Rewrite == nil && r.Timeout == 0)
 }
 
 // Rewrite changes what the backend is asked: its Host (Hostname, when
