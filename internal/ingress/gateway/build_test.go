@@ -3,7 +3,9 @@ package gateway
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -248,8 +250,8 @@ func TestRouteStatus(t *testing.T) {
 	fromOtherToAll.Spec.ParentRefs[0].Namespace = ptr(gatewayv1.Namespace("default"))
 	kind := backend("", "web", 80, 1)
 	kind.Kind = ptr(gatewayv1.Kind("ConfigMap"))
-	unsupported := testRoute("default", "mirror", 1, "gw", nil, rule(backend("", "web", 80, 1)))
-	unsupported.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestMirror}}
+	unsupported := testRoute("default", "cors", 1, "gw", nil, rule(backend("", "web", 80, 1)))
+	unsupported.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS}}
 	noSection := testRoute("default", "no-section", 1, "gw", nil, rule(backend("", "web", 80, 1)))
 	noSection.Spec.ParentRefs[0].SectionName = ptr(gatewayv1.SectionName("https"))
 	tests := []struct {
@@ -570,5 +572,34 @@ func TestBackendFilters(t *testing.T) {
 	}
 	if seen["web"] != "web" || seen["api"] != "api" {
 		t.Errorf("each backend's own header: %v", seen)
+	}
+}
+
+func TestMirrors(t *testing.T) {
+	gw := testGateway("default", "gw", 0, httpListener("http", 80, ""))
+	mirror := func(name string, percent *int32, fraction *gatewayv1.Fraction) gatewayv1.HTTPRouteFilter {
+		return gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestMirror, RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{
+			BackendRef: gatewayv1.BackendObjectReference{Name: gatewayv1.ObjectName(name), Port: ptr(gatewayv1.PortNumber(80))},
+			Percent:    percent, Fraction: fraction}}
+	}
+	rule := pathRule(gatewayv1.PathMatchPathPrefix, "/", backend("", "web", 80, 1))
+	rule.Filters = []gatewayv1.HTTPRouteFilter{
+		mirror("api", nil, nil),
+		mirror("api", ptr(int32(25)), nil),
+		mirror("web", nil, &gatewayv1.Fraction{Numerator: 1, Denominator: ptr(int32(3))}),
+		mirror("missing", nil, nil),
+	}
+	out := Build(input([]*gatewayv1.Gateway{gw}, testRoute("default", "r", 1, "gw", nil, rule)))
+	rt := out.ByPort[FirstPort].Route(&route.Request{Host: "x", Path: "/", Method: "GET", Header: http.Header{}.Get})
+	var got []string
+	for _, m := range rt.HTTPRule.Mirrors {
+		got = append(got, fmt.Sprintf("%s %.2f", out.Backends[m.Backend].Name, m.Fraction))
+	}
+	if want := []string{"api 1.00", "api 0.25", "web 0.33"}; !slices.Equal(got, want) {
+		t.Errorf("mirrors %v, want %v", got, want)
+	}
+	st := routeStatus(t, out, "r")
+	if c := meta.FindStatusCondition(st.Parents[0].Conditions, "ResolvedRefs"); c.Reason != "BackendNotFound" {
+		t.Errorf("a mirror without its Service: %+v", c)
 	}
 }

@@ -202,6 +202,13 @@ func (b *builder) compileRules(r *gatewayv1.HTTPRoute, nn types.NamespacedName) 
 		if why == "" {
 			httpRule, why = withTimeouts(httpRule, ru.Timeouts)
 		}
+		if why == "" {
+			var reason, msg string
+			httpRule, reason, msg = b.withMirrors(r, httpRule, ru.Filters)
+			if reason != "" && resolved.Status == metav1.ConditionTrue {
+				resolved = cond(string(gatewayv1.RouteConditionResolvedRefs), false, reason, msg, gen)
+			}
+		}
 		if why != "" {
 			return nil, fmt.Sprintf("rule %d: %s", i, why), resolved
 		}
@@ -258,6 +265,52 @@ func withPrefix(hr *route.HTTPRule, p pathMatch) *route.HTTPRule {
 		rw.Path, out.Rewrite = &m, &rw
 	}
 	return &out
+}
+
+// withMirrors adds a rule's RequestMirror filters: each mirror's backend
+// is checked as a backendRef is; one that cannot be used mirrors nothing
+// and is told in reason and msg (for ResolvedRefs).
+func (b *builder) withMirrors(r *gatewayv1.HTTPRoute, hr *route.HTTPRule, fs []gatewayv1.HTTPRouteFilter) (out *route.HTTPRule, reason, msg string) {
+	out = hr
+	for _, f := range fs {
+		m := f.RequestMirror
+		if f.Type != gatewayv1.HTTPRouteFilterRequestMirror || m == nil {
+			continue
+		}
+		ref, _, why, problem := b.backendRef(r, &gatewayv1.BackendRef{BackendObjectReference: m.BackendRef})
+		if why != "" {
+			if reason == "" {
+				reason, msg = why, "requestMirror: "+problem
+			}
+			continue
+		}
+		frac := 1.0
+		switch {
+		case m.Percent != nil:
+			frac = float64(*m.Percent) / 100
+		case m.Fraction != nil:
+			den := int32(100)
+			if m.Fraction.Denominator != nil {
+				den = *m.Fraction.Denominator
+			}
+			if den > 0 {
+				frac = float64(m.Fraction.Numerator) / float64(den)
+			}
+		}
+		if frac <= 0 {
+			continue
+		}
+		if out == hr {
+			cp := route.HTTPRule{}
+			if hr != nil {
+				cp = *hr
+			}
+			cp.Mirrors = slices.Clone(cp.Mirrors)
+			out = &cp
+		}
+		out.Mirrors = append(out.Mirrors, route.Mirror{Backend: b.ref(ref), Fraction: min(frac, 1)})
+	}
+	return out, reason, msg
 }
 
 // withTimeouts adds a rule's timeouts to what it does. svcnet bounds the
@@ -404,6 +457,8 @@ func compileFilters(fs []gatewayv1.HTTPRouteFilter) (*route.HTTPRule, string) {
 				red.Status = *rr.StatusCode
 			}
 			r.Redirect = red
+		case gatewayv1.HTTPRouteFilterRequestMirror:
+			// Resolved with the backends (withMirrors).
 		case gatewayv1.HTTPRouteFilterURLRewrite:
 			u := f.URLRewrite
 			if u == nil {

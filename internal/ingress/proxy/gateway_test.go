@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"cmp"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,10 +30,18 @@ func (f funcRouter) BackendRefs() []route.BackendRef     { return nil }
 func TestGatewayPort(t *testing.T) {
 	table, ups := routes(t, map[string][]string{"alpha": {echo(t, "a")}}, nil)
 	alpha := table.Backends[0]
+	mirrored := make(chan string, 4)
+	mirror := upstream.New(route.BackendRef{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "mirror"}, Port: 80})
+	mirrorSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mirrored <- r.Method + " " + r.Host + r.RequestURI + " " + r.Header.Get("X-Set") + " " + string(body)
+	}))
+	t.Cleanup(mirrorSrv.Close)
+	mirror.Set([]string{mirrorSrv.Listener.Addr().String()})
 	slow := upstream.New(route.BackendRef{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "slow"}, Port: 80})
 	slow.Set([]string{rawPod(t, func(c net.Conn) { time.Sleep(2 * time.Second) })})
-	ups = append(ups, slow)
-	backends := append(slices.Clone(table.Backends), slow.Ref)
+	ups = append(ups, slow, mirror)
+	backends := append(slices.Clone(table.Backends), slow.Ref, mirror.Ref)
 	var gotQuery string
 	gw := funcRouter(func(r *route.Request) *route.Route {
 		gotQuery = r.Query
@@ -52,6 +64,9 @@ func TestGatewayPort(t *testing.T) {
 		case "/moved/x":
 			return &route.Route{Ingress: nn, Backend: -1, HTTPRule: &route.HTTPRule{Redirect: &route.Redirect{Status: http.StatusSeeOther,
 				Path: &route.PathModifier{Full: "/else", IsFull: true}}}}
+		case "/mirrored":
+			return &route.Route{Ingress: nn, Backend: 0, HTTPRule: &route.HTTPRule{Mirrors: []route.Mirror{{Backend: 2, Fraction: 1}},
+				RequestHeaders: &route.HeaderEdit{Set: []route.Header{{Name: "X-Set", Value: "set"}}}}}
 		case "/slow":
 			return &route.Route{Ingress: nn, Backend: 1, HTTPRule: &route.HTTPRule{Timeout: 200 * time.Millisecond}}
 		case "/redirect-port":
@@ -67,6 +82,7 @@ func TestGatewayPort(t *testing.T) {
 
 	tests := []struct {
 		name, url, host string
+		method, body    string
 		hdr             []string
 		status          int
 		pod             string
@@ -109,6 +125,31 @@ func TestGatewayPort(t *testing.T) {
 					t.Errorf("Location %q", l)
 				}
 			}},
+		{name: "mirrored", url: gwURL + "/mirrored?q=1", host: "any.example", status: 200, pod: "a",
+			check: func(t *testing.T, _ *http.Response, _ received) {
+				select {
+				case got := <-mirrored:
+					if got != "GET any.example/mirrored?q=1 set " {
+						t.Errorf("the mirror got %q", got)
+					}
+				case <-time.After(5 * time.Second):
+					t.Error("nothing mirrored")
+				}
+			}},
+		{name: "mirrored with its body", method: "POST", body: "hello", url: gwURL + "/mirrored", host: "any.example", status: 200, pod: "a",
+			check: func(t *testing.T, _ *http.Response, got received) {
+				if got.Body != "hello" {
+					t.Errorf("the backend got body %q", got.Body)
+				}
+				select {
+				case got := <-mirrored:
+					if got != "POST any.example/mirrored set hello" {
+						t.Errorf("the mirror got %q", got)
+					}
+				case <-time.After(5 * time.Second):
+					t.Error("nothing mirrored")
+				}
+			}},
 		{name: "the route's timeout", url: gwURL + "/slow", host: "any.example", status: 504},
 		{name: "redirect to a port", url: gwURL + "/redirect-port", host: "old.example", status: 302,
 			check: func(t *testing.T, resp *http.Response, _ received) {
@@ -123,7 +164,12 @@ func TestGatewayPort(t *testing.T) {
 			saved := http.DefaultClient
 			http.DefaultClient = noRedirect
 			defer func() { http.DefaultClient = saved }()
-			resp, got := do(t, "GET", tt.url, tt.host, nil, tt.hdr...)
+			method := cmp.Or(tt.method, "GET")
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+			}
+			resp, got := do(t, method, tt.url, tt.host, body, tt.hdr...)
 			if resp.StatusCode != tt.status || got.Pod != tt.pod {
 				t.Fatalf("%d from %q, want %d from %q", resp.StatusCode, got.Pod, tt.status, tt.pod)
 			}

@@ -16,6 +16,8 @@ type metrics struct {
 	duration      *prometheus.HistogramVec
 	connectErrors prometheus.Counter
 	sendTimeouts  prometheus.Counter
+	mirrorSkipped prometheus.Counter
+	mirrorFailed  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,8 +33,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Connections to pods that failed (each retried on the next endpoint)."),
 		sendTimeouts: prom.Counter("svcnet_ingress_send_timeouts_total",
 			"Client connections closed because the client took none of its answer for the send timeout (--send-timeout)."),
+		mirrorSkipped: prom.Counter("svcnet_ingress_mirror_skipped_total",
+			"Requests of Gateway routes with a RequestMirror that were not mirrored: a body of unknown length or over 64 KiB."),
+		mirrorFailed: prom.Counter("svcnet_ingress_mirror_failed_total",
+			"Mirrored copies of requests that failed (no endpoint, or the mirror backend did not answer)."),
 	}
-	prom.MustRegister(reg, m.requests, m.duration, m.connectErrors, m.sendTimeouts)
+	prom.MustRegister(reg, m.requests, m.duration, m.connectErrors, m.sendTimeouts, m.mirrorSkipped, m.mirrorFailed)
 	return m
 }
 

@@ -100,6 +100,7 @@ type Proxy struct {
 	tlsPods   *http.Transport // HTTPS backends: HTTP/1.1 over TLS
 	grpcsPods *http.Transport // GRPCS backends: HTTP/2 over TLS
 	h2cPods   *http.Transport // GRPC and H2C backends: HTTP/2 without TLS
+	mirrors   *http.Client    // copies of requests to Gateway routes' mirrors
 	rp        *httputil.ReverseProxy
 	metrics   *metrics
 	log       *accessLog
@@ -135,6 +136,9 @@ func New(o Options) *Proxy {
 	h2c.SetUnencryptedHTTP2(true)
 	p.h2cPods = &http.Transport{DialContext: dial, MaxIdleConnsPerHost: o.MaxIdlePerEndpoint, IdleConnTimeout: 60 * time.Second,
 		DisableCompression: true, Protocols: h2c}
+	p.mirrors = &http.Client{Timeout: o.ConnectTimeout + o.ReadTimeout, Transport: &http.Transport{DialContext: dial,
+		MaxIdleConnsPerHost: o.MaxIdlePerEndpoint, IdleConnTimeout: 60 * time.Second, ResponseHeaderTimeout: o.ReadTimeout,
+		DisableCompression: true, Protocols: h1}}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      &retrying{p: p},
@@ -161,6 +165,7 @@ func (p *Proxy) Close() {
 	p.tlsPods.CloseIdleConnections()
 	p.grpcsPods.CloseIdleConnections()
 	p.h2cPods.CloseIdleConnections()
+	p.mirrors.CloseIdleConnections()
 	if p.log != nil {
 		p.log.Close()
 	}
@@ -329,6 +334,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.ProtoMajor == 1 {
 		req.room, _ = r.Context().Value(roomKey{}).(roomer)
+	}
+	if hr := rt.HTTPRule; hr != nil && len(hr.Mirrors) > 0 {
+		path := req.path
+		if path == "" {
+			path = r.URL.Path
+		}
+		h.p.mirror(r, path, req.host, hr.Mirrors, cfg.ups)
 	}
 	ctx := r.Context()
 	if hr := rt.HTTPRule; hr != nil && hr.Timeout > 0 {

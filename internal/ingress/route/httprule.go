@@ -21,12 +21,23 @@ type HTTPRule struct {
 	// Timeout bounds a request from its head to its answer's end; the
 	// proxy answers 504 when it runs out (0: no bound).
 	Timeout time.Duration
+	// Mirrors are backends that get a copy of the requests, whose
+	// answers are dropped.
+	Mirrors []Mirror
+}
+
+// Mirror sends a share of a rule's requests to a backend too.
+type Mirror struct {
+	// Backend indexes the router's BackendRefs.
+	Backend int
+	// Fraction is the share of requests mirrored, in (0, 1].
+	Fraction float64
 }
 
 // Plain reports whether the rule leaves requests as they are.
 func (r *HTTPRule) Plain() bool {
 	return r == nil || (r.RequestHeaders == nil && r.ResponseHeaders == nil && r.BackendRequestHeaders == nil &&
-		r.BackendResponseHeaders == nil && r.Redirect == nil && r.Rewrite == nil && r.Timeout == 0)
+		r.BackendResponseHeaders == nil && r.Redirect == nil && r.Rewrite == nil && r.Timeout == 0 && len(r.Mirrors) == 0)
 }
 
 // Rewrite changes what the backend is asked: its Host (Hostname, when
