@@ -37,6 +37,7 @@ type gatewayState struct {
 	classes    gatewaylisters.GatewayClassLister
 	gateways   gatewaylisters.GatewayLister
 	routes     gatewaylisters.HTTPRouteLister
+	grpcRoutes gatewaylisters.GRPCRouteLister
 	grants     gatewaylisters.ReferenceGrantLister
 	namespaces corelisters.NamespaceLister
 }
@@ -56,7 +57,7 @@ func (c *Controller) serveGateways(ctx context.Context, f gatewayinformers.Share
 	kf := informers.NewSharedInformerFactory(kube, 0)
 	v1 := f.Gateway().V1()
 	s := &gatewayState{controller: controller, client: client,
-		classes: v1.GatewayClasses().Lister(), gateways: v1.Gateways().Lister(), routes: v1.HTTPRoutes().Lister(),
+		classes: v1.GatewayClasses().Lister(), gateways: v1.Gateways().Lister(), routes: v1.HTTPRoutes().Lister(), grpcRoutes: v1.GRPCRoutes().Lister(),
 		grants: v1.ReferenceGrants().Lister(), namespaces: kf.Core().V1().Namespaces().Lister()}
 	routes := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { kick(c.routesKick) },
@@ -65,7 +66,7 @@ func (c *Controller) serveGateways(ctx context.Context, f gatewayinformers.Share
 	}
 	synced := []cache.InformerSynced{}
 	for _, inf := range []cache.SharedIndexInformer{v1.GatewayClasses().Informer(), v1.Gateways().Informer(),
-		v1.HTTPRoutes().Informer(), v1.ReferenceGrants().Informer(), kf.Core().V1().Namespaces().Informer()} {
+		v1.HTTPRoutes().Informer(), v1.GRPCRoutes().Informer(), v1.ReferenceGrants().Informer(), kf.Core().V1().Namespaces().Informer()} {
 		_, _ = inf.AddEventHandler(routes)
 		synced = append(synced, inf.HasSynced)
 	}
@@ -108,6 +109,7 @@ func (c *Controller) buildGateways(s *gatewayState, backends []route.BackendRef)
 	in.Classes, _ = s.classes.List(labels.Everything())
 	in.Gateways, _ = s.gateways.List(labels.Everything())
 	in.HTTPRoutes, _ = s.routes.List(labels.Everything())
+	in.GRPCRoutes, _ = s.grpcRoutes.List(labels.Everything())
 	in.Grants, _ = s.grants.List(labels.Everything())
 	nss, _ := s.namespaces.List(labels.Everything())
 	for _, ns := range nss {
@@ -187,6 +189,16 @@ func (c *Controller) writeGatewayOutput(ctx context.Context, s *gatewayState, ou
 		cp.Status = r.Status
 		if _, err := s.client.GatewayV1().HTTPRoutes(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("status of HTTPRoute %s/%s: %w", cp.Namespace, cp.Name, err))
+		}
+	}
+	for _, r := range out.GRPCRoutes {
+		if equality.Semantic.DeepEqual(r.Status, r.Route.Status) {
+			continue
+		}
+		cp := r.Route.DeepCopy()
+		cp.Status = r.Status
+		if _, err := s.client.GatewayV1().GRPCRoutes(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("status of GRPCRoute %s/%s: %w", cp.Namespace, cp.Name, err))
 		}
 	}
 	if len(errs) > 0 {

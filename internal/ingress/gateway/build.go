@@ -25,6 +25,7 @@ type Input struct {
 	Classes    []*gatewayv1.GatewayClass
 	Gateways   []*gatewayv1.Gateway
 	HTTPRoutes []*gatewayv1.HTTPRoute
+	GRPCRoutes []*gatewayv1.GRPCRoute
 	Grants     []*gatewayv1.ReferenceGrant
 	// Namespaces are the labels of each namespace, for listeners that
 	// take routes from the namespaces a selector picks.
@@ -65,7 +66,8 @@ type Output struct {
 	Gateways []GatewayResult
 	// Routes are the HTTPRoutes with a parent served here, with their
 	// status (other controllers' parents kept as they were).
-	Routes []RouteResult
+	Routes     []RouteResult
+	GRPCRoutes []GRPCRouteResult
 }
 
 // TLSCert is the certificate of an HTTPS listener: served to clients
@@ -97,6 +99,12 @@ type GatewayResult struct {
 	Status  gatewayv1.GatewayStatus
 	// Ports are the distinct ports of the Gateway's accepted listeners.
 	Ports []int32
+}
+
+// GRPCRouteResult is one GRPCRoute with a parent served here.
+type GRPCRouteResult struct {
+	Route  *gatewayv1.GRPCRoute
+	Status gatewayv1.GRPCRouteStatus
 }
 
 // RouteResult is one HTTPRoute with a parent served here.
@@ -133,10 +141,21 @@ func Build(in Input) Output {
 			b.gateways = append(b.gateways, b.gateway(gw))
 		}
 	}
-	routes := slices.Clone(in.HTTPRoutes)
-	slices.SortFunc(routes, func(a, b *gatewayv1.HTTPRoute) int { return olderFirst(&a.ObjectMeta, &b.ObjectMeta) })
+	var routes []*routeIn
+	for _, r := range in.HTTPRoutes {
+		routes = append(routes, &routeIn{kind: kindHTTPRoute, meta: &r.ObjectMeta, spec: &r.Spec, parents: r.Status.Parents,
+			done: func(st gatewayv1.RouteStatus) {
+				b.out.Routes = append(b.out.Routes, RouteResult{Route: r, Status: gatewayv1.HTTPRouteStatus{RouteStatus: st}})
+			}})
+	}
+	for _, r := range in.GRPCRoutes {
+		routes = append(routes, grpcRouteIn(r, func(st gatewayv1.RouteStatus) {
+			b.out.GRPCRoutes = append(b.out.GRPCRoutes, GRPCRouteResult{Route: r, Status: gatewayv1.GRPCRouteStatus{RouteStatus: st}})
+		}))
+	}
+	slices.SortFunc(routes, func(a, b *routeIn) int { return olderFirst(a.meta, b.meta) })
 	for i, r := range routes {
-		b.httpRoute(r, i)
+		b.attachRoute(r, i)
 	}
 	for _, g := range b.gateways {
 		b.finish(g)
@@ -242,14 +261,14 @@ func (b *builder) gateway(obj *gatewayv1.Gateway) *gw {
 	return g
 }
 
-// routeKinds are the route kinds an HTTP listener takes: HTTPRoute, by
-// default or when its allowedRoutes.kinds name it; any other kind makes
-// ResolvedRefs false.
+// routeKinds are the route kinds an HTTP or HTTPS listener takes:
+// HTTPRoute and GRPCRoute, by default or those its allowedRoutes.kinds
+// name; any other kind makes ResolvedRefs false.
 func routeKinds(s *gatewayv1.Listener, gen int64) ([]gatewayv1.RouteGroupKind, metav1.Condition) {
 	group := gatewayv1.Group(gatewayv1.GroupName)
 	ok := cond(string(gatewayv1.ListenerConditionResolvedRefs), true, string(gatewayv1.ListenerReasonResolvedRefs), "", gen)
 	if s.AllowedRoutes == nil || len(s.AllowedRoutes.Kinds) == 0 {
-		return []gatewayv1.RouteGroupKind{{Group: &group, Kind: kindHTTPRoute}}, ok
+		return []gatewayv1.RouteGroupKind{{Group: &group, Kind: kindHTTPRoute}, {Group: &group, Kind: kindGRPCRoute}}, ok
 	}
 	var kinds []gatewayv1.RouteGroupKind
 	var bad []string
@@ -258,8 +277,8 @@ func routeKinds(s *gatewayv1.Listener, gen int64) ([]gatewayv1.RouteGroupKind, m
 		if k.Group != nil {
 			g = *k.Group
 		}
-		if g == gatewayv1.GroupName && k.Kind == kindHTTPRoute {
-			kinds = append(kinds, gatewayv1.RouteGroupKind{Group: &group, Kind: kindHTTPRoute})
+		if g == gatewayv1.GroupName && (k.Kind == kindHTTPRoute || k.Kind == kindGRPCRoute) {
+			kinds = append(kinds, gatewayv1.RouteGroupKind{Group: &group, Kind: k.Kind})
 		} else {
 			bad = append(bad, string(g)+"/"+string(k.Kind))
 		}

@@ -603,3 +603,63 @@ func TestMirrors(t *testing.T) {
 		t.Errorf("a mirror without its Service: %+v", c)
 	}
 }
+
+func TestGRPCRoutes(t *testing.T) {
+	gw := testGateway("default", "gw", 0, httpListener("http", 80, ""))
+	method := func(typ gatewayv1.GRPCMethodMatchType, svc, m string) gatewayv1.GRPCRouteMatch {
+		mm := &gatewayv1.GRPCMethodMatch{Type: ptr(typ)}
+		if svc != "" {
+			mm.Service = ptr(svc)
+		}
+		if m != "" {
+			mm.Method = ptr(m)
+		}
+		return gatewayv1.GRPCRouteMatch{Method: mm}
+	}
+	rule := func(name string, ms ...gatewayv1.GRPCRouteMatch) gatewayv1.GRPCRouteRule {
+		return gatewayv1.GRPCRouteRule{Matches: ms, BackendRefs: []gatewayv1.GRPCBackendRef{{BackendRef: backend("", name, 80, 1).BackendRef}}}
+	}
+	gr := &gatewayv1.GRPCRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "grpc", Generation: 3, CreationTimestamp: t0},
+		Spec: gatewayv1.GRPCRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+			Hostnames:       []gatewayv1.Hostname{"grpc.example"},
+			Rules: []gatewayv1.GRPCRouteRule{
+				rule("web", method(gatewayv1.GRPCMethodMatchExact, "echo.Echo", "Echo")),
+				rule("api", method(gatewayv1.GRPCMethodMatchExact, "echo.Echo", "")),
+				rule("grpc", method(gatewayv1.GRPCMethodMatchRegularExpression, "", "Echo(Two|Three)")),
+			},
+		},
+	}
+	in := input([]*gatewayv1.Gateway{gw})
+	in.GRPCRoutes = []*gatewayv1.GRPCRoute{gr}
+	out := Build(in)
+	for path, want := range map[string]string{
+		"/echo.Echo/Echo":     "default/web:80",
+		"/echo.Echo/EchoFour": "default/api:80",
+		"/other.S/EchoTwo":    "default/grpc:80",
+		"/other.S/Echo":       "404",
+	} {
+		rt := out.ByPort[FirstPort].Route(&route.Request{Host: "grpc.example", Path: path, Method: "POST", Header: http.Header{}.Get})
+		got := "404"
+		if rt != nil {
+			got = out.Backends[rt.Backend].String()
+			if rt.Config == nil || rt.Config.BackendProtocol != "H2C" {
+				t.Errorf("%s: not HTTP/2 to the backend", path)
+			}
+		}
+		if got != want {
+			t.Errorf("%s: %s, want %s", path, got, want)
+		}
+	}
+	if len(out.GRPCRoutes) != 1 || len(out.Routes) != 0 {
+		t.Fatalf("statuses: %d GRPCRoutes, %d HTTPRoutes", len(out.GRPCRoutes), len(out.Routes))
+	}
+	p := out.GRPCRoutes[0].Status.Parents[0]
+	if c := meta.FindStatusCondition(p.Conditions, "Accepted"); c.Status != metav1.ConditionTrue || c.ObservedGeneration != 3 {
+		t.Errorf("Accepted: %+v", c)
+	}
+	if n := out.Gateways[0].Status.Listeners[0].AttachedRoutes; n != 1 {
+		t.Errorf("attachedRoutes %d, want 1", n)
+	}
+}

@@ -21,15 +21,15 @@ type rule struct {
 	matches []match // without host and order
 }
 
-// httpRoute attaches a route to the listeners of its parents that are
+// attachRoute attaches a route to the listeners of its parents that are
 // served here and records its status; age is its place among routes,
 // oldest first.
-func (b *builder) httpRoute(r *gatewayv1.HTTPRoute, age int) {
-	nn := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
-	gen := r.Generation
+func (b *builder) attachRoute(r *routeIn, age int) {
+	nn := types.NamespacedName{Namespace: r.meta.Namespace, Name: r.meta.Name}
+	gen := r.meta.Generation
 	var ours []parent
-	for i := range r.Spec.ParentRefs {
-		if p, ok := b.parentOf(r, &r.Spec.ParentRefs[i]); ok {
+	for i := range r.spec.ParentRefs {
+		if p, ok := b.parentOf(r, &r.spec.ParentRefs[i]); ok {
 			ours = append(ours, p)
 		}
 	}
@@ -54,12 +54,25 @@ func (b *builder) httpRoute(r *gatewayv1.HTTPRoute, age int) {
 		})
 	}
 	// Other controllers' parents stay as they are.
-	for _, ps := range r.Status.Parents {
+	for _, ps := range r.parents {
 		if ps.ControllerName != b.in.Controller {
 			parents = append(parents, ps)
 		}
 	}
-	b.out.Routes = append(b.out.Routes, RouteResult{Route: r, Status: gatewayv1.HTTPRouteStatus{RouteStatus: gatewayv1.RouteStatus{Parents: parents}}})
+	r.done(gatewayv1.RouteStatus{Parents: parents})
+}
+
+// routeIn is a route of either kind as the builder attaches it: a
+// GRPCRoute comes as the HTTPRoute it stands for (grpc.go).
+type routeIn struct {
+	kind    string
+	meta    *metav1.ObjectMeta
+	spec    *gatewayv1.HTTPRouteSpec
+	parents []gatewayv1.RouteParentStatus
+	// grpc: the backends are spoken to in HTTP/2 without TLS.
+	grpc bool
+	// done takes the route's status.
+	done func(gatewayv1.RouteStatus)
 }
 
 // parent is a parentRef to a Gateway served here.
@@ -68,14 +81,14 @@ type parent struct {
 	gw  *gw
 }
 
-func (b *builder) parentOf(r *gatewayv1.HTTPRoute, ref *gatewayv1.ParentReference) (parent, bool) {
+func (b *builder) parentOf(r *routeIn, ref *gatewayv1.ParentReference) (parent, bool) {
 	if ref.Group != nil && *ref.Group != gatewayv1.GroupName {
 		return parent{}, false
 	}
 	if ref.Kind != nil && *ref.Kind != kindGateway {
 		return parent{}, false
 	}
-	ns := r.Namespace
+	ns := r.meta.Namespace
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
@@ -87,9 +100,9 @@ func (b *builder) parentOf(r *gatewayv1.HTTPRoute, ref *gatewayv1.ParentReferenc
 	return parent{}, false
 }
 
-func oldParentConditions(r *gatewayv1.HTTPRoute, ref *gatewayv1.ParentReference) []metav1.Condition {
-	for _, ps := range r.Status.Parents {
-		if equalParentRef(&ps.ParentRef, ref, r.Namespace) {
+func oldParentConditions(r *routeIn, ref *gatewayv1.ParentReference) []metav1.Condition {
+	for _, ps := range r.parents {
+		if equalParentRef(&ps.ParentRef, ref, r.meta.Namespace) {
 			return ps.Conditions
 		}
 	}
@@ -121,7 +134,7 @@ func equalParentRef(a, b *gatewayv1.ParentReference, ns string) bool {
 
 // attach adds the route's matches to the listeners of one parent that
 // take it; it returns the reason it is not accepted by any.
-func (b *builder) attach(r *gatewayv1.HTTPRoute, p parent, rules []rule, age int, attachedTo map[*listener]bool) (reason, msg string) {
+func (b *builder) attach(r *routeIn, p parent, rules []rule, age int, attachedTo map[*listener]bool) (reason, msg string) {
 	var named []*listener
 	for _, l := range p.gw.listeners {
 		if p.ref.SectionName != nil && *p.ref.SectionName != l.spec.Name {
@@ -137,16 +150,16 @@ func (b *builder) attach(r *gatewayv1.HTTPRoute, p parent, rules []rule, age int
 	}
 	var allowed []*listener
 	for _, l := range named {
-		if l.ok && b.allows(p.gw, l, r.Namespace) && slices.ContainsFunc(l.kinds, func(k gatewayv1.RouteGroupKind) bool { return k.Kind == kindHTTPRoute }) {
+		if l.ok && b.allows(p.gw, l, r.meta.Namespace) && slices.ContainsFunc(l.kinds, func(k gatewayv1.RouteGroupKind) bool { return string(k.Kind) == r.kind }) {
 			allowed = append(allowed, l)
 		}
 	}
 	if len(allowed) == 0 {
-		return string(gatewayv1.RouteReasonNotAllowedByListeners), "no listener of the parentRef takes HTTPRoutes from namespace " + r.Namespace
+		return string(gatewayv1.RouteReasonNotAllowedByListeners), "no listener of the parentRef takes " + r.kind + "s from namespace " + r.meta.Namespace
 	}
 	attached := false
 	for _, l := range allowed {
-		hosts := effectiveHosts(l.hostname, r.Spec.Hostnames)
+		hosts := effectiveHosts(l.hostname, r.spec.Hostnames)
 		if hosts == nil {
 			continue
 		}
@@ -190,11 +203,11 @@ func effectiveHosts(listenerHost string, routeHosts []gatewayv1.Hostname) []stri
 
 // compileRules compiles a route's rules. unsupported tells why the route
 // cannot be served as it asks; resolved is its ResolvedRefs condition.
-func (b *builder) compileRules(r *gatewayv1.HTTPRoute, nn types.NamespacedName) (rules []rule, unsupported string, resolved metav1.Condition) {
-	gen := r.Generation
+func (b *builder) compileRules(r *routeIn, nn types.NamespacedName) (rules []rule, unsupported string, resolved metav1.Condition) {
+	gen := r.meta.Generation
 	resolved = cond(string(gatewayv1.RouteConditionResolvedRefs), true, string(gatewayv1.RouteReasonResolvedRefs), "", gen)
-	for i := range r.Spec.Rules {
-		ru := &r.Spec.Rules[i]
+	for i := range r.spec.Rules {
+		ru := &r.spec.Rules[i]
 		httpRule, why := compileFilters(ru.Filters)
 		if why == "" {
 			why = unsupportedRule(ru)
@@ -270,7 +283,7 @@ func withPrefix(hr *route.HTTPRule, p pathMatch) *route.HTTPRule {
 // withMirrors adds a rule's RequestMirror filters: each mirror's backend
 // is checked as a backendRef is; one that cannot be used mirrors nothing
 // and is told in reason and msg (for ResolvedRefs).
-func (b *builder) withMirrors(r *gatewayv1.HTTPRoute, hr *route.HTTPRule, fs []gatewayv1.HTTPRouteFilter) (out *route.HTTPRule, reason, msg string) {
+func (b *builder) withMirrors(r *routeIn, hr *route.HTTPRule, fs []gatewayv1.HTTPRouteFilter) (out *route.HTTPRule, reason, msg string) {
 	out = hr
 	for _, f := range fs {
 		m := f.RequestMirror
@@ -522,7 +535,7 @@ func headerEdit(f *gatewayv1.HTTPHeaderFilter) *route.HeaderEdit {
 // with its weight. A backend that cannot be used keeps its share of the
 // requests, answered 500 as the spec requires; reason and msg tell the
 // first such (for ResolvedRefs).
-func (b *builder) ruleBackends(r *gatewayv1.HTTPRoute, nn types.NamespacedName, ru *gatewayv1.HTTPRouteRule, hr *route.HTTPRule) (routes []*route.Route, weights []int32, total int32, reason, msg string) {
+func (b *builder) ruleBackends(r *routeIn, nn types.NamespacedName, ru *gatewayv1.HTTPRouteRule, hr *route.HTTPRule) (routes []*route.Route, weights []int32, total int32, reason, msg string) {
 	fail := &route.Route{Ingress: nn, Backend: -1, Answer: http.StatusInternalServerError, HTTPRule: hr}
 	if hr != nil && hr.Redirect != nil {
 		// A redirect answers every request itself.
@@ -581,7 +594,7 @@ var h2c = &annotations.Config{BackendProtocol: annotations.H2C}
 // backendRef checks one backendRef: a Service of the route's namespace,
 // or of another that a ReferenceGrant opens to the route's, with a port
 // the Service has. cfg is how the proxy speaks to it (nil: HTTP/1.1).
-func (b *builder) backendRef(r *gatewayv1.HTTPRoute, br *gatewayv1.BackendRef) (ref route.BackendRef, cfg *annotations.Config, reason, msg string) {
+func (b *builder) backendRef(r *routeIn, br *gatewayv1.BackendRef) (ref route.BackendRef, cfg *annotations.Config, reason, msg string) {
 	group, kind := "", kindService
 	if br.Group != nil {
 		group = string(*br.Group)
@@ -592,12 +605,12 @@ func (b *builder) backendRef(r *gatewayv1.HTTPRoute, br *gatewayv1.BackendRef) (
 	if (group != "" && group != "core") || kind != kindService {
 		return ref, nil, string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("backendRef %s: kind %s/%s is not supported (Service is)", br.Name, group, kind)
 	}
-	ns := r.Namespace
+	ns := r.meta.Namespace
 	if br.Namespace != nil {
 		ns = string(*br.Namespace)
 	}
-	if ns != r.Namespace && !b.granted(r.Namespace, kindHTTPRoute, ns, "", kindService, string(br.Name)) {
-		return ref, nil, string(gatewayv1.RouteReasonRefNotPermitted), fmt.Sprintf("backendRef %s/%s: no ReferenceGrant in %s allows HTTPRoutes of %s to refer to it", ns, br.Name, ns, r.Namespace)
+	if ns != r.meta.Namespace && !b.granted(r.meta.Namespace, r.kind, ns, "", kindService, string(br.Name)) {
+		return ref, nil, string(gatewayv1.RouteReasonRefNotPermitted), fmt.Sprintf("backendRef %s/%s: no ReferenceGrant in %s allows %ss of %s to refer to it", ns, br.Name, ns, r.kind, r.meta.Namespace)
 	}
 	if br.Port == nil {
 		return ref, nil, string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf("backendRef %s/%s: a Service needs a port", ns, br.Name)
@@ -610,7 +623,7 @@ func (b *builder) backendRef(r *gatewayv1.HTTPRoute, br *gatewayv1.BackendRef) (
 	if i < 0 {
 		return ref, nil, string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("backendRef %s/%s: the Service has no port %d", ns, br.Name, *br.Port)
 	}
-	if p := svc.Spec.Ports[i].AppProtocol; p != nil && *p == "kubernetes.io/h2c" {
+	if p := svc.Spec.Ports[i].AppProtocol; r.grpc || (p != nil && *p == "kubernetes.io/h2c") {
 		cfg = h2c
 	}
 	return route.BackendRef{NamespacedName: types.NamespacedName{Namespace: ns, Name: string(br.Name)}, Port: int32(*br.Port)}, cfg, "", ""
