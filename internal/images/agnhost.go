@@ -86,6 +86,9 @@ type agnhostEnv struct {
 	linger time.Duration
 	// dialTimeout bounds each of netexec /dial's tries (agnhost: 5 s).
 	dialTimeout time.Duration
+	// forwardTimeout bounds each of /coredns forward's tries (0:
+	// corednsForwardTry).
+	forwardTimeout time.Duration
 	// bindHost, when set, replaces the address servers listen on
 	// (agnhost's are all wildcards).
 	bindHost string
@@ -105,7 +108,7 @@ func (env *agnhostEnv) run(ctx context.Context, args []string) error {
 		env.argv0, args = args[0], args[1:]
 	}
 	if path.Base(env.argv0) == "coredns" {
-		return agnhostCoreDNS(ctx, env, args)
+		return corednsProgram(ctx, env, args)
 	}
 	if len(args) == 0 {
 		args = []string{"pause"}

@@ -62,8 +62,13 @@ var Builtin = []Image{
 	{Name: "agnhost", Entrypoint: []string{"image", "agnhost"}, Run: runAgnhost, Cmd: []string{"pause"}, Programs: []string{"/agnhost", "/agnhost-2", "/coredns"},
 		Aliases: []string{"registry.k8s.io/e2e-test-images/agnhost", "k8s.gcr.io/e2e-test-images/agnhost", "gcr.io/kubernetes-e2e-test-images/agnhost"},
 		Doc: "Kubernetes' e2e test image: the subcommands its network tests use (netexec, serve-hostname, porter, test-webserver, connect, pause, dns-suffix …) at /agnhost; " +
-			"/coredns serves a Corefile's hosts and log plugins; " +
+			"/coredns is the coredns image's program; " +
 			"shell commands run the machine's programs (sh, curl, nc, dig)"},
+	{Name: "coredns", Entrypoint: []string{"image", "coredns"}, Run: runCoreDNS, Programs: []string{"/coredns"},
+		Aliases: []string{"registry.k8s.io/coredns/coredns", "coredns/coredns", "k8s.gcr.io/coredns/coredns"},
+		Doc: "a stand-in for CoreDNS at /coredns (agnhost's /coredns too), with CoreDNS's command line (-conf FILE, else ./Corefile, else whoami on :53; -dns.port/-p, -pidfile, -quiet, -plugins, -version): " +
+			"serves a Corefile's server blocks (ZONE[:PORT]) with the plugins hosts, forward (plain DNS to IP[:PORT] upstreams or a resolv.conf's, tried in turn over the query's transport; SERVFAIL when none answers), " +
+			"whoami (the client's address and port in the additional section), log and errors (to stderr); any other plugin is refused at start"},
 	{Name: "echo-basic", Entrypoint: []string{"image", "echo-basic"}, Run: runEchoBasic,
 		Aliases: []string{"registry.k8s.io/gateway-api/echo-basic"},
 		Doc: "the Gateway API conformance suite's backend (echo-basic), configured by its environment as the suite's manifests do: " +

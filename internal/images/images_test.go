@@ -30,6 +30,10 @@ func TestLookup(t *testing.T) {
 		{"registry.k8s.io/gateway-api/echo-basic:v1.5.1", "echo-basic"},
 		{"registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.3", "echo-basic"},
 		{"registry.k8s.io/gateway-api/echo-advanced:v1.5.1", ""},
+		{"registry.k8s.io/coredns/coredns:v1.12.2", "coredns"},
+		{"coredns/coredns:1.11.1", "coredns"},
+		{"docker.io/coredns/coredns@sha256:abc", "coredns"},
+		{"registry.k8s.io/coredns:1.6.7", ""},
 		{"httpd", ""},
 	} {
 		img, ok := Lookup(tc.ref)

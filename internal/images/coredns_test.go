@@ -61,11 +61,24 @@ func TestAgnhostCoreDNS(t *testing.T) {
 
 func TestParseCorefileRefuses(t *testing.T) {
 	for _, tc := range []struct{ corefile, want string }{
-		{". {\n\tforward . 8.8.8.8\n}\n", `plugin "forward" is not served`},
+		{". {\n\tcache 30\n}\n", `plugin "cache" is not served by svcnet's /coredns (errors, forward, hosts, log, whoami are)`},
 		{". {\n\thosts {\n\t\tnot-an-ip name\n\t}\n}\n", "hosts entry"},
 		{". {\n\tlog\n", "not closed"},
+		{". {\n\thosts {\n", "the hosts block is not closed"},
 		{"", "no server block"},
 		{".:99999 {\n}\n", "bad port"},
+		{"a.example:53 b.example:54 {\n}\n", "keys of two ports"},
+		{". {\n\tforward .\n}\n", "want FROM TO"},
+		{". {\n\tforward . tls://9.9.9.9\n}\n", "only plain DNS"},
+		{". {\n\tforward . dns.google\n}\n", "want IP[:PORT] or a resolv.conf file"},
+		{". {\n\tforward . dns.google:53\n}\n", "is not an IP address"},
+		{". {\n\tforward . 8.8.8.8:99999\n}\n", "bad port"},
+		{". {\n\tforward . /nonexistent/resolv.conf\n}\n", "no such file"},
+		{". {\n\tforward . 8.8.8.8 {\n\t\tmax_fails 0\n\t}\n}\n", "options block is not served"},
+		{". {\n\tforward . 8.8.8.8\n\tforward example.org 9.9.9.9\n}\n", `plugin "forward" is used twice`},
+		{". {\n\twhoami\n\twhoami\n}\n", `plugin "whoami" is used twice`},
+		{". {\n\twhoami now\n}\n", "whoami takes no arguments"},
+		{". {\n\terrors stdout\n}\n", "errors: arguments and options are not served"},
 	} {
 		if _, err := parseCorefile(tc.corefile, os.ReadFile); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.corefile, err, tc.want)
