@@ -250,8 +250,8 @@ func TestRouteStatus(t *testing.T) {
 	fromOtherToAll.Spec.ParentRefs[0].Namespace = ptr(gatewayv1.Namespace("default"))
 	kind := backend("", "web", 80, 1)
 	kind.Kind = ptr(gatewayv1.Kind("ConfigMap"))
-	unsupported := testRoute("default", "cors", 1, "gw", nil, rule(backend("", "web", 80, 1)))
-	unsupported.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS}}
+	unsupported := testRoute("default", "extension", 1, "gw", nil, rule(backend("", "web", 80, 1)))
+	unsupported.Spec.Rules[0].Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef}}
 	noSection := testRoute("default", "no-section", 1, "gw", nil, rule(backend("", "web", 80, 1)))
 	noSection.Spec.ParentRefs[0].SectionName = ptr(gatewayv1.SectionName("https"))
 	tests := []struct {

@@ -472,6 +472,10 @@ func compileFilters(fs []gatewayv1.HTTPRouteFilter) (*route.HTTPRule, string) {
 			r.Redirect = red
 		case gatewayv1.HTTPRouteFilterRequestMirror:
 			// Resolved with the backends (withMirrors).
+		case gatewayv1.HTTPRouteFilterCORS:
+			if f.CORS != nil {
+				r.CORS = cors(f.CORS)
+			}
 		case gatewayv1.HTTPRouteFilterURLRewrite:
 			u := f.URLRewrite
 			if u == nil {
@@ -500,6 +504,27 @@ func compileFilters(fs []gatewayv1.HTTPRouteFilter) (*route.HTTPRule, string) {
 		return nil, ""
 	}
 	return &r, ""
+}
+
+// cors reads a CORS filter; maxAge defaults to the API's 5 s.
+func cors(f *gatewayv1.HTTPCORSFilter) *route.CORS {
+	c := &route.CORS{Credentials: f.AllowCredentials != nil && *f.AllowCredentials, MaxAge: 5}
+	if f.MaxAge != 0 {
+		c.MaxAge = int(f.MaxAge)
+	}
+	for _, o := range f.AllowOrigins {
+		c.AllowOrigins = append(c.AllowOrigins, string(o))
+	}
+	for _, m := range f.AllowMethods {
+		c.AllowMethods = append(c.AllowMethods, string(m))
+	}
+	for _, h := range f.AllowHeaders {
+		c.AllowHeaders = append(c.AllowHeaders, string(h))
+	}
+	for _, h := range f.ExposeHeaders {
+		c.ExposeHeaders = append(c.ExposeHeaders, string(h))
+	}
+	return c
 }
 
 // pathModifier reads an HTTPPathModifier; the prefix a ReplacePrefixMatch

@@ -67,6 +67,9 @@ func TestGatewayPort(t *testing.T) {
 		case "/mirrored":
 			return &route.Route{Ingress: nn, Backend: 0, HTTPRule: &route.HTTPRule{Mirrors: []route.Mirror{{Backend: 2, Fraction: 1}},
 				RequestHeaders: &route.HeaderEdit{Set: []route.Header{{Name: "X-Set", Value: "set"}}}}}
+		case "/cors":
+			return &route.Route{Ingress: nn, Backend: 0, HTTPRule: &route.HTTPRule{CORS: &route.CORS{
+				AllowOrigins: []string{"https://*.foo.example"}, AllowMethods: []string{"GET", "PUT"}, ExposeHeaders: []string{"X-Pod"}, MaxAge: 60}}}
 		case "/slow":
 			return &route.Route{Ingress: nn, Backend: 1, HTTPRule: &route.HTTPRule{Timeout: 200 * time.Millisecond}}
 		case "/redirect-port":
@@ -148,6 +151,27 @@ func TestGatewayPort(t *testing.T) {
 					}
 				case <-time.After(5 * time.Second):
 					t.Error("nothing mirrored")
+				}
+			}},
+		{name: "CORS preflight", method: "OPTIONS", url: gwURL + "/cors", host: "any.example",
+			hdr: []string{"Origin", "https://a.foo.example", "Access-Control-Request-Method", "PUT"}, status: 204,
+			check: func(t *testing.T, resp *http.Response, _ received) {
+				if resp.Header.Get("Access-Control-Allow-Origin") != "https://a.foo.example" || resp.Header.Get("Access-Control-Allow-Methods") != "GET, PUT" ||
+					resp.Header.Get("Access-Control-Max-Age") != "60" {
+					t.Errorf("headers %v", resp.Header)
+				}
+			}},
+		{name: "CORS preflight from another origin", method: "OPTIONS", url: gwURL + "/cors", host: "any.example",
+			hdr: []string{"Origin", "https://foo.example", "Access-Control-Request-Method", "PUT"}, status: 204,
+			check: func(t *testing.T, resp *http.Response, _ received) {
+				if v := resp.Header.Get("Access-Control-Allow-Origin"); v != "" {
+					t.Errorf("allowed origin %q", v)
+				}
+			}},
+		{name: "CORS request", url: gwURL + "/cors", host: "any.example", hdr: []string{"Origin", "https://a.foo.example"}, status: 200, pod: "a",
+			check: func(t *testing.T, resp *http.Response, _ received) {
+				if resp.Header.Get("Access-Control-Allow-Origin") != "https://a.foo.example" || resp.Header.Get("Access-Control-Expose-Headers") != "X-Pod" {
+					t.Errorf("headers %v", resp.Header)
 				}
 			}},
 		{name: "the route's timeout", url: gwURL + "/slow", host: "any.example", status: 504},

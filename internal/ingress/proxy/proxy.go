@@ -265,6 +265,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if hr := rt.HTTPRule; hr != nil {
 		req.route = rt
+		if c := hr.CORS; c != nil {
+			if origin := r.Header.Get("Origin"); origin != "" && c.Allows(origin) {
+				if route.Preflight(r) {
+					c.PreflightHeaders(lw.Header(), r)
+				} else {
+					c.ResponseHeaders(lw.Header(), origin)
+				}
+			}
+			if route.Preflight(r) {
+				// Answered here; one from an origin not allowed
+				// gets no CORS headers, and the browser stops.
+				lw.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
 		if hr.Redirect != nil {
 			gatewayRedirect(lw, r, hr.Redirect, clean)
 			return

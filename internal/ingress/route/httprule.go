@@ -24,6 +24,8 @@ type HTTPRule struct {
 	// Mirrors are backends that get a copy of the requests, whose
 	// answers are dropped.
 	Mirrors []Mirror
+	// CORS answers preflights and marks answers to allowed origins.
+	CORS *CORS
 }
 
 // Mirror sends a share of a rule's requests to a backend too.
@@ -37,7 +39,7 @@ type Mirror struct {
 // Plain reports whether the rule leaves requests as they are.
 func (r *HTTPRule) Plain() bool {
 	return r == nil || (r.RequestHeaders == nil && r.ResponseHeaders == nil && r.BackendRequestHeaders == nil &&
-		r.BackendResponseHeaders == nil && r.Redirect == nil && r.Rewrite == nil && r.Timeout == 0 && len(r.Mirrors) == 0)
+		r.BackendResponseHeaders == nil && r.Redirect == nil && r.Rewrite == nil && r.Timeout == 0 && len(r.Mirrors) == 0 && r.CORS == nil)
 }
 
 // Rewrite changes what the backend is asked: its Host (Hostname, when
