@@ -38,6 +38,7 @@ type gatewayState struct {
 	gateways   gatewaylisters.GatewayLister
 	routes     gatewaylisters.HTTPRouteLister
 	grpcRoutes gatewaylisters.GRPCRouteLister
+	tlsRoutes  gatewaylisters.TLSRouteLister
 	grants     gatewaylisters.ReferenceGrantLister
 	namespaces corelisters.NamespaceLister
 }
@@ -57,7 +58,7 @@ func (c *Controller) serveGateways(ctx context.Context, f gatewayinformers.Share
 	kf := informers.NewSharedInformerFactory(kube, 0)
 	v1 := f.Gateway().V1()
 	s := &gatewayState{controller: controller, client: client,
-		classes: v1.GatewayClasses().Lister(), gateways: v1.Gateways().Lister(), routes: v1.HTTPRoutes().Lister(), grpcRoutes: v1.GRPCRoutes().Lister(),
+		classes: v1.GatewayClasses().Lister(), gateways: v1.Gateways().Lister(), routes: v1.HTTPRoutes().Lister(), grpcRoutes: v1.GRPCRoutes().Lister(), tlsRoutes: v1.TLSRoutes().Lister(),
 		grants: v1.ReferenceGrants().Lister(), namespaces: kf.Core().V1().Namespaces().Lister()}
 	routes := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { kick(c.routesKick) },
@@ -66,7 +67,7 @@ func (c *Controller) serveGateways(ctx context.Context, f gatewayinformers.Share
 	}
 	synced := []cache.InformerSynced{}
 	for _, inf := range []cache.SharedIndexInformer{v1.GatewayClasses().Informer(), v1.Gateways().Informer(),
-		v1.HTTPRoutes().Informer(), v1.GRPCRoutes().Informer(), v1.ReferenceGrants().Informer(), kf.Core().V1().Namespaces().Informer()} {
+		v1.HTTPRoutes().Informer(), v1.GRPCRoutes().Informer(), v1.TLSRoutes().Informer(), v1.ReferenceGrants().Informer(), kf.Core().V1().Namespaces().Informer()} {
 		_, _ = inf.AddEventHandler(routes)
 		synced = append(synced, inf.HasSynced)
 	}
@@ -110,6 +111,7 @@ func (c *Controller) buildGateways(s *gatewayState, backends []route.BackendRef)
 	in.Gateways, _ = s.gateways.List(labels.Everything())
 	in.HTTPRoutes, _ = s.routes.List(labels.Everything())
 	in.GRPCRoutes, _ = s.grpcRoutes.List(labels.Everything())
+	in.TLSRoutes, _ = s.tlsRoutes.List(labels.Everything())
 	in.Grants, _ = s.grants.List(labels.Everything())
 	nss, _ := s.namespaces.List(labels.Everything())
 	for _, ns := range nss {
@@ -189,6 +191,16 @@ func (c *Controller) writeGatewayOutput(ctx context.Context, s *gatewayState, ou
 		cp.Status = r.Status
 		if _, err := s.client.GatewayV1().HTTPRoutes(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("status of HTTPRoute %s/%s: %w", cp.Namespace, cp.Name, err))
+		}
+	}
+	for _, r := range out.TLSRoutes {
+		if equality.Semantic.DeepEqual(r.Status, r.Route.Status) {
+			continue
+		}
+		cp := r.Route.DeepCopy()
+		cp.Status = r.Status
+		if _, err := s.client.GatewayV1().TLSRoutes(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("status of TLSRoute %s/%s: %w", cp.Namespace, cp.Name, err))
 		}
 	}
 	for _, r := range out.GRPCRoutes {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -273,9 +274,20 @@ type gatewayListeners struct {
 }
 
 type gatewayListener struct {
-	l     *server.Listener
-	https bool
-	certs atomic.Pointer[[]gateway.TLSCert]
+	l      *server.Listener
+	mode   string // "http", "https" or "stream"
+	certs  atomic.Pointer[[]gateway.TLSCert]
+	stream atomic.Pointer[[]gateway.TLSCert]
+}
+
+func modeOf(p gateway.ProxyPort) string {
+	switch {
+	case len(p.Stream) > 0:
+		return "stream"
+	case len(p.TLS) > 0:
+		return "https"
+	}
+	return "http"
 }
 
 // set serves exactly these ports. A port that cannot be bound is
@@ -285,13 +297,14 @@ func (g *gatewayListeners) set(ports []gateway.ProxyPort) {
 	defer g.mu.Unlock()
 	want := map[int]bool{}
 	for _, p := range ports {
-		https := len(p.TLS) > 0
-		if b := g.bound[p.Port]; b != nil && b.https != https {
+		mode := modeOf(p)
+		if b := g.bound[p.Port]; b != nil && b.mode != mode {
 			g.unbind(p.Port) // the port changed protocol
 		}
 		want[p.Port] = true
 		if b := g.bound[p.Port]; b != nil {
 			b.certs.Store(&p.TLS)
+			b.stream.Store(&p.Stream)
 			continue
 		}
 		l, err := net.Listen("tcp", ":"+strconv.Itoa(p.Port))
@@ -299,16 +312,24 @@ func (g *gatewayListeners) set(ports []gateway.ProxyPort) {
 			slog.Error("gateway listener not served", "port", p.Port, "err", err)
 			continue
 		}
-		b := &gatewayListener{l: &server.Listener{Listener: l, Limit: g.limit}, https: https}
+		b := &gatewayListener{l: &server.Listener{Listener: l, Limit: g.limit}, mode: mode}
 		b.certs.Store(&p.TLS)
+		b.stream.Store(&p.Stream)
 		g.bound[p.Port] = b
-		if https {
+		switch mode {
+		case "stream":
+			go func() {
+				if err := g.px.ServeStream(b.l, p.Port, b.pickStream); !errors.Is(err, net.ErrClosed) {
+					slog.Error("gateway TLS listener stopped", "port", p.Port, "err", err)
+				}
+			}()
+		case "https":
 			g.srv.Serve(b.l, g.px.Handler(p.Port), b.tlsConfig(), false, g.px)
-		} else {
+		default:
 			// gRPC clients without TLS speak HTTP/2 from the first byte.
 			g.srv.Serve(b.l, g.px.Handler(p.Port), nil, true, g.px)
 		}
-		slog.Info("gateway listener served", "port", p.Port, "https", https)
+		slog.Info("gateway listener served", "port", p.Port, "mode", mode)
 	}
 	for p := range g.bound {
 		if !want[p] {
@@ -336,6 +357,11 @@ func (b *gatewayListener) tlsConfig() *tls.Config {
 			return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
 		},
 	}
+}
+
+// pickStream is a stream port's listener for a TLS server name.
+func (b *gatewayListener) pickStream(serverName string) (*tls.Certificate, bool) {
+	return gateway.PickListener(*b.stream.Load(), serverName)
 }
 
 func (g *gatewayListeners) close() {

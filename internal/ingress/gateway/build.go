@@ -26,6 +26,7 @@ type Input struct {
 	Gateways   []*gatewayv1.Gateway
 	HTTPRoutes []*gatewayv1.HTTPRoute
 	GRPCRoutes []*gatewayv1.GRPCRoute
+	TLSRoutes  []*gatewayv1.TLSRoute
 	Grants     []*gatewayv1.ReferenceGrant
 	// Namespaces are the labels of each namespace, for listeners that
 	// take routes from the namespaces a selector picks.
@@ -61,6 +62,11 @@ type Output struct {
 	// TLS are the certificates of the proxy ports that serve HTTPS
 	// listeners, the most specific hostname first.
 	TLS map[int][]TLSCert
+	// TLSPorts are the proxy ports of TLS listeners, which carry TCP
+	// chosen by SNI: each listener's hostname with its certificate when
+	// it terminates TLS, nil when it passes the connection through; the
+	// most specific hostname first.
+	TLSPorts map[int][]TLSCert
 	// Gateways are the served Gateways, with their status; Ports, the
 	// listener ports each needs on its Service.
 	Gateways []GatewayResult
@@ -68,6 +74,13 @@ type Output struct {
 	// status (other controllers' parents kept as they were).
 	Routes     []RouteResult
 	GRPCRoutes []GRPCRouteResult
+	TLSRoutes  []TLSRouteResult
+}
+
+// TLSRouteResult is one TLSRoute with a parent served here.
+type TLSRouteResult struct {
+	Route  *gatewayv1.TLSRoute
+	Status gatewayv1.TLSRouteStatus
 }
 
 // TLSCert is the certificate of an HTTPS listener: served to clients
@@ -91,6 +104,20 @@ func Pick(certs []TLSCert, serverName string) *tls.Certificate {
 		}
 	}
 	return certs[len(certs)-1].Cert
+}
+
+// PickListener chooses, among a stream port's TLS listeners (ordered as
+// Output.TLSPorts), the one a TLS server name goes to: the most specific
+// hostname that matches. Its certificate is nil when it passes TLS
+// through; ok is false when none matches.
+func PickListener(ls []TLSCert, serverName string) (cert *tls.Certificate, ok bool) {
+	name := route.NormalizeHost(serverName)
+	for _, l := range ls {
+		if l.Hostname == "" || hostMatches(l.Hostname, name) {
+			return l.Cert, true
+		}
+	}
+	return nil, false
 }
 
 // GatewayResult is one served Gateway.
@@ -123,7 +150,7 @@ const (
 // in.Controller and the HTTPRoutes attached to them. It is pure: the
 // statuses carry in.Now where a condition changes.
 func Build(in Input) Output {
-	b := &builder{in: in, backends: map[route.BackendRef]int{}, out: Output{ByPort: map[int]route.Router{}, TLS: map[int][]TLSCert{}}}
+	b := &builder{in: in, backends: map[route.BackendRef]int{}, out: Output{ByPort: map[int]route.Router{}, TLS: map[int][]TLSCert{}, TLSPorts: map[int][]TLSCert{}}}
 	b.out.Backends = slices.Clone(in.Backends)
 	for i, ref := range b.out.Backends {
 		b.backends[ref] = i
@@ -147,6 +174,11 @@ func Build(in Input) Output {
 			done: func(st gatewayv1.RouteStatus) {
 				b.out.Routes = append(b.out.Routes, RouteResult{Route: r, Status: gatewayv1.HTTPRouteStatus{RouteStatus: st}})
 			}})
+	}
+	for _, r := range in.TLSRoutes {
+		routes = append(routes, tlsRouteIn(r, func(st gatewayv1.RouteStatus) {
+			b.out.TLSRoutes = append(b.out.TLSRoutes, TLSRouteResult{Route: r, Status: gatewayv1.TLSRouteStatus{RouteStatus: st}})
+		}))
 	}
 	for _, r := range in.GRPCRoutes {
 		routes = append(routes, grpcRouteIn(r, func(st gatewayv1.RouteStatus) {
@@ -180,17 +212,20 @@ type gw struct {
 }
 
 type listener struct {
-	spec      *gatewayv1.Listener
-	hostname  string
-	kinds     []gatewayv1.RouteGroupKind
-	accepted  metav1.Condition
-	resolved  metav1.Condition
-	conflict  metav1.Condition
-	ok        bool             // accepted, not conflicted, servable: routes attach
-	cert      *tls.Certificate // an HTTPS listener's
-	attached  int32
-	routes    listenerRoutes
-	routeKeys map[types.NamespacedName]bool
+	spec     *gatewayv1.Listener
+	hostname string
+	kinds    []gatewayv1.RouteGroupKind
+	accepted metav1.Condition
+	resolved metav1.Condition
+	conflict metav1.Condition
+	ok       bool             // accepted, not conflicted, servable: routes attach
+	cert     *tls.Certificate // an HTTPS or terminating TLS listener's
+	// passthrough: a TLS listener whose connections go to the backends
+	// as they are, chosen by SNI.
+	passthrough bool
+	attached    int32
+	routes      listenerRoutes
+	routeKeys   map[types.NamespacedName]bool
 }
 
 func olderFirst(a, b *metav1.ObjectMeta) int {
@@ -234,9 +269,18 @@ func (b *builder) gateway(obj *gatewayv1.Gateway) *gw {
 			} else {
 				l.cert, _ = b.listenerCert(g, s, gen)
 			}
+		case gatewayv1.TLSProtocolType:
+			l.kinds, l.resolved = tlsRouteKinds(s, gen)
+			l.passthrough = s.TLS == nil || s.TLS.Mode == nil || *s.TLS.Mode == gatewayv1.TLSModePassthrough
+			if !l.passthrough {
+				cert, resolved := b.listenerCert(g, s, gen)
+				if l.cert = cert; l.resolved.Status == metav1.ConditionTrue {
+					l.resolved = resolved
+				}
+			}
 		default:
 			l.accepted = cond(string(gatewayv1.ListenerConditionAccepted), false, string(gatewayv1.ListenerReasonUnsupportedProtocol),
-				fmt.Sprintf("protocol %s is not supported yet (HTTP and HTTPS are)", s.Protocol), gen)
+				fmt.Sprintf("protocol %s is not supported yet (HTTP, HTTPS and TLS are)", s.Protocol), gen)
 		}
 		g.listeners = append(g.listeners, l)
 	}
@@ -255,8 +299,9 @@ func (b *builder) gateway(obj *gatewayv1.Gateway) *gw {
 					fmt.Sprintf("listener %s has the same port and hostname", o.spec.Name), gen)
 			}
 		}
+		needsCert := l.spec.Protocol == gatewayv1.HTTPSProtocolType || (l.spec.Protocol == gatewayv1.TLSProtocolType && !l.passthrough)
 		l.ok = l.accepted.Status == metav1.ConditionTrue && l.conflict.Status == metav1.ConditionFalse && g.unsupported == "" &&
-			(l.spec.Protocol != gatewayv1.HTTPSProtocolType || l.cert != nil)
+			(!needsCert || l.cert != nil)
 	}
 	return g
 }
@@ -289,6 +334,33 @@ func routeKinds(s *gatewayv1.Listener, gen int64) ([]gatewayv1.RouteGroupKind, m
 	}
 	if kinds == nil {
 		kinds = []gatewayv1.RouteGroupKind{}
+	}
+	return kinds, ok
+}
+
+// tlsRouteKinds are the route kinds a TLS listener takes: TLSRoute.
+func tlsRouteKinds(s *gatewayv1.Listener, gen int64) ([]gatewayv1.RouteGroupKind, metav1.Condition) {
+	group := gatewayv1.Group(gatewayv1.GroupName)
+	ok := cond(string(gatewayv1.ListenerConditionResolvedRefs), true, string(gatewayv1.ListenerReasonResolvedRefs), "", gen)
+	if s.AllowedRoutes == nil || len(s.AllowedRoutes.Kinds) == 0 {
+		return []gatewayv1.RouteGroupKind{{Group: &group, Kind: kindTLSRoute}}, ok
+	}
+	kinds := []gatewayv1.RouteGroupKind{}
+	var bad []string
+	for _, k := range s.AllowedRoutes.Kinds {
+		if (k.Group == nil || *k.Group == gatewayv1.GroupName) && k.Kind == kindTLSRoute {
+			kinds = append(kinds, gatewayv1.RouteGroupKind{Group: &group, Kind: kindTLSRoute})
+		} else {
+			g := gatewayv1.GroupName
+			if k.Group != nil {
+				g = string(*k.Group)
+			}
+			bad = append(bad, g+"/"+string(k.Kind))
+		}
+	}
+	if len(bad) > 0 {
+		return kinds, cond(string(gatewayv1.ListenerConditionResolvedRefs), false, string(gatewayv1.ListenerReasonInvalidRouteKinds),
+			"route kinds not supported on a TLS listener: "+strings.Join(bad, ", "), gen)
 	}
 	return kinds, ok
 }
@@ -352,7 +424,11 @@ func (b *builder) finish(g *gw) {
 		st.Listeners = append(st.Listeners, ls)
 		if l.ok && bound {
 			b.addListener(int(podPort), l)
-			if l.cert != nil {
+			if l.spec.Protocol == gatewayv1.TLSProtocolType {
+				ls := append(b.out.TLSPorts[int(podPort)], TLSCert{Hostname: l.hostname, Cert: l.cert})
+				slices.SortStableFunc(ls, func(a, b TLSCert) int { return bySpecificity(a.Hostname, b.Hostname) })
+				b.out.TLSPorts[int(podPort)] = ls
+			} else if l.cert != nil {
 				certs := append(b.out.TLS[int(podPort)], TLSCert{Hostname: l.hostname, Cert: l.cert})
 				slices.SortStableFunc(certs, func(a, b TLSCert) int { return bySpecificity(a.Hostname, b.Hostname) })
 				b.out.TLS[int(podPort)] = certs
@@ -488,7 +564,7 @@ func (b *builder) listenerCert(g *gw, s *gatewayv1.Listener, gen int64) (*tls.Ce
 	if s.TLS == nil || len(s.TLS.CertificateRefs) == 0 {
 		return bad(gatewayv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener needs tls.certificateRefs")
 	}
-	if s.TLS.Mode != nil && *s.TLS.Mode != gatewayv1.TLSModeTerminate {
+	if s.Protocol == gatewayv1.HTTPSProtocolType && s.TLS.Mode != nil && *s.TLS.Mode != gatewayv1.TLSModeTerminate {
 		return bad(gatewayv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener terminates TLS (mode %s is for TLS listeners)", *s.TLS.Mode)
 	}
 	ref := s.TLS.CertificateRefs[0]

@@ -297,9 +297,9 @@ func TestRouteStatus(t *testing.T) {
 func TestGatewayStatus(t *testing.T) {
 	ok := testGateway("default", "ok", 0, httpListener("http", 80, ""))
 	conflict := testGateway("default", "conflict", 1, httpListener("a", 80, "x.com"), httpListener("b", 80, "x.com"), httpListener("c", 81, ""))
-	tls := testGateway("default", "tls", 2, httpListener("http", 80, ""), gatewayv1.Listener{Name: "tls", Port: 443, Protocol: gatewayv1.TLSProtocolType})
+	udp := testGateway("default", "udp", 2, httpListener("http", 80, ""), gatewayv1.Listener{Name: "udp", Port: 53, Protocol: gatewayv1.UDPProtocolType})
 	pending := testGateway("default", "pending", 3, httpListener("http", 80, ""))
-	in := input([]*gatewayv1.Gateway{ok, conflict, tls, pending})
+	in := input([]*gatewayv1.Gateway{ok, conflict, udp, pending})
 	in.Infra[types.NamespacedName{Namespace: "default", Name: "pending"}] = Infra{}
 	other := testGateway("default", "other", 4, httpListener("http", 80, ""))
 	other.Spec.GatewayClassName = "someone-elses"
@@ -312,7 +312,7 @@ func TestGatewayStatus(t *testing.T) {
 	wants := map[string]want{
 		"ok":       {"Accepted", "Programmed"},
 		"conflict": {"ListenersNotValid", "Programmed"},
-		"tls":      {"ListenersNotValid", "Programmed"},
+		"udp":      {"ListenersNotValid", "Programmed"},
 		"pending":  {"Accepted", "AddressNotAssigned"},
 	}
 	for _, g := range out.Gateways {
@@ -339,9 +339,9 @@ func TestGatewayStatus(t *testing.T) {
 	if got := byName["conflict"].Ports; len(got) != 1 || got[0] != 81 {
 		t.Errorf("conflict's ports %v, want [81]: conflicted listeners get none", got)
 	}
-	l := byName["tls"].Status.Listeners[1]
+	l := byName["udp"].Status.Listeners[1]
 	if c := meta.FindStatusCondition(l.Conditions, "Accepted"); c.Reason != "UnsupportedProtocol" {
-		t.Errorf("tls listener: %+v", c)
+		t.Errorf("udp listener: %+v", c)
 	}
 }
 
@@ -661,5 +661,59 @@ func TestGRPCRoutes(t *testing.T) {
 	}
 	if n := out.Gateways[0].Status.Listeners[0].AttachedRoutes; n != 1 {
 		t.Errorf("attachedRoutes %d, want 1", n)
+	}
+}
+
+func TestTLSRoutes(t *testing.T) {
+	term := httpsListener("term", 443, "secure.example", "", "good", "")
+	term.Protocol = gatewayv1.TLSProtocolType
+	term.TLS.Mode = ptr(gatewayv1.TLSModeTerminate)
+	pass := gatewayv1.Listener{Name: "pass", Port: 443, Protocol: gatewayv1.TLSProtocolType, Hostname: ptr(gatewayv1.Hostname("*.example")),
+		TLS: &gatewayv1.ListenerTLSConfig{Mode: ptr(gatewayv1.TLSModePassthrough)}}
+	gw := testGateway("default", "gw", 0, term, pass)
+	cert := &tls.Certificate{}
+	tr := &gatewayv1.TLSRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tls", Generation: 1, CreationTimestamp: t0},
+		Spec: gatewayv1.TLSRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+			Hostnames:       []gatewayv1.Hostname{"a.example", "secure.example"},
+			Rules:           []gatewayv1.TLSRouteRule{{BackendRefs: []gatewayv1.BackendRef{backend("", "web", 80, 1).BackendRef}}},
+		},
+	}
+	in := input([]*gatewayv1.Gateway{gw}, testRoute("default", "http-on-tls", 2, "gw", nil, pathRule(gatewayv1.PathMatchPathPrefix, "/", backend("", "web", 80, 1))))
+	in.TLSRoutes = []*gatewayv1.TLSRoute{tr}
+	in.Certificate = func(ns, name string) (*tls.Certificate, error) { return cert, nil }
+	out := Build(in)
+	ports := out.TLSPorts[FirstPort]
+	if len(ports) != 2 || ports[0].Hostname != "secure.example" || ports[0].Cert != cert || ports[1].Cert != nil {
+		t.Fatalf("stream port listeners: %+v", ports)
+	}
+	for sni, want := range map[string]string{"a.example": "default/web:80", "secure.example": "default/web:80", "b.example": "404"} {
+		rt := out.ByPort[FirstPort].Route(&route.Request{Host: sni, Path: "/", Header: http.Header{}.Get})
+		got := "404"
+		if rt != nil {
+			got = out.Backends[rt.Backend].String()
+		}
+		if got != want {
+			t.Errorf("SNI %s: %s, want %s", sni, got, want)
+		}
+	}
+	if c, ok := PickListener(ports, "secure.example"); !ok || c != cert {
+		t.Error("secure.example is not terminated with its listener's certificate")
+	}
+	if c, ok := PickListener(ports, "x.y.example"); !ok || c != nil {
+		t.Error("x.y.example is not passed through")
+	}
+	if _, ok := PickListener(ports, "other.org"); ok {
+		t.Error("other.org has a listener")
+	}
+	if len(out.TLSRoutes) != 1 {
+		t.Fatalf("%d TLSRoute statuses", len(out.TLSRoutes))
+	}
+	if c := meta.FindStatusCondition(out.TLSRoutes[0].Status.Parents[0].Conditions, "Accepted"); c.Status != metav1.ConditionTrue {
+		t.Errorf("TLSRoute Accepted: %+v", c)
+	}
+	if c := meta.FindStatusCondition(routeStatus(t, out, "http-on-tls").Parents[0].Conditions, "Accepted"); c.Reason != "NotAllowedByListeners" {
+		t.Errorf("an HTTPRoute on TLS listeners: %+v", c)
 	}
 }

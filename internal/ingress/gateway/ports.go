@@ -114,17 +114,19 @@ func Ports(infra map[types.NamespacedName]Infra) []int {
 }
 
 // ProxyPort is a proxy port that serves Gateway listeners: plain HTTP,
-// or HTTPS with TLS's certificates when there are any.
+// HTTPS with TLS's certificates when there are any, or TCP chosen by SNI
+// when Stream lists TLS listeners (see Output.TLSPorts).
 type ProxyPort struct {
-	Port int
-	TLS  []TLSCert
+	Port   int
+	TLS    []TLSCert
+	Stream []TLSCert
 }
 
 // ProxyPorts lists the output's proxy ports, by number.
 func (o *Output) ProxyPorts() []ProxyPort {
 	var out []ProxyPort
 	for p := range o.ByPort {
-		out = append(out, ProxyPort{Port: p, TLS: o.TLS[p]})
+		out = append(out, ProxyPort{Port: p, TLS: o.TLS[p], Stream: o.TLSPorts[p]})
 	}
 	slices.SortFunc(out, func(a, b ProxyPort) int { return a.Port - b.Port })
 	return out
@@ -134,6 +136,6 @@ func (o *Output) ProxyPorts() []ProxyPort {
 // certificates.
 func Equal(a, b []ProxyPort) bool {
 	return slices.EqualFunc(a, b, func(x, y ProxyPort) bool {
-		return x.Port == y.Port && slices.Equal(x.TLS, y.TLS)
+		return x.Port == y.Port && slices.Equal(x.TLS, y.TLS) && slices.Equal(x.Stream, y.Stream)
 	})
 }

@@ -18,6 +18,7 @@ type metrics struct {
 	sendTimeouts  prometheus.Counter
 	mirrorSkipped prometheus.Counter
 	mirrorFailed  prometheus.Counter
+	streams       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,8 +38,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Requests of Gateway routes with a RequestMirror that were not mirrored: a body of unknown length or over 64 KiB."),
 		mirrorFailed: prom.Counter("svcnet_ingress_mirror_failed_total",
 			"Mirrored copies of requests that failed (no endpoint, or the mirror backend did not answer)."),
+		streams: prom.CounterVec("svcnet_ingress_stream_connections_total",
+			"Connections to Gateway TLS listeners, by outcome: joined to a backend, or closed for no_sni, no_listener, no_route, no_endpoint, handshake_failed.",
+			"outcome"),
 	}
-	prom.MustRegister(reg, m.requests, m.duration, m.connectErrors, m.sendTimeouts, m.mirrorSkipped, m.mirrorFailed)
+	prom.MustRegister(reg, m.requests, m.duration, m.connectErrors, m.sendTimeouts, m.mirrorSkipped, m.mirrorFailed, m.streams)
 	return m
 }
 
