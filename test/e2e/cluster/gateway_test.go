@@ -155,9 +155,11 @@ spec:
 }
 
 // testGatewayHTTPS adds an HTTPS listener to the Gateway web with a
-// certificate for secure.example from a Secret, and a second one whose
-// Secret is missing: the first serves the route over TLS with that
-// certificate (curl verifies it), the second is reported.
+// certificate for secure.example from a Secret, a second one whose
+// Secret is missing, and a TLS listener that terminates TLS with the
+// same certificate for a TLSRoute: the first and the last serve their
+// routes over TLS with that certificate (curl verifies it), the second
+// is reported.
 func testGatewayHTTPS(t *testing.T, c *localCluster, addr string) {
 	k := c.kubectl
 	dir := t.TempDir()
@@ -178,7 +180,9 @@ func testGatewayHTTPS(t *testing.T, c *localCluster, addr string) {
 	k.MustRun(`[{"op": "add", "path": "/spec/listeners/-", "value": {"name": "https", "protocol": "HTTPS", "port": 443, "hostname": "secure.example",
   "tls": {"certificateRefs": [{"name": "secure-cert"}]}}},
  {"op": "add", "path": "/spec/listeners/-", "value": {"name": "broken-tls", "protocol": "HTTPS", "port": 8443,
-  "tls": {"certificateRefs": [{"name": "no-such-secret"}]}}}]`, "patch", "gateway", "web", "--type=json", "--patch-file=/dev/stdin")
+  "tls": {"certificateRefs": [{"name": "no-such-secret"}]}}},
+ {"op": "add", "path": "/spec/listeners/-", "value": {"name": "tls-terminate", "protocol": "TLS", "port": 8444, "hostname": "secure.example",
+  "tls": {"mode": "Terminate", "certificateRefs": [{"name": "secure-cert"}]}}}]`, "patch", "gateway", "web", "--type=json", "--patch-file=/dev/stdin")
 	k.MustRun(`apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: secure}
@@ -186,7 +190,24 @@ spec:
   parentRefs: [{name: web, sectionName: https}]
   rules:
   - backendRefs: [{name: hostnames, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: secure-tcp}
+spec:
+  parentRefs: [{name: web, sectionName: tls-terminate}]
+  hostnames: [secure.example]
+  rules:
+  - backendRefs: [{name: hostnames, port: 80}]
 `, "apply", "-f", "-")
+	// The TLS listener terminates TLS and passes the bytes on as they
+	// are: HTTP here, which the hostnames pods answer.
+	c.until("hostnames through the TLS listener and a TLSRoute", time.Minute, func() bool {
+		out, err := c.exec("client", "curl", "-s", "--connect-timeout", "5", "--max-time", "10", "--cacert", filepath.Join(dir, pki.CACertFile),
+			"--resolve", "secure.example:8444:"+addr, "https://secure.example:8444/")
+		c.lastErr = fmt.Errorf("%v: %q", err, out)
+		return err == nil && strings.HasPrefix(out, "hostnames-")
+	})
 	c.until("hostnames over HTTPS through the Gateway", time.Minute, func() bool {
 		out, err := c.exec("client", "curl", "-s", "--connect-timeout", "5", "--max-time", "10", "--cacert", filepath.Join(dir, pki.CACertFile),
 			"--resolve", "secure.example:443:"+addr, "https://secure.example/")
