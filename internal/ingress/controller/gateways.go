@@ -173,50 +173,51 @@ func (c *Controller) writeGatewayOutput(ctx context.Context, s *gatewayState, ou
 	if err := c.syncGatewayServices(ctx, out); err != nil {
 		errs = append(errs, err)
 	}
+	v1 := s.client.GatewayV1()
 	for _, g := range out.Gateways {
-		if equality.Semantic.DeepEqual(g.Status, g.Gateway.Status) {
-			continue
-		}
-		cp := g.Gateway.DeepCopy()
-		cp.Status = g.Status
-		if _, err := s.client.GatewayV1().Gateways(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("status of Gateway %s/%s: %w", cp.Namespace, cp.Name, err))
-		}
+		errs = appendErr(errs, writeStatus(ctx, g.Gateway, g.Status, func(o *gatewayv1.Gateway) *gatewayv1.GatewayStatus { return &o.Status },
+			v1.Gateways(g.Gateway.Namespace).UpdateStatus))
 	}
 	for _, r := range out.Routes {
-		if equality.Semantic.DeepEqual(r.Status, r.Route.Status) {
-			continue
-		}
-		cp := r.Route.DeepCopy()
-		cp.Status = r.Status
-		if _, err := s.client.GatewayV1().HTTPRoutes(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("status of HTTPRoute %s/%s: %w", cp.Namespace, cp.Name, err))
-		}
-	}
-	for _, r := range out.TLSRoutes {
-		if equality.Semantic.DeepEqual(r.Status, r.Route.Status) {
-			continue
-		}
-		cp := r.Route.DeepCopy()
-		cp.Status = r.Status
-		if _, err := s.client.GatewayV1().TLSRoutes(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("status of TLSRoute %s/%s: %w", cp.Namespace, cp.Name, err))
-		}
+		errs = appendErr(errs, writeStatus(ctx, r.Route, r.Status, func(o *gatewayv1.HTTPRoute) *gatewayv1.HTTPRouteStatus { return &o.Status },
+			v1.HTTPRoutes(r.Route.Namespace).UpdateStatus))
 	}
 	for _, r := range out.GRPCRoutes {
-		if equality.Semantic.DeepEqual(r.Status, r.Route.Status) {
-			continue
-		}
-		cp := r.Route.DeepCopy()
-		cp.Status = r.Status
-		if _, err := s.client.GatewayV1().GRPCRoutes(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("status of GRPCRoute %s/%s: %w", cp.Namespace, cp.Name, err))
-		}
+		errs = appendErr(errs, writeStatus(ctx, r.Route, r.Status, func(o *gatewayv1.GRPCRoute) *gatewayv1.GRPCRouteStatus { return &o.Status },
+			v1.GRPCRoutes(r.Route.Namespace).UpdateStatus))
+	}
+	for _, r := range out.TLSRoutes {
+		errs = appendErr(errs, writeStatus(ctx, r.Route, r.Status, func(o *gatewayv1.TLSRoute) *gatewayv1.TLSRouteStatus { return &o.Status },
+			v1.TLSRoutes(r.Route.Namespace).UpdateStatus))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%v", errs)
 	}
 	return nil
+}
+
+// writeStatus updates an object's status to want when it differs; an
+// object that is gone needs none.
+func writeStatus[O interface {
+	metav1.Object
+	DeepCopy() O
+}, S any](ctx context.Context, obj O, want S, status func(O) *S, update func(context.Context, O, metav1.UpdateOptions) (O, error)) error {
+	if equality.Semantic.DeepEqual(want, *status(obj)) {
+		return nil
+	}
+	cp := obj.DeepCopy()
+	*status(cp) = want
+	if _, err := update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("status of %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+func appendErr(errs []error, err error) []error {
+	if err != nil {
+		return append(errs, err)
+	}
+	return errs
 }
 
 // syncGatewayServices makes each served Gateway's Service carry its
