@@ -247,8 +247,12 @@ func cond(t string, ok bool, reason, msg string, gen int64) metav1.Condition {
 func (b *builder) gateway(obj *gatewayv1.Gateway) *gw {
 	g := &gw{obj: obj, nn: types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}}
 	gen := obj.Generation
-	if len(obj.Spec.Addresses) > 0 {
-		g.unsupported = "spec.addresses: svcnet assigns a Gateway's address from its edge; requested addresses are not supported"
+	for _, a := range obj.Spec.Addresses {
+		// An address without a value asks for one of the type, which
+		// the edge gives (GEP-3185); a value of its own cannot be asked.
+		if a.Value != "" || (a.Type != nil && *a.Type != gatewayv1.IPAddressType) {
+			g.unsupported = "spec.addresses: svcnet assigns a Gateway's address from its edge; a requested value or a type other than IPAddress is not supported"
+		}
 	}
 	for i := range obj.Spec.Listeners {
 		s := &obj.Spec.Listeners[i]

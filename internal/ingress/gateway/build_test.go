@@ -717,3 +717,24 @@ func TestTLSRoutes(t *testing.T) {
 		t.Errorf("an HTTPRoute on TLS listeners: %+v", c)
 	}
 }
+
+func TestRequestedAddresses(t *testing.T) {
+	ip := gatewayv1.IPAddressType
+	host := gatewayv1.HostnameAddressType
+	for _, tt := range []struct {
+		addr gatewayv1.GatewaySpecAddress
+		want string
+	}{
+		{gatewayv1.GatewaySpecAddress{Type: &ip}, "Accepted"},
+		{gatewayv1.GatewaySpecAddress{}, "Accepted"},
+		{gatewayv1.GatewaySpecAddress{Type: &ip, Value: "172.18.255.210"}, "UnsupportedAddress"},
+		{gatewayv1.GatewaySpecAddress{Type: &host}, "UnsupportedAddress"},
+	} {
+		gw := testGateway("default", "gw", 0, httpListener("http", 8080, ""))
+		gw.Spec.Addresses = []gatewayv1.GatewaySpecAddress{tt.addr}
+		out := Build(input([]*gatewayv1.Gateway{gw}))
+		if c := meta.FindStatusCondition(out.Gateways[0].Status.Conditions, "Accepted"); c.Reason != tt.want {
+			t.Errorf("%+v: Accepted %s, want %s", tt.addr, c.Reason, tt.want)
+		}
+	}
+}
