@@ -37,13 +37,16 @@ func TestLayering(t *testing.T) {
 // TestIngressLayering: the ingress's parts depend on each other one way,
 // from the codec up to the controller; the engine asks its Handler and
 // never reaches into the proxy, nor net/http's server; the Gateway API's
-// decisions (gateway) are pure, with no API client.
+// decisions (gateway) are pure, with no API client, and so is the
+// conversion of Ingresses to the Gateway API (convert), which serves
+// nothing.
 func TestIngressLayering(t *testing.T) {
 	const ing = "github.com/svcnet/svcnet/internal/ingress/"
 	checkDeps(t, map[string][]string{
 		"internal/ingress/h1":       {ing + "annotations", ing + "route", ing + "upstream", ing + "engine", ing + "proxy", ing + "server", ing + "controller"},
 		"internal/ingress/route":    {ing + "h1", ing + "upstream", ing + "engine", ing + "proxy", ing + "server", ing + "controller"},
 		"internal/ingress/gateway":  {"k8s.io/client-go", ing + "h1", ing + "upstream", ing + "engine", ing + "proxy", ing + "server", ing + "controller"},
+		"internal/ingress/convert":  {"k8s.io/client-go", ing + "h1", ing + "route", ing + "gateway", ing + "upstream", ing + "engine", ing + "proxy", ing + "server", ing + "controller", ing + "convertcmd"},
 		"internal/ingress/upstream": {ing + "h1", ing + "engine", ing + "proxy", ing + "server", ing + "controller"},
 		"internal/ingress/engine":   {ing + "proxy", ing + "server", ing + "controller"},
 		"internal/ingress/proxy":    {ing + "server", ing + "controller"},

@@ -13,6 +13,7 @@ import (
 	"github.com/svcnet/svcnet/internal/dns/nodecache"
 	"github.com/svcnet/svcnet/internal/etcd"
 	ingresscontroller "github.com/svcnet/svcnet/internal/ingress/controller"
+	"github.com/svcnet/svcnet/internal/ingress/convertcmd"
 	"github.com/svcnet/svcnet/internal/node"
 	proxyapp "github.com/svcnet/svcnet/internal/proxy/app"
 )
@@ -50,6 +51,7 @@ var components = []component{
 	of("dns", newDNSCommand, dnscluster.Defaults, (*dnscluster.Options).AddFlags, dnscluster.Options.Args),
 	of("node-cache", newNodeCacheCommand, nodecache.Defaults, (*nodecache.Options).AddFlags, nodecache.Options.Args),
 	of("ingress", newIngressCommand, ingresscontroller.Defaults, (*ingresscontroller.Options).AddFlags, ingresscontroller.Options.Args),
+	of("ingress convert", newIngressConvertCommand, convertcmd.Defaults, (*convertcmd.Options).AddFlags, convertcmd.Options.Args),
 }
 
 // TestComponentArgs: each component's Options.Args gives back every flag

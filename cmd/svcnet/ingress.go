@@ -18,12 +18,16 @@ IngressClass), Services, EndpointSlices and TLS Secrets, and routes each request
 host and path (networking.k8s.io/v1 rules) straight to a ready pod of the backend,
 never through the ClusterIP. Changes swap an immutable routing table and endpoint
 sets; listeners never restart. HTTPS certificates are chosen by SNI from the
-Ingresses' spec.tls Secrets. /metrics, /healthz and /readyz are on --metrics-address.`,
+Ingresses' spec.tls Secrets. /metrics, /healthz and /readyz are on --metrics-address.
+
+svcnet ingress convert prints the Gateway API objects that do what ingress-nginx's
+Ingresses do.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return controller.Run(cmd.Context(), o)
 		},
 	}
 	o.AddFlags(cmd.Flags())
+	cmd.AddCommand(newIngressConvertCommand())
 	return cmd
 }
