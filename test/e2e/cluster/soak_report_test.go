@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/svcnet/svcnet/internal/loadgen"
 	"github.com/svcnet/svcnet/test/e2e/framework"
@@ -598,6 +602,33 @@ func TestSoakUsages(t *testing.T) {
 		}
 		if u.note() != tc.note || u.comparable() != (tc.note == "") || math.Abs(u.rssGrowth-tc.growth) > 1e-9 || u.fdGrowth != 0 {
 			t.Errorf("%s: note %q, comparable %v, RSS growth %v, files %v; want note %q, RSS growth %v, files 0", tc.key, u.note(), u.comparable(), u.rssGrowth, u.fdGrowth, tc.note, tc.growth)
+		}
+	}
+}
+
+// TestChurnNotFound: a delete that finds nothing is a lost write only
+// when no earlier delete of the object was cut off (it may have
+// committed before its answer was lost).
+func TestChurnNotFound(t *testing.T) {
+	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "ingresses"}, "x")
+	tests := []struct {
+		name    string
+		earlier []error // earlier deletes of the object
+		lost    bool
+	}{
+		{"first delete finds nothing", nil, true},
+		{"after a delete cut off", []error{io.ErrUnexpectedEOF}, false},
+		{"after a delete the API refused", []error{apierrors.NewServiceUnavailable("x")}, true},
+	}
+	for _, tt := range tests {
+		s := &soak{}
+		for _, err := range tt.earlier {
+			s.recordChurn(time.Now(), "Ingress", "delete", "x", err)
+		}
+		s.recordChurn(time.Now(), "Ingress", "delete", "x", notFound)
+		got := s.churnOps[len(s.churnOps)-1].Result
+		if lost := strings.HasPrefix(got, "not found"); lost != tt.lost {
+			t.Errorf("%s: result %q, lost %v, want %v", tt.name, got, lost, tt.lost)
 		}
 	}
 }

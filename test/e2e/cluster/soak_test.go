@@ -569,18 +569,33 @@ func (s *soak) churnDelete(kind, name string) bool {
 
 // recordChurn records a request sent at sent (when a fault that cut it
 // off struck, not when the client gave up).
+//
+// A delete that finds nothing lost an acknowledged create, unless an
+// earlier delete of the same object was cut off without an answer: that
+// one may have committed (a fault that kills the API server after the
+// etcd write and before the answer), and the object is gone as asked.
 func (s *soak) recordChurn(sent time.Time, kind, op, name string, err error) {
 	o := churnOp{At: sent, Took: time.Since(sent), Kind: kind, Op: op, Name: name}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch {
 	case err == nil:
 	case op == "delete" && apierrors.IsNotFound(err):
-		o.Result = "not found: acknowledged create lost"
+		if !s.cutOff(kind, name) {
+			o.Result = "not found: acknowledged create lost"
+		}
 	default:
 		o.Result = apiErrorKind(err)
 	}
-	s.mu.Lock()
 	s.churnOps = append(s.churnOps, o)
-	s.mu.Unlock()
+}
+
+// cutOff reports whether a delete of the object got no answer: a
+// failure that is not the API's (closed, reset, timeout).
+func (s *soak) cutOff(kind, name string) bool {
+	return slices.ContainsFunc(s.churnOps, func(o churnOp) bool {
+		return o.Kind == kind && o.Name == name && o.Op == "delete" && o.Result != "" && !strings.HasPrefix(o.Result, "api ")
+	})
 }
 
 // churnLeftover waits (2 minutes at most) until no churn object is left,
