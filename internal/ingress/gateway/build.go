@@ -218,8 +218,11 @@ type listener struct {
 	accepted metav1.Condition
 	resolved metav1.Condition
 	conflict metav1.Condition
-	ok       bool             // accepted, not conflicted, servable: routes attach
-	cert     *tls.Certificate // an HTTPS or terminating TLS listener's
+	// attachable: accepted and not conflicted, so routes attach (and
+	// count in attachedRoutes) even while a reference is unresolved;
+	// ok: attachable and servable, so it is programmed.
+	attachable, ok bool
+	cert           *tls.Certificate // an HTTPS or terminating TLS listener's
 	// passthrough: a TLS listener whose connections go to the backends
 	// as they are, chosen by SNI.
 	passthrough bool
@@ -304,8 +307,8 @@ func (b *builder) gateway(obj *gatewayv1.Gateway) *gw {
 			}
 		}
 		needsCert := l.spec.Protocol == gatewayv1.HTTPSProtocolType || (l.spec.Protocol == gatewayv1.TLSProtocolType && !l.passthrough)
-		l.ok = l.accepted.Status == metav1.ConditionTrue && l.conflict.Status == metav1.ConditionFalse && g.unsupported == "" &&
-			(!needsCert || l.cert != nil)
+		l.attachable = l.accepted.Status == metav1.ConditionTrue && l.conflict.Status == metav1.ConditionFalse && g.unsupported == ""
+		l.ok = l.attachable && (!needsCert || l.cert != nil)
 	}
 	return g
 }

@@ -435,8 +435,10 @@ func TestHTTPSListeners(t *testing.T) {
 		Spec: gatewayv1.ReferenceGrantSpec{
 			From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "Gateway", Namespace: "default"}},
 			To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Secret"}}}}
+	toMissing := testRoute("default", "to-missing", 1, "gw", nil, pathRule(gatewayv1.PathMatchPathPrefix, "/", backend("", "web", 80, 1)))
+	toMissing.Spec.ParentRefs[0].SectionName = ptr(gatewayv1.SectionName("missing"))
 	for _, granted := range []bool{false, true} {
-		in := input([]*gatewayv1.Gateway{gw})
+		in := input([]*gatewayv1.Gateway{gw}, toMissing)
 		in.Certificate = func(ns, name string) (*tls.Certificate, error) {
 			if c := certs[ns+"/"+name]; c != nil {
 				return c, nil
@@ -457,6 +459,11 @@ func TestHTTPSListeners(t *testing.T) {
 			p := meta.FindStatusCondition(l.Conditions, "Programmed")
 			if c.Reason != want[l.Name] || (p.Status == metav1.ConditionTrue) != (want[l.Name] == "ResolvedRefs") {
 				t.Errorf("granted %v, listener %s: ResolvedRefs %s, Programmed %s; want %s", granted, l.Name, c.Reason, p.Status, want[l.Name])
+			}
+			// A route attaches to a listener whose certificate is
+			// unresolved, as the spec counts it.
+			if l.Name == "missing" && l.AttachedRoutes != 1 {
+				t.Errorf("listener missing: %d attached routes, want 1", l.AttachedRoutes)
 			}
 		}
 		port := FirstPort // 443's

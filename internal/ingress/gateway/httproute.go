@@ -150,7 +150,7 @@ func (b *builder) attach(r *routeIn, p parent, rules []rule, age int, attachedTo
 	}
 	var allowed []*listener
 	for _, l := range named {
-		if l.ok && b.allows(p.gw, l, r.meta.Namespace) && slices.ContainsFunc(l.kinds, func(k gatewayv1.RouteGroupKind) bool { return string(k.Kind) == r.kind }) {
+		if l.attachable && b.allows(p.gw, l, r.meta.Namespace) && slices.ContainsFunc(l.kinds, func(k gatewayv1.RouteGroupKind) bool { return string(k.Kind) == r.kind }) {
 			allowed = append(allowed, l)
 		}
 	}
