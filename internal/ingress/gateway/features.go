@@ -15,9 +15,47 @@ import (
 // suite reads this list from the GatewayClass's status to choose what
 // to run, and a claimed feature that is not served is a failed test.
 //
-// Empty for now: GatewayClasses are accepted, but no Gateway is served
-// yet, so not even the core Gateway feature is claimed.
-var implemented = []features.FeatureName{}
+// Each passed the suite's tests of it in `make gateway-conformance`
+// (docs/gateway-conformance.md).
+var implemented = []features.FeatureName{
+	// Core of the GATEWAY-HTTP, GATEWAY-GRPC and GATEWAY-TLS profiles.
+	features.SupportGateway,
+	features.SupportHTTPRoute,
+	features.SupportReferenceGrant,
+	features.SupportGRPCRoute,
+	features.SupportTLSRoute,
+	// Gateways.
+	features.SupportGatewayPort8080,
+	features.SupportGatewayHTTPListenerIsolation,
+	features.SupportGatewayAddressEmpty,
+	// HTTPRoutes.
+	features.SupportHTTPRouteBackendRequestHeaderModification,
+	features.SupportHTTPRouteQueryParamMatching,
+	features.SupportHTTPRouteMethodMatching,
+	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRoutePortRedirect,
+	features.SupportHTTPRouteSchemeRedirect,
+	features.SupportHTTPRoutePathRedirect,
+	features.SupportHTTPRouteHostRewrite,
+	features.SupportHTTPRoutePathRewrite,
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportHTTPRouteRequestTimeout,
+	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteParentRefPort,
+	features.SupportHTTPRouteBackendProtocolH2C,
+	features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRouteCORS,
+	features.SupportHTTPRoute303RedirectStatusCode,
+	features.SupportHTTPRoute307RedirectStatusCode,
+	features.SupportHTTPRoute308RedirectStatusCode,
+	// GRPCRoutes and TLSRoutes.
+	features.SupportGRPCRouteNamedRouteRule,
+	features.SupportTLSRouteModeTerminate,
+	features.SupportTLSRouteModeMixed,
+}
 
 // SupportedFeatures is status.supportedFeatures of a served
 // GatewayClass: the implemented features, sorted by name as the API
