@@ -47,6 +47,10 @@ test: deps test-deps build check-kubectl
 	@# The tests that run in the QEMU VM, alone: its emulated CPUs take both
 	@# cores and would starve the clusters of the tests above.
 	SVCNET_E2E_BINARY=$(abspath $(BIN)) GOFLAGS=$(TEST_GOFLAGS) $(GO) test -p 1 -count=1 -timeout 30m -run '^(TestBoot|TestProxyIPVS|TestReferenceScenarioIPVS|TestLimitsCgroup2)$$' ./test/vm ./test/e2e/proxy ./test/e2e/cluster ./internal/node/cgroups
+	@# The Gateway API's conformance suite, as make gateway-conformance
+	@# runs it (every test of the features the GatewayClass claims), without
+	@# writing its page.
+	WRITE_DOC=0 ./hack/gateway-conformance.sh
 	@# With the race detector: the packages under internal/ (unit and
 	@# kernel tests, no cluster), then two cluster tests with a race-built
 	@# svcnet (supervisor, agents, pods).
@@ -117,9 +121,10 @@ conformance-network: deps build
 	TITLE="Kubernetes' other network specs: svcnet against the e2e suite's Services, DNS and EndpointSlice specs" \
 	RUN_NAME='make conformance-network' ./hack/conformance.sh
 
-## gateway-conformance: the Gateway API's conformance suite (its
-## GATEWAY-HTTP profile; PROFILES=… for others) against a fresh 2-node
-## cluster, from the outside client; writes docs/gateway-conformance.md.
+## gateway-conformance: the Gateway API's conformance suite (the
+## profiles GATEWAY-HTTP, GATEWAY-GRPC and GATEWAY-TLS; PROFILES=… for
+## others) against a fresh 2-node cluster, from the outside client;
+## writes docs/gateway-conformance.md.
 gateway-conformance: deps build
 	./hack/gateway-conformance.sh
 

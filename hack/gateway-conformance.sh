@@ -9,12 +9,12 @@
 # namespace (svcnet exec client), with a kubeconfig for the API server's
 # address inside the cluster. It learns the features to test from the
 # GatewayClass's status.supportedFeatures, as the suite does when none
-# are named.
+# are named. make test runs it too, with WRITE_DOC=0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WORK=${SVCNET_GATEWAY_CONFORMANCE_DIR:-/var/tmp/svcnet-gateway-conformance}
-PROFILES=${PROFILES:-GATEWAY-HTTP}
+PROFILES=${PROFILES:-GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS}
 NODES=${NODES:-2}
 DOC=${DOC:-docs/gateway-conformance.md}
 name=svcnet-gwconf
