@@ -240,11 +240,21 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 		return e.getOK(e.ns.HTTPClient(time.Second), "http://"+nginxIP+"/", "bench.example")
 	})
 
-	targets := []benchTarget{
-		{"svcnet", ingressIP, e.ingress.PID()},
-		{"nginx", nginxIP, nginx.PID()},
+	targets := [2]benchTarget{
+		{name: "svcnet", ip: ingressIP, pid: e.ingress.PID()},
+		{name: "nginx", ip: nginxIP, pid: nginx.PID()},
 	}
 	b.ResetTimer()
+	e.pairedRounds(b, targets)
+}
+
+// pairedRounds measures the two targets with wrk at each
+// -ingress.connections, -ingress.rounds times, and reports each one's
+// median round (rps, p99) and the medians of the rounds' ratios, the
+// first over the second (pairs-c<connections>-rate-ratio and -p99-ratio),
+// with a table of the median rounds in its log.
+func (e *env) pairedRounds(b *testing.B, targets [2]benchTarget) {
+	a, ref := targets[0].name, targets[1].name
 	var table []string
 	for conns := range strings.SplitSeq(*benchConns, ",") {
 		// The machine's speed drifts between runs by up to a third, for
@@ -255,7 +265,7 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 		for round := range *benchRounds {
 			order := targets
 			if round%2 == 1 {
-				order = []benchTarget{targets[1], targets[0]}
+				order = [2]benchTarget{targets[1], targets[0]}
 			}
 			for _, tg := range order {
 				r := e.wrkRun(b, tg, conns)
@@ -263,7 +273,7 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 					r.podsPer1000.Round(time.Millisecond/10), r.machinePer1000.Round(time.Millisecond/10))
 				rounds[tg.name] = append(rounds[tg.name], r)
 			}
-			s, n := rounds["svcnet"][round], rounds["nginx"][round]
+			s, n := rounds[a][round], rounds[ref][round]
 			rateRatios = append(rateRatios, s.rps/n.rps)
 			p99Ratios = append(p99Ratios, float64(s.p99)/float64(n.p99))
 		}
@@ -278,15 +288,15 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 			b.ReportMetric(float64(r.p99.Microseconds()), name+"-p99-µs")
 			table = append(table, r.row(tg.name, conns))
 		}
-		b.Logf("%s connections: svcnet's median rate is %.2f× nginx's", conns, median["svcnet"]/median["nginx"])
+		b.Logf("%s connections: %s's median rate is %.2f× %s's", conns, a, median[a]/median[ref], ref)
 		// The two runs of a round are seconds apart, so their ratio is
 		// the least touched by the machine's drift: the medians of the
 		// rounds' ratios are what the targets are read from.
 		rate, p99 := framework.Median(rateRatios), framework.Median(p99Ratios)
 		b.ReportMetric(rate, "pairs-c"+conns+"-rate-ratio")
 		b.ReportMetric(p99, "pairs-c"+conns+"-p99-ratio")
-		b.Logf("%s connections, rounds' svcnet/nginx ratios: rate %s (median %.3f), p99 %s (median %.3f)",
-			conns, ratios(rateRatios), rate, ratios(p99Ratios), p99)
+		b.Logf("%s connections, rounds' %s/%s ratios: rate %s (median %.3f), p99 %s (median %.3f)",
+			conns, a, ref, ratios(rateRatios), rate, ratios(p99Ratios), p99)
 	}
 	b.Logf("\n| proxy | connections | requests/s | p50 | p99 | CPU per 1,000 requests | errors |\n|---|---|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
 }
@@ -302,12 +312,21 @@ func ratios(xs []float64) string {
 type benchTarget struct {
 	name, ip string
 	pid      int
+	port     int // 0 for 80
+}
+
+// url is where wrk sends its requests.
+func (tg benchTarget) url() string {
+	if tg.port != 0 {
+		return fmt.Sprintf("http://%s:%d/", tg.ip, tg.port)
+	}
+	return "http://" + tg.ip + "/"
 }
 
 // wrkRun measures one proxy once at conns connections, after a short
 // warm-up that fills the keep-alive pools.
 func (e *env) wrkRun(b *testing.B, tg benchTarget, conns string) wrkResult {
-	_, _ = e.ns.Try("wrk", "-t2", "-c"+conns, "-d1s", "-H", "Host: bench.example", "http://"+tg.ip+"/")
+	_, _ = e.ns.Try("wrk", "-t2", "-c"+conns, "-d1s", "-H", "Host: bench.example", tg.url())
 	profiled := make(chan error, 1)
 	if *benchProfile != "" && tg.name == "svcnet" {
 		path := *benchProfile
@@ -318,7 +337,7 @@ func (e *env) wrkRun(b *testing.B, tg benchTarget, conns string) wrkResult {
 	}
 	before, podsBefore, machineBefore := cpuOf(tg.pid), selfCPU(), machineCPU()
 	out, err := e.ns.Try("wrk", "-t2", "-c"+conns, fmt.Sprintf("-d%ds", *benchSeconds), "--latency",
-		"-H", "Host: bench.example", "http://"+tg.ip+"/")
+		"-H", "Host: bench.example", tg.url())
 	used, podsUsed, machineUsed := cpuOf(tg.pid)-before, selfCPU()-podsBefore, machineCPU()-machineBefore
 	if perr := <-profiled; perr != nil {
 		b.Errorf("profile: %v", perr)

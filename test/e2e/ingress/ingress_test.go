@@ -49,6 +49,15 @@ type env struct {
 
 func newEnv(t testing.TB, args ...string) *env {
 	t.Helper()
+	e := newCluster(t)
+	e.startIngress(args...)
+	return e
+}
+
+// newCluster is an env before its ingress starts: the API server, the
+// namespace, the IngressClass svcnet.
+func newCluster(t testing.TB) *env {
+	t.Helper()
 	framework.RequireRoot(t)
 	e := &env{t: t, nextPod: 11}
 	e.api = framework.StartAPIServer(t)
@@ -66,14 +75,20 @@ metadata:
 spec:
   controller: svcnet.dev/ingress
 `, "apply", "-f", "-")
+	return e
+}
+
+// startIngress starts the ingress with args after its own flags and
+// waits until it is ready.
+func (e *env) startIngress(args ...string) {
+	e.t.Helper()
 	all := append([]string{"ingress", "--kubeconfig", e.api.KubeconfigOf("ingress"),
 		"--http-address", ingressIP + ":80", "--https-address", ingressIP + ":443",
 		"--metrics-address", ingressIP + ":10254", "--proxy-read-timeout", "2s"}, args...)
-	e.ingress = framework.StartProcessIn(t, e.ns, all...)
+	e.ingress = framework.StartProcessIn(e.t, e.ns, all...)
 	e.eventually("the ingress is ready", func() error {
 		return e.getOK(e.ns.HTTPClient(time.Second), "http://"+ingressIP+":10254/readyz", "")
 	})
-	return e
 }
 
 // programmedLease checks that the ingress says in its Lease (kube-system

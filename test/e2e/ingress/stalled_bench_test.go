@@ -136,7 +136,7 @@ func BenchmarkIngressStalledClients(b *testing.B) {
 			})
 		}
 	}
-	targets := []benchTarget{{"svcnet", ingressIP, e.ingress.PID()}, {"nginx", nginxIP, ng.proc.PID()}}
+	targets := []benchTarget{{name: "svcnet", ip: ingressIP, pid: e.ingress.PID()}, {name: "nginx", ip: nginxIP, pid: ng.proc.PID()}}
 
 	// run measures tg with n stalled clients present (none for 0).
 	run := func(tg benchTarget, n int) wrkResult {
