@@ -27,6 +27,8 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.EventLoops, "event-loops", o.EventLoops, "event loops serving plain HTTP/1.1, each on one core at most, as nginx's worker processes (0: half the CPUs, at least one)")
 	f.StringVar(&o.GatewayController, "gateway-controller", o.GatewayController,
 		"spec.controllerName of the GatewayClasses served (empty: no Gateway API); served once the API server serves the Gateway API's CRDs")
+	f.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "requests per second to the API server (status writes are one per object)")
+	f.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "requests to the API server at once above --kube-api-qps")
 	f.BoolVar(&o.PublishProgrammed, "publish-programmed", o.PublishProgrammed,
 		"keep a Lease (svcnet-ingress-<$POD_NAME or hostname> in $POD_NAMESPACE or kube-system) saying which EndpointSlice changes the endpoint sets reflect; node agents wait for it before stopping a pod (only without --watch-namespace)")
 }

@@ -197,7 +197,10 @@ func (c *Controller) writeGatewayOutput(ctx context.Context, s *gatewayState, ou
 }
 
 // writeStatus updates an object's status to want when it differs; an
-// object that is gone needs none.
+// object that is gone needs none, and one that changed since the build
+// (a conflict: another replica's write, or the spec's) is built and
+// written again from its event, so the conflict is not an error to
+// retry.
 func writeStatus[O interface {
 	metav1.Object
 	DeepCopy() O
@@ -207,7 +210,7 @@ func writeStatus[O interface {
 	}
 	cp := obj.DeepCopy()
 	*status(cp) = want
-	if _, err := update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("status of %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
@@ -252,7 +255,7 @@ func (c *Controller) syncGatewayServices(ctx context.Context, out *gateway.Outpu
 		case !samePorts(cur.Spec.Ports, svc.Spec.Ports) || !maps.Equal(cur.Spec.Selector, svc.Spec.Selector):
 			cp := cur.DeepCopy()
 			cp.Spec.Ports, cp.Spec.Selector = svc.Spec.Ports, svc.Spec.Selector
-			if _, err := c.client.CoreV1().Services(ns).Update(ctx, cp, metav1.UpdateOptions{}); err != nil {
+			if _, err := c.client.CoreV1().Services(ns).Update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
 				errs = append(errs, fmt.Errorf("update Service %s/%s: %w", ns, svc.Name, err))
 			}
 		}

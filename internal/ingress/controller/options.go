@@ -50,6 +50,12 @@ type Options struct {
 	// reflect (internal/programmed), which node agents wait for before
 	// they stop a pod; only when watching every namespace.
 	PublishProgrammed bool
+	// KubeAPIQPS and KubeAPIBurst bound the controller's requests to
+	// the API server: its writes are one per Ingress, Gateway and route
+	// whose status changes, so client-go's 5 per second would take
+	// minutes for 1,000 routes.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 }
 
 // Defaults are what `svcnet ingress` runs with when a flag is not given.
@@ -68,6 +74,8 @@ func Defaults() Options {
 		MaxConnections:    10000,
 		PublishProgrammed: true,
 		GatewayController: string(gateway.ControllerName),
+		KubeAPIQPS:        50,
+		KubeAPIBurst:      100,
 	}
 }
 
@@ -94,6 +102,9 @@ func (o Options) parse() (*config, error) {
 	}
 	if o.ControllerClass == "" || !strings.Contains(o.ControllerClass, "/") {
 		bad("--controller-class %q: a domain-prefixed path such as %s", o.ControllerClass, DefaultController)
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		bad("--kube-api-qps %v and --kube-api-burst %d: both must be positive", o.KubeAPIQPS, o.KubeAPIBurst)
 	}
 	if g := o.GatewayController; g != "" {
 		domain, path, ok := strings.Cut(g, "/")

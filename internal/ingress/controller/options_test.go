@@ -27,6 +27,7 @@ func TestOptions(t *testing.T) {
 		{"short send timeout", func(o *Options) { o.SendTimeout = time.Second }, nil},
 		{"event loops", func(o *Options) { o.EventLoops = 3 }, nil},
 		{"no gateway API", func(o *Options) { o.GatewayController = "" }, nil},
+		{"API rate", func(o *Options) { o.KubeAPIQPS, o.KubeAPIBurst = 0, 0 }, []string{"--kube-api-qps 0 and --kube-api-burst 0"}},
 		{"gateway controller of another domain", func(o *Options) { o.GatewayController = "example.com/gateway" }, nil},
 		{"gateway controller without a domain", func(o *Options) { o.GatewayController = "gateway" }, []string{"--gateway-controller \"gateway\""}},
 		{"gateway controller with a bad domain", func(o *Options) { o.GatewayController = "Example_com/gw" }, []string{"--gateway-controller"}},

@@ -43,7 +43,8 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	client, restConfig, err := kubeclient.New(c.Kubeconfig, kubeclient.Options{UserAgent: "svcnet-ingress", Protobuf: true})
+	client, restConfig, err := kubeclient.New(c.Kubeconfig, kubeclient.Options{UserAgent: "svcnet-ingress", Protobuf: true,
+		QPS: c.KubeAPIQPS, Burst: c.KubeAPIBurst})
 	if err != nil {
 		return err
 	}

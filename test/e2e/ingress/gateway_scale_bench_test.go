@@ -69,8 +69,9 @@ func Benchmark1000HTTPRoutes(b *testing.B) {
 		return e.getOK(e.ns.HTTPClient(time.Second), gwURL+"/", last+".example")
 	})
 	served := time.Since(start)
-	// The ingress writes each route's status, one write each (a write
-	// that conflicts is retried a second later): that burst of writes,
+	// The ingress writes each route's status, one write each (within
+	// --kube-api-qps; a write that conflicts is redone from the change's
+	// event): that burst of writes,
 	// and the rebuilds their events cause, is over before the changes.
 	for {
 		list, err := routes.List(ctx, metav1.ListOptions{})
