@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -148,15 +149,21 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 		return ok && s.Type == corev1.SecretTypeTLS
 	}})
 	_, _ = svcInf.Informer().AddEventHandler(c.tracker.ServiceHandler())
-	// A Gateway's Service tells its ports and addresses.
-	_, _ = svcInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{Handler: routes, FilterFunc: func(obj any) bool {
-		s, ok := ctrl.As[*corev1.Service](obj)
-		if !ok {
-			return false
-		}
-		_, ok = gateway.Of(s)
-		return ok
-	}})
+	// A Service's coming, going and ports decide the Gateway API's
+	// routes' statuses (BackendNotFound, appProtocol), and a Gateway's
+	// own Service tells its ports and addresses: the Gateways are built
+	// again (Ingresses refer to Services without checking them).
+	_, _ = svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.kickGateways() },
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := ctrl.As[*corev1.Service](old)
+			n, ok2 := ctrl.As[*corev1.Service](cur)
+			if !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) || !equality.Semantic.DeepEqual(o.Status, n.Status) {
+				c.kickGateways()
+			}
+		},
+		DeleteFunc: func(any) { c.kickGateways() },
+	})
 	_, _ = sliceInf.Informer().AddEventHandler(c.tracker.EndpointSliceHandler())
 	c.synced = []cache.InformerSynced{ingInf.Informer().HasSynced, classInf.Informer().HasSynced,
 		svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, secretInf.Informer().HasSynced}
@@ -183,6 +190,13 @@ func New(client kubernetes.Interface, namespaced, cluster informers.SharedInform
 		c.synced = append(c.synced, nodeInf.Informer().HasSynced)
 	}
 	return c
+}
+
+// kickGateways rebuilds the routes when the Gateway API is served.
+func (c *Controller) kickGateways() {
+	if c.gateways.Load() != nil {
+		kick(c.routesKick)
+	}
 }
 
 func kick(ch chan struct{}) {

@@ -142,6 +142,23 @@ spec:
 		c.lastErr = fmt.Errorf("%v: %q", err, out)
 		return err == nil && out == "500"
 	})
+	// The missing Service arrives: the route's status and traffic follow
+	// without any change to the route.
+	k.MustRun(`apiVersion: v1
+kind: Service
+metadata: {name: nothing-here}
+spec:
+  selector: {app: hostnames}
+  ports: [{port: 80, targetPort: 9376}]
+`, "apply", "-f", "-")
+	c.until("the broken route's backend resolved once its Service exists", 30*time.Second, func() bool {
+		return status("httproute", "broken", parentConds) == "svcnet.dev/gateway-controller Accepted ResolvedRefs"
+	})
+	c.until("the broken route served once its Service exists", 30*time.Second, func() bool {
+		out, err := curl("broken.example", "/")
+		c.lastErr = fmt.Errorf("%v: %q", err, out)
+		return err == nil && strings.HasPrefix(out, "hostnames-")
+	})
 	c.until("the redirect", 30*time.Second, func() bool {
 		out, err := curl("moved.example", "/a?b=c", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}")
 		c.lastErr = fmt.Errorf("%v: %q", err, out)
