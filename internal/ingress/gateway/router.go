@@ -86,7 +86,9 @@ func (p *portRouter) Route(r *route.Request) *route.Route {
 				continue
 			}
 			if len(m.query) > 0 && !parsed {
-				query, _ = url.ParseQuery(r.Query)
+				if r.Query != nil {
+					query, _ = url.ParseQuery(r.Query())
+				}
 				parsed = true
 			}
 			if !queryMatches(m.query, query) {

@@ -46,6 +46,14 @@ func (s *connState) header(name string) string {
 	return ""
 }
 
+// query is the connection's current request's raw query.
+func (s *connState) query() string {
+	if q := len(s.x.Head.Path) + 1; q < len(s.x.Head.Target) {
+		return string(s.x.Head.Target[q:])
+	}
+	return ""
+}
+
 // Route decides a request the engine parsed; it declines what the
 // net/http handler does differently: no route (404), a path to clean,
 // annotations that change the exchange, no endpoint (503).
@@ -60,14 +68,10 @@ func (h engineHandler) Route(x *engine.Exchange) bool {
 	s, _ := x.Data.(*connState)
 	if s == nil {
 		s = &connState{x: x}
-		s.req.Header = s.header // bound once per connection
+		s.req.Header, s.req.Query = s.header, s.query // bound once per connection
 		x.Data = s
 	}
 	s.req.Host, s.req.Path, s.req.Method, s.req.Port = x.Host, x.Path, method(x.Head.Method), h.port
-	s.req.Query = ""
-	if q := len(x.Head.Path) + 1; q < len(x.Head.Target) {
-		s.req.Query = string(x.Head.Target[q:])
-	}
 	rt := cfg.router.Route(&s.req)
 	if rt == nil || !plain(rt) {
 		return false

@@ -44,7 +44,9 @@ func TestGatewayPort(t *testing.T) {
 	backends := append(slices.Clone(table.Backends), slow.Ref, mirror.Ref)
 	var gotQuery string
 	gw := funcRouter(func(r *route.Request) *route.Route {
-		gotQuery = r.Query
+		if r.Query != nil {
+			gotQuery = r.Query()
+		}
 		nn := alpha.NamespacedName
 		switch r.Path {
 		case "/plain":

@@ -251,7 +251,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt := cfg.router.Route(&route.Request{Host: r.Host, Path: clean, Method: r.Method, Header: r.Header.Get,
-		Port: h.portNum, Query: r.URL.RawQuery})
+		Port: h.portNum, Query: func() string { return r.URL.RawQuery }})
 	if rt == nil {
 		http.Error(lw, "404 page not found: no Ingress rule matches", http.StatusNotFound)
 		return

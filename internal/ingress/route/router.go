@@ -9,8 +9,10 @@ type Request struct {
 	// Port is the proxy's listener port the request came to: a
 	// Gateway's listeners have ports of their own (Mux).
 	Port int
-	// Query is the request's raw query ("" for none).
-	Query string
+	// Query returns the request's raw query ("" for none; nil for
+	// none too). A function, as Header is, so that the Ingress engine's
+	// requests, which no query decides, copy nothing.
+	Query func() string
 	// Header returns the value of a request field ("" for none).
 	Header func(name string) string
 }
