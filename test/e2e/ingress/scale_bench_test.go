@@ -3,7 +3,6 @@ package ingress_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -68,23 +67,8 @@ func Benchmark1000Ingresses(b *testing.B) {
 	b.Logf("%d Ingresses, Services and EndpointSlices created and served in %s", n, time.Since(start).Round(time.Millisecond))
 
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: e.ns.DialContext, MaxIdleConnsPerHost: 4}}
-	// until polls host+path until its answer satisfies ok, and returns
-	// how long that took from t0.
 	until := func(t0 time.Time, host, path string, ok func(code int, body string) bool) time.Duration {
-		for time.Since(t0) < 10*time.Second {
-			req, _ := http.NewRequest("GET", "http://"+ingressIP+path, nil)
-			req.Host = host
-			if resp, err := client.Do(req); err == nil {
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if ok(resp.StatusCode, string(body)) {
-					return time.Since(t0)
-				}
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
-		b.Fatalf("%s%s: no change in 10 s", host, path)
-		return 0
+		return pollUntil(b, client, t0, "http://"+ingressIP+path, host, ok)
 	}
 	b.ResetTimer()
 	var endpointTimes, ingressTimes []time.Duration
