@@ -159,7 +159,9 @@ func defaultClusterRoles(res served) []*rbacv1.ClusterRole {
 			rule(readVerbs, "*", "*"), events, leases,
 			rule([]string{"create"}, "", "pods/binding", "bindings"),
 			rule([]string{"update", "patch"}, "", "pods/status")),
-		clusterRole("system:node-proxier", nil, serviceReader, sliceReader, events),
+		// kube-proxy reads the service ranges from ServiceCIDRs.
+		clusterRole("system:node-proxier", nil, serviceReader, sliceReader, events,
+			rule([]string{"list", "watch"}, "networking.k8s.io", "servicecidrs")),
 		// svcnet's proxy and ingress keep a Lease of what their data path
 		// reflects (see internal/programmed; an ingress replica deletes
 		// its own as it stops); kube-proxy's role has no Leases.
