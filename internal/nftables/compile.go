@@ -29,6 +29,10 @@ const rtnLocal = 2
 // ctStateNew is the ct state bit of a connection's first packet.
 const ctStateNew = 8
 
+// ctStatusDNAT is the ct status bit of a connection whose destination
+// was translated (IPS_DST_NAT).
+const ctStatusDNAT = 0x20
+
 // The TCP header's sequence number and flags byte, and four of its bits.
 const (
 	tcpSeqOffset   = 4
@@ -64,6 +68,9 @@ type anonSet struct {
 	interval bool
 	keyType  uint32
 	keyLen   uint32
+	// dataType and dataLen make a map a data map (verdicts otherwise).
+	dataType uint32
+	dataLen  uint32
 	elems    []anonElem
 }
 
@@ -71,6 +78,7 @@ type anonElem struct {
 	key     []byte
 	end     bool // interval end
 	verdict *Verdict
+	data    []byte // a data map's value
 	comment string
 }
 
@@ -91,6 +99,15 @@ func compile(f Family, r Rule, nextID func() uint32) (compiled, error) {
 		}
 	}
 	return c, nil
+}
+
+// wordReg is the register nft loads the 4-byte word w of a concatenation
+// into: a 16-byte register where one starts, a 4-byte one elsewhere.
+func wordReg(w uint32) uint32 {
+	if w%4 == 0 {
+		return reg1 + w/4
+	}
+	return reg32_ + w
 }
 
 func addrOffset(f Family, src bool) uint32 {
@@ -180,10 +197,22 @@ func (c *compiled) add(f Family, s Stmt, nextID func() uint32) error {
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: tc[:1]},
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 1, Len: 1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: tc[1:]})
-	case MatchMarkClear:
+	case MatchMarkSet:
 		c.exprs = append(c.exprs, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(s.Mark), Xor: make([]byte, 4)},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: make([]byte, 4)})
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: make([]byte, 4)})
+	case MatchCtStatusDNAT:
+		c.exprs = append(c.exprs, &expr.Ct{Register: reg1, Key: expr.CtKeySTATUS},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(ctStatusDNAT), Xor: make([]byte, 4)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: make([]byte, 4)})
+	case MatchConnSet:
+		// The key's parts go to consecutive 4-byte words, each loaded
+		// into the register nft names for that word.
+		w := uint32(f.addrLen() / 4)
+		c.exprs = append(c.exprs, loadAddr(f, true, wordReg(0)), loadAddr(f, false, wordReg(w)),
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: wordReg(2 * w)},
+			&expr.Payload{DestRegister: wordReg(2*w + 1), Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Lookup{SourceRegister: reg1, SetName: s.Set})
 	case SetMark:
 		mask, xor := ^s.Mark, s.Mark // or: clear the bits, then set them
 		if s.Xor {
@@ -216,12 +245,24 @@ func (c *compiled) add(f Family, s Stmt, nextID func() uint32) error {
 		c.anon = append(c.anon, set)
 		c.exprs = append(c.exprs, &expr.Numgen{Register: reg1, Modulus: uint32(len(s.Targets)), Type: unix.NFT_NG_RANDOM},
 			&expr.Lookup{SourceRegister: reg1, DestRegister: unix.NFT_REG_VERDICT, IsDestRegSet: true, SetName: set.name, SetID: set.id})
-	case MatchNumgen:
-		if s.Mod == 0 {
-			return fmt.Errorf("numgen mod 0")
+	case DNATMap:
+		if len(s.To) == 0 {
+			return fmt.Errorf("dnat map needs a destination")
 		}
-		c.exprs = append(c.exprs, &expr.Numgen{Register: reg1, Modulus: s.Mod, Type: unix.NFT_NG_RANDOM},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: make([]byte, 4)})
+		const service = 13 // inet_service
+		set := anonSet{id: nextID(), name: anonName("__map"), isMap: true, keyType: typeInteger, keyLen: 4,
+			dataType: addrType(f)<<6 | service, dataLen: uint32(f.addrLen()) + 4}
+		for i, a := range s.To {
+			if err := checkFamily(f, a.Addr()); err != nil {
+				return err
+			}
+			data := binary.BigEndian.AppendUint16(a.Addr().AsSlice(), a.Port())
+			set.elems = append(set.elems, anonElem{key: binaryutil.NativeEndian.PutUint32(uint32(i)), data: append(data, 0, 0)})
+		}
+		c.anon = append(c.anon, set)
+		c.exprs = append(c.exprs, &expr.Numgen{Register: reg1, Modulus: uint32(len(s.To)), Type: unix.NFT_NG_RANDOM},
+			&expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: set.name, SetID: set.id},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(f), RegAddrMin: reg1, RegProtoMin: wordReg(uint32(f.addrLen() / 4))})
 	case UpdateSrcSet:
 		c.exprs = append(c.exprs, loadAddr(f, true, reg1), &expr.Dynset{SrcRegKey: reg1, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE})
 	case DNAT:
@@ -378,16 +419,23 @@ func compareBytes(a, b []byte) int {
 // network order, padded to a multiple of 4 bytes.
 func encodeKey(f Family, t KeyType, k Key) ([]byte, error) {
 	var out []byte
-	if t == KeyAddr || t == KeyAddrProtoPort {
-		if !k.Addr.IsValid() {
+	addrs := []netip.Addr{k.Addr}
+	switch t {
+	case KeyProtoPort:
+		addrs = nil
+	case KeyConn:
+		addrs = append(addrs, k.Addr2)
+	}
+	for _, a := range addrs {
+		if !a.IsValid() {
 			return nil, fmt.Errorf("key without an address")
 		}
-		if err := checkFamily(f, k.Addr); err != nil {
+		if err := checkFamily(f, a); err != nil {
 			return nil, err
 		}
-		out = append(out, k.Addr.AsSlice()...)
+		out = append(out, a.AsSlice()...)
 	}
-	if t == KeyProtoPort || t == KeyAddrProtoPort {
+	if t != KeyAddr {
 		out = append(out, byte(k.Proto), 0, 0, 0)
 		out = binary.BigEndian.AppendUint16(out, k.Port)
 		out = append(out, 0, 0)
@@ -404,6 +452,8 @@ func (t KeyType) magic(f Family) (typ, length uint32) {
 		return addrType(f), uint32(f.addrLen())
 	case KeyProtoPort:
 		return proto<<6 | service, 8
+	case KeyConn:
+		return ((addrType(f)<<6|addrType(f))<<6|proto)<<6 | service, 2*uint32(f.addrLen()) + 8
 	}
 	return (addrType(f)<<6|proto)<<6 | service, uint32(f.addrLen()) + 8
 }

@@ -109,18 +109,23 @@ func (d *decoder) next() error {
 	case *expr.Ct:
 		b, ok1 := d.peek(1).(*expr.Bitwise)
 		c, ok2 := d.peek(2).(*expr.Cmp)
-		if e.Key != expr.CtKeySTATE || !ok1 || !ok2 || len(b.Mask) != 4 || binary.NativeEndian.Uint32(b.Mask) != ctStateNew ||
-			c.Op != expr.CmpOpNeq || !isZero(c.Data) {
+		if !ok1 || !ok2 || len(b.Mask) != 4 || c.Op != expr.CmpOpNeq || !isZero(c.Data) {
 			return errUnknown
 		}
-		return d.emit(3, MatchCtNew{})
-	case *expr.Numgen:
-		if c, ok := d.peek(1).(*expr.Cmp); ok && e.Type == unix.NFT_NG_RANDOM && c.Op == expr.CmpOpEq && len(c.Data) == 4 && isZero(c.Data) {
-			return d.emit(2, MatchNumgen{Mod: e.Modulus})
+		switch mask := binary.NativeEndian.Uint32(b.Mask); {
+		case e.Key == expr.CtKeySTATE && mask == ctStateNew:
+			return d.emit(3, MatchCtNew{})
+		case e.Key == expr.CtKeySTATUS && mask == ctStatusDNAT:
+			return d.emit(3, MatchCtStatusDNAT{})
 		}
+		return errUnknown
+	case *expr.Numgen:
 		l, ok := d.peek(1).(*expr.Lookup)
 		if !ok || e.Type != unix.NFT_NG_RANDOM || !l.IsDestRegSet {
 			return errUnknown
+		}
+		if l.DestRegister != unix.NFT_REG_VERDICT {
+			return d.dnatMap(e, l)
 		}
 		elems, err := d.anon(l.SetName)
 		if err != nil {
@@ -180,6 +185,35 @@ func (d *decoder) next() error {
 	return errUnknown
 }
 
+// dnatMap decodes a numgen whose number looks up an address and port to
+// DNAT to.
+func (d *decoder) dnatMap(ng *expr.Numgen, l *expr.Lookup) error {
+	n, ok := d.peek(2).(*expr.NAT)
+	if !ok || n.Type != expr.NATTypeDestNAT || n.RegAddrMin != l.DestRegister {
+		return errUnknown
+	}
+	elems, err := d.anon(l.SetName)
+	if err != nil {
+		return err
+	}
+	to := make([]netip.AddrPort, ng.Modulus)
+	for _, el := range elems {
+		if len(el.key) != 4 || len(el.data) < d.f.addrLen()+2 {
+			return fmt.Errorf("dnat map %s: bad element", l.SetName)
+		}
+		i := binary.NativeEndian.Uint32(el.key)
+		if i >= ng.Modulus {
+			return fmt.Errorf("dnat map %s: element %d past mod %d", l.SetName, i, ng.Modulus)
+		}
+		a, _ := netip.AddrFromSlice(el.data[:d.f.addrLen()])
+		to[i] = netip.AddrPortFrom(a, binary.BigEndian.Uint16(el.data[d.f.addrLen():]))
+	}
+	if slices.ContainsFunc(to, func(a netip.AddrPort) bool { return !a.IsValid() }) {
+		return fmt.Errorf("dnat map %s: a number goes nowhere", l.SetName)
+	}
+	return d.emit(3, DNATMap{To: to})
+}
+
 // addr decodes what starts with loading an address.
 func (d *decoder) addr(p *expr.Payload) error {
 	if p.Base != expr.PayloadBaseNetworkHeader {
@@ -195,6 +229,16 @@ func (d *decoder) addr(p *expr.Payload) error {
 	}
 	full := uint32(d.f.addrLen())
 	switch n := d.peek(1).(type) {
+	case *expr.Payload: // a connection: saddr . daddr . protocol . port
+		m, ok1 := d.peek(2).(*expr.Meta)
+		t, ok2 := d.peek(3).(*expr.Payload)
+		l, ok3 := d.peek(4).(*expr.Lookup)
+		if !src || p.Len != full || n.Base != expr.PayloadBaseNetworkHeader || n.Offset != addrOffset(d.f, false) || n.Len != full ||
+			!ok1 || m.Key != expr.MetaKeyL4PROTO || !ok2 || t.Base != expr.PayloadBaseTransportHeader || t.Offset != 2 || t.Len != 2 ||
+			!ok3 || l.IsDestRegSet || l.Invert {
+			return errUnknown
+		}
+		return d.emit(5, MatchConnSet{Set: l.SetName})
 	case *expr.Meta: // a concatenation: address . protocol . port
 		t, ok1 := d.peek(2).(*expr.Payload)
 		l, ok2 := d.peek(3).(*expr.Lookup)
@@ -282,10 +326,13 @@ func (d *decoder) meta(m *expr.Meta) error {
 		mask, xor := binary.NativeEndian.Uint32(b.Mask), binary.NativeEndian.Uint32(b.Xor)
 		switch n := d.peek(2).(type) {
 		case *expr.Cmp:
-			if xor != 0 || n.Op != expr.CmpOpEq || !isZero(n.Data) {
+			if xor != 0 || !isZero(n.Data) {
 				return errUnknown
 			}
-			return d.emit(3, MatchMarkClear{Mark: mask})
+			if n.Op != expr.CmpOpNeq {
+				return errUnknown
+			}
+			return d.emit(3, MatchMarkSet{Mark: mask})
 		case *expr.Meta:
 			if !n.SourceRegister || n.Key != expr.MetaKeyMARK {
 				return errUnknown

@@ -40,15 +40,17 @@ func sample(f Family) *Table {
 			{Name: "service-ips", Key: KeyAddrProtoPort, Verdicts: true, Comment: "ClusterIP traffic"},
 			{Name: "service-nodeports", Key: KeyProtoPort, Verdicts: true},
 			{Name: "affinity-X", Key: KeyAddr, Timeout: 3 * time.Hour},
+			{Name: "hairpin-connections", Key: KeyConn, Comment: "service hairpin connections"},
 		},
 		Chains: []*Chain{
 			{Name: "nat-prerouting", Hook: &Hook{Type: "nat", Hook: "prerouting", Priority: -100}, Rules: []Rule{R(jump("services"))}},
 			{Name: "filter-output", Hook: &Hook{Type: "filter", Hook: "output", Priority: -110}, Rules: []Rule{R(MatchCtNew{}, jump("services"))}},
 			{Name: "mark-for-masquerade", Rules: []Rule{R(SetMark{Mark: 0x4000})}},
 			{Name: "masquerading", Rules: []Rule{
-				R(MatchMarkClear{Mark: 0x4000}, Verdict{Kind: Return}),
 				R(SetMark{Xor: true, Mark: 0x4000}),
 				R(Masquerade{FullyRandom: true}),
+				R(MatchMarkSet{Mark: 0x4000}, SetMark{Xor: true, Mark: 0x4000}, Masquerade{FullyRandom: true}),
+				R(MatchCtStatusDNAT{}, MatchConnSet{Set: "hairpin-connections"}, Masquerade{FullyRandom: true}),
 			}},
 			{Name: "endpoint-A", Rules: []Rule{
 				R(MatchAddr{Src: true, Prefix: netip.PrefixFrom(a("10.180.0.1", "fd00::1"), a("10.180.0.1", "fd00::1").BitLen())}, jump("mark-for-masquerade")),
@@ -60,7 +62,7 @@ func sample(f Family) *Table {
 					MatchAddr{Src: true, Neg: true, Prefix: p("10.0.0.0/8", "fd00::/64")}, jump("mark-for-masquerade")),
 				R(MatchAddrSet{Src: true, Set: "affinity-X"}, gotoC("endpoint-A")),
 				R(Numgen{Targets: []string{"endpoint-A", "endpoint-A", "endpoint-A"}}),
-				R(MatchNumgen{Mod: 3}, gotoC("endpoint-A")),
+				R(MatchProto{Proto: TCP}, DNATMap{To: []netip.AddrPort{netip.AddrPortFrom(a("10.180.0.1", "fd00::1"), 8080), netip.AddrPortFrom(a("10.180.0.2", "fd00::2"), 80)}}),
 			}},
 			{Name: "checks", Rules: []Rule{
 				R(MatchFibLocal{Src: true}, jump("mark-for-masquerade")).WithComment("masquerade local traffic"),
@@ -79,9 +81,10 @@ func sample(f Family) *Table {
 			{Name: "services"},
 		},
 		Elements: map[string][]Element{
-			"cluster-ips":       {{Key: Key{Addr: a("172.30.0.41", "fd01::41")}}, {Key: Key{Addr: a("172.30.0.42", "fd01::42")}}},
-			"service-ips":       {{Key: Key{Addr: a("172.30.0.41", "fd01::41"), Proto: TCP, Port: 80}, Verdict: gotoC("service-X"), Comment: "ns1/svc1:p80"}},
-			"service-nodeports": {{Key: Key{Proto: UDP, Port: 30080}, Verdict: gotoC("checks")}, {Key: Key{Proto: SCTP, Port: 30081}, Verdict: Verdict{Kind: Drop}}},
+			"cluster-ips":         {{Key: Key{Addr: a("172.30.0.41", "fd01::41")}}, {Key: Key{Addr: a("172.30.0.42", "fd01::42")}}},
+			"service-ips":         {{Key: Key{Addr: a("172.30.0.41", "fd01::41"), Proto: TCP, Port: 80}, Verdict: gotoC("service-X"), Comment: "ns1/svc1:p80"}},
+			"service-nodeports":   {{Key: Key{Proto: UDP, Port: 30080}, Verdict: gotoC("checks")}, {Key: Key{Proto: SCTP, Port: 30081}, Verdict: Verdict{Kind: Drop}}},
+			"hairpin-connections": {{Key: Key{Addr: a("10.180.0.1", "fd00::1"), Addr2: a("10.180.0.1", "fd00::1"), Proto: TCP, Port: 8080}}},
 		},
 	}
 }
@@ -153,7 +156,8 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("nft cannot list the table: %v: %s", err, out)
 			}
 			for _, s := range []string{"numgen random mod 3 vmap", "masquerade fully-random", "update @affinity-X", "comment \"ns1/svc1:p80\"", "timeout 3h", "tcp flags",
-				"sport 8080", "sequence 0", "code port-unreachable"} {
+				"sport 8080", "sequence 0", "code port-unreachable", "ct status dnat", "meta l4proto . th dport @hairpin-connections",
+				" to numgen random mod 2 map { 0 : ", "!= 0x00000000 meta mark set"} {
 				if !strings.Contains(string(out), s) {
 					t.Errorf("nft's listing lacks %q:\n%s", s, out)
 				}

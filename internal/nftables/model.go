@@ -36,6 +36,9 @@ const (
 	KeyAddr          KeyType = iota + 1 // ipv4_addr / ipv6_addr
 	KeyProtoPort                        // inet_proto . inet_service
 	KeyAddrProtoPort                    // ipv4_addr . inet_proto . inet_service
+	// KeyConn is a connection's addresses, protocol and destination
+	// port: ipv4_addr . ipv4_addr . inet_proto . inet_service.
+	KeyConn
 )
 
 // Set is a named set (a map when Verdicts). Its elements live apart, in
@@ -53,7 +56,9 @@ type Set struct {
 
 // Key is a set element's key; the set's KeyType says which fields count.
 type Key struct {
-	Addr  netip.Addr
+	Addr netip.Addr
+	// Addr2 is the second address of a KeyConn.
+	Addr2 netip.Addr
 	Proto Proto
 	Port  uint16
 }
@@ -64,13 +69,18 @@ func (k Key) format(t KeyType) string {
 		return k.Addr.String()
 	case KeyProtoPort:
 		return k.Proto.String() + " . " + strconv.Itoa(int(k.Port))
+	case KeyConn:
+		return k.Addr.String() + " . " + k.Addr2.String() + " . " + k.Proto.String() + " . " + strconv.Itoa(int(k.Port))
 	}
 	return k.Addr.String() + " . " + k.Proto.String() + " . " + strconv.Itoa(int(k.Port))
 }
 
-// Compare orders keys by address, protocol, then port.
+// Compare orders keys by address, second address, protocol, then port.
 func (k Key) Compare(o Key) int {
 	if c := k.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	if c := k.Addr2.Compare(o.Addr2); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(k.Proto, o.Proto); c != 0 {
@@ -198,6 +208,8 @@ func (k KeyType) nftType(f Family) string {
 		return addr
 	case KeyProtoPort:
 		return "inet_proto . inet_service"
+	case KeyConn:
+		return addr + " . " + addr + " . inet_proto . inet_service"
 	}
 	return addr + " . inet_proto . inet_service"
 }

@@ -138,6 +138,9 @@ func (r *Reader) elements(set string) ([]anonElem, error) {
 						e.end = be32(f.data)&unix.NFT_SET_ELEM_INTERVAL_END != 0
 					case unix.NFTA_SET_ELEM_DATA:
 						for _, d := range attrs(f.data) {
+							if d.typ == unix.NFTA_DATA_VALUE {
+								e.data = d.data
+							}
 							if d.typ != unix.NFTA_DATA_VERDICT {
 								continue
 							}
@@ -227,7 +230,7 @@ func (r *Reader) Sets() ([]*Set, error) {
 		if flags&setTimeout == 0 {
 			s.Timeout = 0
 		}
-		for _, k := range []KeyType{KeyAddr, KeyProtoPort, KeyAddrProtoPort} {
+		for _, k := range []KeyType{KeyAddr, KeyProtoPort, KeyAddrProtoPort, KeyConn} {
 			if m, _ := k.magic(r.fam); m == magic {
 				s.Key = k
 			}
@@ -263,14 +266,21 @@ func (r *Reader) Elements(s *Set) ([]Element, error) {
 
 func decodeKey(f Family, t KeyType, b []byte) (Key, error) {
 	var k Key
-	if t == KeyAddr || t == KeyAddrProtoPort {
+	var addrs []*netip.Addr
+	switch t {
+	case KeyAddr, KeyAddrProtoPort:
+		addrs = []*netip.Addr{&k.Addr}
+	case KeyConn:
+		addrs = []*netip.Addr{&k.Addr, &k.Addr2}
+	}
+	for _, a := range addrs {
 		if len(b) < f.addrLen() {
 			return k, fmt.Errorf("key %x too short", b)
 		}
-		k.Addr, _ = netip.AddrFromSlice(b[:f.addrLen()])
+		*a, _ = netip.AddrFromSlice(b[:f.addrLen()])
 		b = b[f.addrLen():]
 	}
-	if t == KeyProtoPort || t == KeyAddrProtoPort {
+	if t != KeyAddr {
 		if len(b) < 6 {
 			return k, fmt.Errorf("key %x too short", b)
 		}

@@ -145,9 +145,18 @@ type MatchTCPRefusal struct{}
 // that uses it must match the protocol (ICMP or ICMPv6) first.
 type MatchPortUnreachable struct{}
 
-// MatchMarkClear matches packets whose mark has none of Mark's bits:
-// `meta mark & 0x4000 == 0`.
-type MatchMarkClear struct{ Mark uint32 }
+// MatchMarkSet matches packets whose mark has any of Mark's bits:
+// `meta mark & 0x00004000 != 0x00000000`.
+type MatchMarkSet struct{ Mark uint32 }
+
+// MatchCtStatusDNAT matches packets of a connection whose destination
+// was translated: `ct status dnat`.
+type MatchCtStatusDNAT struct{}
+
+// MatchConnSet matches a packet's addresses, protocol and destination
+// port against a set keyed by KeyConn:
+// `ip saddr . ip daddr . meta l4proto . th dport @set`.
+type MatchConnSet struct{ Set string }
 
 // SetMark sets (Or) or toggles (Xor) bits of the packet mark:
 // `meta mark set meta mark | 0x4000`.
@@ -170,9 +179,13 @@ type VmapLookup struct {
 // `numgen random mod 2 vmap { 0 : goto a, 1 : goto b }`.
 type Numgen struct{ Targets []string }
 
-// MatchNumgen draws a random number below Mod and matches when it is 0:
-// `numgen random mod 3 0`, true one time in Mod.
-type MatchNumgen struct{ Mod uint32 }
+// DNATMap picks one of To at random, each with probability 1/len(To),
+// and rewrites the destination to it through an anonymous data map:
+// `dnat ip to numgen random mod 2 map { 0 : 10.0.0.1 . 80, 1 : 10.0.0.2 . 80 }`.
+// Unlike a verdict map (Numgen), a data map refers to no chain, so the
+// kernel's loop check never walks it. A rule that DNATs must match the
+// protocol first (MatchProto).
+type DNATMap struct{ To []netip.AddrPort }
 
 // UpdateSrcSet adds the source address to a dynamic set, or refreshes
 // its timeout: `update @set { ip saddr }`.
@@ -285,8 +298,14 @@ func (MatchPortUnreachable) nft(f Family) string {
 	return "icmp type destination-unreachable icmp code port-unreachable"
 }
 
-func (s MatchMarkClear) nft(Family) string {
-	return fmt.Sprintf("meta mark & %#08x == 0", s.Mark)
+func (s MatchMarkSet) nft(Family) string {
+	return fmt.Sprintf("meta mark & %#08x != 0x00000000", s.Mark)
+}
+
+func (MatchCtStatusDNAT) nft(Family) string { return "ct status dnat" }
+
+func (s MatchConnSet) nft(f Family) string {
+	return addrField(f, true) + " . " + addrField(f, false) + " . meta l4proto . th dport @" + s.Set
 }
 
 func (s SetMark) nft(Family) string {
@@ -313,7 +332,13 @@ func (s Numgen) nft(Family) string {
 	return fmt.Sprintf("numgen random mod %d vmap { %s }", len(s.Targets), strings.Join(elems, ", "))
 }
 
-func (s MatchNumgen) nft(Family) string { return fmt.Sprintf("numgen random mod %d 0", s.Mod) }
+func (s DNATMap) nft(f Family) string {
+	elems := make([]string, len(s.To))
+	for i, a := range s.To {
+		elems[i] = strconv.Itoa(i) + " : " + a.Addr().String() + " . " + strconv.Itoa(int(a.Port()))
+	}
+	return fmt.Sprintf("dnat %s to numgen random mod %d map { %s }", f, len(s.To), strings.Join(elems, ", "))
+}
 
 func (s UpdateSrcSet) nft(f Family) string {
 	return "update @" + s.Set + " { " + addrField(f, true) + " }"
@@ -384,6 +409,9 @@ func stmtEqual(a, b Stmt) bool {
 	case Numgen:
 		b, ok := b.(Numgen)
 		return ok && slices.Equal(a.Targets, b.Targets)
+	case DNATMap:
+		b, ok := b.(DNATMap)
+		return ok && slices.Equal(a.To, b.To)
 	}
 	return a == b // every other statement is a comparable struct
 }

@@ -286,7 +286,11 @@ func (t *Tx) addAnonSet(s anonSet) {
 	t.u32(unix.NFTA_SET_FLAGS, flags)
 	t.u32(unix.NFTA_SET_KEY_TYPE, s.keyType)
 	t.u32(unix.NFTA_SET_KEY_LEN, s.keyLen)
-	if s.isMap {
+	switch {
+	case s.isMap && s.dataType != 0:
+		t.u32(unix.NFTA_SET_DATA_TYPE, s.dataType)
+		t.u32(unix.NFTA_SET_DATA_LEN, s.dataLen)
+	case s.isMap:
 		t.u32(unix.NFTA_SET_DATA_TYPE, unix.NFT_DATA_VERDICT)
 		t.u32(unix.NFTA_SET_DATA_LEN, 0)
 	}
@@ -316,6 +320,11 @@ func (t *Tx) addAnonSet(s anonSet) {
 		t.unnest(k)
 		if e.verdict != nil {
 			t.verdictData(*e.verdict)
+		}
+		if e.data != nil {
+			d := t.nest(unix.NFTA_SET_ELEM_DATA)
+			t.attr(unix.NFTA_DATA_VALUE, e.data)
+			t.unnest(d)
 		}
 		t.unnest(el)
 	}

@@ -51,7 +51,7 @@ func (c *Config) family() nft.Family {
 
 func (c *Config) layout() Layout {
 	return Layout{IPv6: c.Family == v1.IPv6Protocol, MasqueradeMark: 1 << c.MasqueradeBit,
-		ServiceCIDRs: c.ServiceCIDRs, NodePortIPs: c.NodePortAddresses}
+		ServiceCIDRs: c.ServiceCIDRs, NodePortIPs: c.NodePortAddresses, ClusterCIDR: c.ClusterCIDR, MasqueradeAll: c.MasqueradeAll}
 }
 
 func sameConfig(a, b Config) bool {

@@ -13,14 +13,14 @@ const TableName = "kube-proxy"
 // The fixed chains, sets and maps, named as kube-proxy names them so that
 // people and tools that know its table find their way in ours.
 const (
-	ChainFilterPrerouting     = "filter-prerouting"
-	ChainFilterInput          = "filter-input"
-	ChainFilterForward        = "filter-forward"
-	ChainFilterOutput         = "filter-output"
-	ChainFilterOutputPostDNAT = "filter-output-post-dnat"
-	ChainNATPrerouting        = "nat-prerouting"
-	ChainNATOutput            = "nat-output"
-	ChainNATPostrouting       = "nat-postrouting"
+	ChainFilterPreroutingPreDNAT = "filter-prerouting-pre-dnat"
+	ChainFilterOutputPreDNAT     = "filter-output-pre-dnat"
+	ChainFilterInput             = "filter-input"
+	ChainFilterForward           = "filter-forward"
+	ChainFilterOutput            = "filter-output"
+	ChainNATPrerouting           = "nat-prerouting"
+	ChainNATOutput               = "nat-output"
+	ChainNATPostrouting          = "nat-postrouting"
 
 	ChainServices              = "services"
 	ChainServiceEndpointsCheck = "service-endpoints-check"
@@ -28,11 +28,11 @@ const (
 	ChainFirewallCheck         = "firewall-check"
 	ChainClusterIPsCheck       = "cluster-ips-check"
 	ChainMasquerading          = "masquerading"
-	ChainMarkForMasquerade     = "mark-for-masquerade"
 	ChainReject                = "reject-chain"
 
 	SetClusterIPs           = "cluster-ips"
 	SetNodePortIPs          = "nodeport-ips"
+	SetHairpinConnections   = "hairpin-connections"
 	MapNoEndpointServices   = "no-endpoint-services"
 	MapNoEndpointNodePorts  = "no-endpoint-nodeports"
 	MapFirewallIPs          = "firewall-ips"
@@ -44,19 +44,25 @@ const (
 	noEndpointsNPMapComment = "vmap to drop or reject packets to service nodeports with no endpoints"
 )
 
-// baseChains are the chains on netfilter hooks. The filter chains run
-// just before DNAT (priority dstnat, -100), so that they see the
-// addresses clients asked for; the one after DNAT in output sees where
-// locally sent packets really go.
+// Netfilter's priorities (nft's names): filter chains that must see the
+// addresses clients asked for run just before DNAT, the others after it.
+const (
+	priorityFilter = 0
+	priorityDstNAT = -100
+	prioritySrcNAT = 100
+)
+
+// baseChains are the chains on netfilter hooks, as kube-proxy declares
+// them.
 var baseChains = []nft.Chain{
-	{Name: ChainFilterPrerouting, Hook: &nft.Hook{Type: "filter", Hook: "prerouting", Priority: -110}},
-	{Name: ChainFilterInput, Hook: &nft.Hook{Type: "filter", Hook: "input", Priority: -110}},
-	{Name: ChainFilterForward, Hook: &nft.Hook{Type: "filter", Hook: "forward", Priority: -110}},
-	{Name: ChainFilterOutput, Hook: &nft.Hook{Type: "filter", Hook: "output", Priority: -110}},
-	{Name: ChainFilterOutputPostDNAT, Hook: &nft.Hook{Type: "filter", Hook: "output", Priority: -90}},
-	{Name: ChainNATPrerouting, Hook: &nft.Hook{Type: "nat", Hook: "prerouting", Priority: -100}},
-	{Name: ChainNATOutput, Hook: &nft.Hook{Type: "nat", Hook: "output", Priority: -100}},
-	{Name: ChainNATPostrouting, Hook: &nft.Hook{Type: "nat", Hook: "postrouting", Priority: 100}},
+	{Name: ChainFilterPreroutingPreDNAT, Hook: &nft.Hook{Type: "filter", Hook: "prerouting", Priority: priorityDstNAT - 10}},
+	{Name: ChainFilterOutputPreDNAT, Hook: &nft.Hook{Type: "filter", Hook: "output", Priority: priorityDstNAT - 10}},
+	{Name: ChainFilterInput, Hook: &nft.Hook{Type: "filter", Hook: "input", Priority: priorityFilter}},
+	{Name: ChainFilterForward, Hook: &nft.Hook{Type: "filter", Hook: "forward", Priority: priorityFilter}},
+	{Name: ChainFilterOutput, Hook: &nft.Hook{Type: "filter", Hook: "output", Priority: priorityFilter}},
+	{Name: ChainNATPrerouting, Hook: &nft.Hook{Type: "nat", Hook: "prerouting", Priority: priorityDstNAT}},
+	{Name: ChainNATOutput, Hook: &nft.Hook{Type: "nat", Hook: "output", Priority: priorityDstNAT}},
+	{Name: ChainNATPostrouting, Hook: &nft.Hook{Type: "nat", Hook: "postrouting", Priority: prioritySrcNAT}},
 }
 
 // jump is a rule in a base chain that enters one of the fixed chains; new
@@ -74,19 +80,19 @@ var jumps = []jump{
 	{ChainFilterInput, ChainServiceEndpointsCheck, true},
 	{ChainFilterForward, ChainServiceEndpointsCheck, true},
 	{ChainFilterOutput, ChainServiceEndpointsCheck, true},
-	{ChainFilterPrerouting, ChainFirewallCheck, true},
-	{ChainFilterOutput, ChainFirewallCheck, true},
+	{ChainFilterPreroutingPreDNAT, ChainFirewallCheck, true},
+	{ChainFilterOutputPreDNAT, ChainFirewallCheck, true},
 	{ChainNATOutput, ChainServices, false},
 	{ChainNATPrerouting, ChainServices, false},
 	{ChainNATPostrouting, ChainMasquerading, false},
 	{ChainFilterForward, ChainClusterIPsCheck, true},
-	{ChainFilterOutputPostDNAT, ChainClusterIPsCheck, true},
+	{ChainFilterOutput, ChainClusterIPsCheck, true},
 }
 
 // fixedRegular are the fixed chains that no hook calls, in the order they
 // are declared.
 var fixedRegular = []string{ChainServices, ChainServiceEndpointsCheck, ChainNodePortEndpointsChk, ChainFirewallCheck,
-	ChainClusterIPsCheck, ChainMasquerading, ChainMarkForMasquerade, ChainReject}
+	ChainClusterIPsCheck, ChainMasquerading, ChainReject}
 
 // IsFixedChain tells the chains every table has from the per-service ones.
 func IsFixedChain(name string) bool {
@@ -104,6 +110,12 @@ type Layout struct {
 	// NodePortIPs accept NodePort traffic; none means every local address
 	// but loopback (kube-proxy's --nodeport-addresses unset).
 	NodePortIPs []netip.Addr
+	// ClusterCIDR is the pod network: traffic to a cluster IP from
+	// outside it is masqueraded, as kube-proxy's local-traffic detector
+	// by cluster CIDR does. Ignored with MasqueradeAll.
+	ClusterCIDR netip.Prefix
+	// MasqueradeAll masquerades all traffic to cluster IPs.
+	MasqueradeAll bool
 }
 
 func (l Layout) family() nft.Family {
@@ -134,10 +146,12 @@ func (l Layout) Fixed() *nft.Table {
 			add(j.from, nft.R(jumpTo(j.to)))
 		}
 	}
-	add(ChainMarkForMasquerade, nft.R(nft.SetMark{Mark: mark}))
-	add(ChainMasquerading, nft.R(nft.MatchMarkClear{Mark: mark}, nft.Verdict{Kind: nft.Return}))
-	add(ChainMasquerading, nft.R(nft.SetMark{Xor: true, Mark: mark}))
-	add(ChainMasquerading, nft.R(nft.Masquerade{FullyRandom: true}))
+	// Masquerade what a rule marked (clearing the mark, which must not
+	// leak into routing decisions), and a pod's connection to itself
+	// through a Service, whose reply would otherwise come from its own
+	// address and be dropped.
+	add(ChainMasquerading, nft.R(nft.MatchMarkSet{Mark: mark}, nft.SetMark{Xor: true, Mark: mark}, nft.Masquerade{FullyRandom: true}))
+	add(ChainMasquerading, nft.R(nft.MatchCtStatusDNAT{}, nft.MatchConnSet{Set: SetHairpinConnections}, nft.Masquerade{FullyRandom: true}))
 	add(ChainClusterIPsCheck, nft.R(nft.MatchAddrSet{Set: SetClusterIPs}, nft.Reject{}).WithComment("Reject traffic to invalid ports of ClusterIPs"))
 	if len(l.ServiceCIDRs) > 0 {
 		// One CIDR is a plain match, as nft writes a one-element list.
@@ -150,6 +164,16 @@ func (l Layout) Fixed() *nft.Table {
 	add(ChainReject, nft.R(nft.Reject{}))
 	add(ChainServiceEndpointsCheck, nft.R(nft.VmapLookup{Daddr: true, Map: MapNoEndpointServices}))
 	add(ChainFirewallCheck, nft.R(nft.VmapLookup{Daddr: true, Map: MapFirewallIPs}))
+	switch {
+	case l.MasqueradeAll:
+		add(ChainServices, nft.R(nft.MatchAddrSet{Set: SetClusterIPs}, nft.SetMark{Mark: mark}).WithComment("masquerade all clusterIP traffic"))
+	case l.ClusterCIDR.IsValid():
+		// Off-cluster clients may route the service range to any node;
+		// the chosen endpoint may be on another node, so the reply must
+		// come back through this one.
+		add(ChainServices, nft.R(nft.MatchAddrSet{Set: SetClusterIPs}, nft.MatchAddr{Src: true, Neg: true, Prefix: l.ClusterCIDR},
+			nft.SetMark{Mark: mark}).WithComment("masquerade clusterIP traffic from outside cluster"))
+	}
 	add(ChainServices, nft.R(nft.VmapLookup{Daddr: true, Map: MapServiceIPs}))
 	if len(l.NodePortIPs) == 0 {
 		noLocalhost := nft.MatchAddr{Neg: true, Prefix: loopback}
@@ -161,7 +185,8 @@ func (l Layout) Fixed() *nft.Table {
 	}
 
 	t := &nft.Table{Family: l.family(), Name: TableName, Comment: tableComment, Elements: map[string][]nft.Element{}}
-	t.Sets = append(t.Sets, &nft.Set{Name: SetClusterIPs, Key: nft.KeyAddr, Comment: "Active ClusterIPs"})
+	t.Sets = append(t.Sets, &nft.Set{Name: SetHairpinConnections, Key: nft.KeyConn, Comment: "service hairpin connections"},
+		&nft.Set{Name: SetClusterIPs, Key: nft.KeyAddr, Comment: "Active ClusterIPs"})
 	if len(l.NodePortIPs) > 0 {
 		t.Sets = append(t.Sets, &nft.Set{Name: SetNodePortIPs, Key: nft.KeyAddr, Comment: "IPs that accept NodePort traffic"})
 		for _, a := range l.NodePortIPs {

@@ -108,27 +108,23 @@ func render(cfg *Config, sp *svcstate.ServicePort, eps []svcstate.Endpoint) *fra
 		}
 	}
 
+	// Local endpoints reaching themselves through the Service are
+	// masqueraded (the masquerading chain matches this set).
+	for _, ep := range sel.Reachable {
+		if ep.IsLocal {
+			f.elems = append(f.elems, elemRef{SetHairpinConnections, nft.Element{Key: nft.Key{Addr: ep.IP, Addr2: ep.IP, Proto: proto, Port: uint16(ep.Port)}}})
+		}
+	}
+
 	// The port's own chains. Their rules go into rules[chain], and the
 	// chains are declared in kube-proxy's order below.
 	rules := map[string][]nft.Rule{}
 	add := func(chain string, r nft.Rule) { rules[chain] = append(rules[chain], r) }
-	markMasq := jumpTo(ChainMarkForMasquerade)
-	if hasInternal {
-		dst := []nft.Stmt{nft.MatchAddr{Prefix: host(clusterIP)}, nft.MatchProto{Proto: proto}, nft.MatchDport{Port: uint16(sp.Port)}}
-		switch {
-		case cfg.MasqueradeAll:
-			add(internalChain, nft.R(append(dst, markMasq)...))
-		case cfg.ClusterCIDR.IsValid():
-			// Off-cluster clients may route the service range to any
-			// node; the chosen endpoint may be on another node, so the
-			// reply must come back through this one.
-			add(internalChain, nft.R(append(dst, nft.MatchAddr{Src: true, Neg: true, Prefix: cfg.ClusterCIDR}, markMasq)...))
-		}
-	}
+	markMasq := nft.SetMark{Mark: 1 << cfg.MasqueradeBit}
 	if usesExternalChain {
 		if !sp.ExternalPolicyLocal {
 			// Cluster policy may pick an endpoint on another node.
-			add(externalChain, nft.R(markMasq))
+			add(externalChain, nft.R(markMasq).WithComment("masquerade"))
 		} else {
 			if cfg.ClusterCIDR.IsValid() {
 				// Pods reaching an external address behave as if they had
@@ -165,33 +161,36 @@ func render(cfg *Config, sp *svcstate.ServicePort, eps []svcstate.Endpoint) *fra
 		}
 	}
 
-	// Affinity: one dynamic set per endpoint, of the clients it has.
+	// Load balancing. Without affinity, one rule DNATs to an endpoint
+	// drawn from an anonymous data map (a plain DNAT for one endpoint):
+	// no chain per endpoint. With ClientIP affinity, each endpoint keeps a
+	// chain that records its clients in a dynamic set, tried first; a
+	// random draw through a verdict map picks one for a new client.
 	var sticky time.Duration
 	if sp.SessionAffinityClientIP {
 		sticky = time.Duration(sp.StickyMaxAgeSeconds) * time.Second
 	}
 	epBase := func(ep svcstate.Endpoint) string { return EndpointBase(sp.Name, ep.String()) }
-	// Load balancing: rule i of n goes to endpoint i one time in n-i, so
-	// that each gets 1/n, as iptables' statistic rules do. kube-proxy
-	// writes one `numgen random mod n vmap { … }` rule instead; its
-	// anonymous map costs the kernel a scan of every set of the table for
-	// each of its elements when it is loaded (a loop check), which makes
-	// a full sync quadratic in the number of services: minutes at 10,000.
 	balance := func(chain string, eps []svcstate.Endpoint) {
-		for _, ep := range eps {
-			if sticky > 0 {
-				b := epBase(ep)
-				add(chain, nft.R(nft.MatchAddrSet{Src: true, Set: PrefixAffinity + b}, gotoChain(PrefixEndpoint+b)))
+		if sticky == 0 {
+			if len(eps) == 1 {
+				add(chain, nft.R(nft.MatchProto{Proto: proto}, nft.DNAT{To: netip.AddrPortFrom(eps[0].IP, uint16(eps[0].Port))}))
+				return
 			}
+			to := make([]netip.AddrPort, len(eps))
+			for i, ep := range eps {
+				to[i] = netip.AddrPortFrom(ep.IP, uint16(ep.Port))
+			}
+			add(chain, nft.R(nft.MatchProto{Proto: proto}, nft.DNATMap{To: to}))
+			return
 		}
+		targets := make([]string, len(eps))
 		for i, ep := range eps {
-			target := gotoChain(PrefixEndpoint + epBase(ep))
-			if left := len(eps) - i; left > 1 {
-				add(chain, nft.R(nft.MatchNumgen{Mod: uint32(left)}, target))
-			} else {
-				add(chain, nft.R(target))
-			}
+			b := epBase(ep)
+			add(chain, nft.R(nft.MatchAddrSet{Src: true, Set: PrefixAffinity + b}, gotoChain(PrefixEndpoint+b)))
+			targets[i] = PrefixEndpoint + b
 		}
+		add(chain, nft.R(nft.Numgen{Targets: targets}))
 	}
 	if usesClusterChain {
 		balance(clusterChain, sel.Cluster)
@@ -212,18 +211,15 @@ func render(cfg *Config, sp *svcstate.ServicePort, eps []svcstate.Endpoint) *fra
 			order = append(order, c.name)
 		}
 	}
-	for _, ep := range sel.Reachable {
-		b := epBase(ep)
-		chain := PrefixEndpoint + b
-		order = append(order, chain)
-		// Hairpin: a pod reaching itself through the service would get a
-		// reply from its own address and drop it, unless masqueraded.
-		add(chain, nft.R(nft.MatchAddr{Src: true, Prefix: host(ep.IP)}, markMasq))
-		if sticky > 0 {
+	if sticky > 0 {
+		for _, ep := range sel.Reachable {
+			b := epBase(ep)
+			chain := PrefixEndpoint + b
+			order = append(order, chain)
 			add(chain, nft.R(nft.UpdateSrcSet{Set: PrefixAffinity + b}))
+			add(chain, nft.R(nft.MatchProto{Proto: proto}, nft.DNAT{To: netip.AddrPortFrom(ep.IP, uint16(ep.Port))}))
 			f.affinity = append(f.affinity, &nft.Set{Name: PrefixAffinity + b, Key: nft.KeyAddr, Timeout: sticky})
 		}
-		add(chain, nft.R(nft.MatchProto{Proto: proto}, nft.DNAT{To: netip.AddrPortFrom(ep.IP, uint16(ep.Port))}))
 	}
 	for _, c := range order {
 		f.chains = append(f.chains, &nft.Chain{Name: c, Rules: rules[c]})

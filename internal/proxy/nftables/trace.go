@@ -115,9 +115,9 @@ func Trace(src Source, p trace.Packet, env trace.Env) *trace.Result {
 	w := &walker{src: src, env: env, pkt: p, table: src.Family().String() + " " + TableName}
 	res := &trace.Result{Packet: p}
 	start := trace.Flow{Prob: 1, Dst: p.Dst}
-	first := []string{ChainFilterPrerouting, ChainNATPrerouting}
+	first := []string{ChainFilterPreroutingPreDNAT, ChainNATPrerouting}
 	if p.Local {
-		first = []string{ChainFilterOutput, ChainNATOutput, ChainFilterOutputPostDNAT}
+		first = []string{ChainFilterOutputPreDNAT, ChainNATOutput, ChainFilterOutput}
 	}
 	for _, o := range w.hook(first, start) {
 		if o.Verdict != "ACCEPT" {
@@ -238,23 +238,18 @@ func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f trace.Flow, depth i
 			}
 		case nft.MatchCtNew:
 			// The traced packet is a connection's first.
-		case nft.MatchMarkClear:
-			if f.Mark&s.Mark != 0 {
+		case nft.MatchMarkSet:
+			if f.Mark&s.Mark == 0 {
 				return cont(f)
 			}
-		case nft.MatchNumgen:
-			// The rule goes on one time in Mod; otherwise the chain goes
-			// on with the next rule.
-			if s.Mod <= 1 {
-				continue
+		case nft.MatchCtStatusDNAT:
+			if !f.DNAT {
+				return cont(f)
 			}
-			p := 1 / float64(s.Mod)
-			skip, taken := f.Fork(), f.Fork()
-			skip.Prob *= 1 - p
-			skip.Steps = append(skip.Steps, w.step(c, i, "random "+fmtProb(p)+": not taken"))
-			taken.Prob *= p
-			taken.Steps = append(taken.Steps, w.step(c, i, "random "+fmtProb(p)+": taken"))
-			return append(w.stmts(c, i, ss[k+1:], taken, depth), cont(skip)...)
+		case nft.MatchConnSet:
+			if !w.inConnSet(s.Set, f) {
+				return cont(f)
+			}
 		case nft.SetMark:
 			if s.Xor {
 				f.Mark ^= s.Mark
@@ -276,6 +271,23 @@ func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f trace.Flow, depth i
 				g.Prob *= p
 				g.Steps = append(g.Steps, w.step(c, i, fmt.Sprintf("random %d of %d (probability %s)", n, len(s.Targets), fmtProb(p))))
 				outs = append(outs, w.verdict(c, i, nft.Verdict{Kind: nft.Goto, Chain: t}, g, depth, cont)...)
+			}
+			return outs
+		case nft.DNATMap:
+			var outs []trace.Ended
+			p := 1 / float64(len(s.To))
+			for n, to := range s.To {
+				g := f.Fork()
+				g.Prob *= p
+				g.Dst, g.DNAT = to, true
+				note := fmt.Sprintf("random %d of %d (probability %s)", n, len(s.To), fmtProb(p))
+				if k+1 < len(ss) { // statements after the DNAT: their step ends the rule
+					g.Steps = append(g.Steps, trace.Step{Table: w.table, Chain: c.Name, Note: note})
+					outs = append(outs, w.stmts(c, i, ss[k+1:], g, depth)...)
+					continue
+				}
+				g.Steps = append(g.Steps, w.step(c, i, note))
+				outs = append(outs, cont(g)...)
 			}
 			return outs
 		case nft.UpdateSrcSet:
@@ -355,6 +367,22 @@ func (w *walker) inSet(set string, a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// inConnSet says whether the packet's connection (its source, its
+// destination after DNAT, protocol and port) is in a KeyConn set.
+func (w *walker) inConnSet(set string, f trace.Flow) bool {
+	elems, err := w.src.Elements(set)
+	if err != nil {
+		w.warn("%v", err)
+		return false
+	}
+	proto, err := nft.ParseProto(w.pkt.Proto)
+	if err != nil {
+		return false
+	}
+	key := nft.Key{Addr: w.pkt.Src, Addr2: f.Dst.Addr(), Proto: proto, Port: f.Dst.Port()}
+	return slices.ContainsFunc(elems, func(e nft.Element) bool { return e.Key == key })
 }
 
 func (w *walker) lookup(s nft.VmapLookup, f trace.Flow) (nft.Verdict, bool) {

@@ -239,7 +239,7 @@ func TestNFTablesMode(t *testing.T) {
 		return len(c.names("default/"+pods[0], 12, "curl", "-s", "--max-time", "2", "hostnames")) == 3
 	})
 	table, err := c.exec("node/node-1", "nft", "list", "table", "ip", "kube-proxy")
-	if err != nil || !strings.Contains(table, "default/hostnames/tcp/") || !strings.Contains(table, "numgen random mod 3 0 goto endpoint-") {
+	if err != nil || !strings.Contains(table, "default/hostnames/tcp/") || !strings.Contains(table, "dnat ip to numgen random mod 3 map {") {
 		t.Errorf("kube-proxy's table on node-1 (%v):\n%s", err, table)
 	}
 	if rules, err := c.exec("node/node-1", "iptables-save", "-t", "nat"); err != nil || strings.Contains(rules, "KUBE-SVC-") {

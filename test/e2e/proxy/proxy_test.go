@@ -455,7 +455,7 @@ func testTraceCommand(t *testing.T, c *cluster) {
 	// Each mode's own words for the path.
 	for _, want := range map[string][]string{
 		"iptables": {"KUBE-SERVICES", "KUBE-SVC-", "KUBE-SEP-", "random 0.333", "random 0.5"},
-		"nftables": {"ip kube-proxy services", "vmap @service-ips", "[matched goto service-", "numgen random mod 3 0 goto endpoint-", "random 0.3333333333: taken"},
+		"nftables": {"ip kube-proxy services", "vmap @service-ips", "[matched goto service-", "dnat ip to numgen random mod 3 map {", "[random 0 of 3 (probability 0.3333333333)]"},
 		"ipvs":     {"matched KUBE-CLUSTER-IP, source inside the cluster CIDR", "virtual server, scheduler rr", "weight 1 of 3, masquerade forwarding"},
 	}[c.mode] {
 		if !strings.Contains(out, want) {
