@@ -35,7 +35,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.IPVSTCPFinTimeout, "ipvs-tcpfin-timeout", o.IPVSTCPFinTimeout, "ipvs mode: timeout of TCP sessions after FIN (0: the kernel's)")
 	f.DurationVar(&o.IPVSUDPTimeout, "ipvs-udp-timeout", o.IPVSUDPTimeout, "ipvs mode: timeout of UDP sessions (0: the kernel's)")
 	f.StringVar(&o.ServiceCIDRs, "service-cidr", o.ServiceCIDRs,
-		"service ranges (comma-separated): the nftables mode drops traffic to their unallocated addresses")
+		"service ranges (comma-separated): the nftables mode drops traffic to their unallocated addresses (default: the ServiceCIDR objects' ranges)")
 	f.StringVar(&o.IPTablesBinary, "iptables-binary", o.IPTablesBinary, "iptables command: iptables, iptables-nft or iptables-legacy")
 	f.DurationVar(&o.UDPIdleTimeout, "udp-timeout", o.UDPIdleTimeout, "userspace mode: how long an idle UDP session lives")
 	f.BoolVar(&o.EditTopLevelChains, "iptables-edit-top-level", o.EditTopLevelChains,

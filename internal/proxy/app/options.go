@@ -62,9 +62,9 @@ type Options struct {
 	// Cleanup removes the rules of every mode and exits.
 	Cleanup bool
 	// ServiceCIDRs are the service ranges (comma-separated); the nftables
-	// mode drops traffic to their addresses that no Service has.
-	// kube-proxy learns them from ServiceCIDR objects, which svcnet's API
-	// server does not serve.
+	// mode drops traffic to their addresses that no Service has. Empty:
+	// the ranges of the cluster's ServiceCIDR objects, as kube-proxy
+	// takes them, where the API server serves them.
 	ServiceCIDRs string
 	// The ipvs mode's settings, as kube-proxy's --ipvs-* flags.
 	IPVSScheduler                                     string

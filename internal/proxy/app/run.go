@@ -487,6 +487,26 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		}
 		synced = append(synced, svcReg.HasSynced, sliceReg.HasSynced)
 	}
+	// Without --service-cidr, the ranges come from the ServiceCIDR
+	// objects, as kube-proxy's do.
+	var cidrsSynced cache.InformerSynced
+	if o.ServiceCIDRs == "" && servesServiceCIDRs(client) {
+		var setters []serviceCIDRSetter
+		for _, s := range stack {
+			if c, ok := s.(serviceCIDRSetter); ok {
+				setters = append(setters, c)
+			}
+		}
+		if len(setters) > 0 {
+			var stop func()
+			var err error
+			cidrsSynced, stop, err = watchServiceCIDRs(ctx, client, setters, func() { runner.Run() }, logger)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
+	}
 	services.Start(ctx.Done())
 	sliceFactory.Start(ctx.Done())
 	defer services.Shutdown()
@@ -500,6 +520,18 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 			return nil
 		}
 		return errors.New("informer caches did not sync")
+	}
+	// The first sync waits a little for the service ranges too (a full
+	// sync of a big table twice is seconds), not forever: a proxy that
+	// may not read ServiceCIDRs still proxies, as kube-proxy does, and
+	// drops nothing for want of ranges.
+	if cidrsSynced != nil {
+		wait, cancelWait := context.WithTimeout(ctx, serviceCIDRWait)
+		if !cache.WaitForCacheSync(wait.Done(), cidrsSynced) && ctx.Err() == nil {
+			logger.Warn("no service ranges yet: ServiceCIDRs not listed; unallocated cluster IPs are not dropped until they are",
+				"waited", serviceCIDRWait)
+		}
+		cancelWait()
 	}
 	logger.Info("informers synced; syncing rules", "services", len(svcInformer.GetStore().ListKeys()),
 		"endpointSlices", len(sliceInformer.GetStore().ListKeys()))

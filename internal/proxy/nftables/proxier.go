@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,6 +66,7 @@ type ProxierConfig struct {
 // Sync is the proxy.SyncFunc of a proxy.Runner.
 type Proxier struct {
 	*proxy.Syncer
+	w *writer
 }
 
 // writer is the nftables mode of a Syncer.
@@ -78,6 +81,9 @@ type writer struct {
 	// deleted, and only a full sync finds them again.
 	forceFull bool
 	stale     map[string]time.Time // emptied chains, and since when
+	// serviceCIDRs, once set, replace cfg.Rules.ServiceCIDRs at the next
+	// sync (the ServiceCIDR objects changed).
+	serviceCIDRs atomic.Pointer[[]netip.Prefix]
 }
 
 // NewProxier checks cfg and returns a Proxier whose first sync is full.
@@ -99,7 +105,32 @@ func NewProxier(cfg ProxierConfig) (*Proxier, error) {
 	w := &writer{cfg: cfg, fam: cfg.Rules.family(), stale: map[string]time.Time{}}
 	s := proxy.NewSyncer(cfg.Sync, w)
 	w.log = s.Logger()
-	return &Proxier{Syncer: s}, nil
+	return &Proxier{Syncer: s, w: w}, nil
+}
+
+// SetServiceCIDRs replaces the service ranges with those of cidrs in the
+// proxier's family, as kube-proxy learns them from ServiceCIDR objects,
+// and reports whether they changed: then the next sync is a full one
+// (it rewrites cluster-ips-check) and the caller should ask for it.
+func (p *Proxier) SetServiceCIDRs(cidrs []netip.Prefix) bool {
+	var mine []netip.Prefix
+	for _, c := range cidrs {
+		if c.Addr().Is6() == (p.w.fam == nft.IPv6) {
+			mine = append(mine, c.Masked())
+		}
+	}
+	slices.SortFunc(mine, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	mine = slices.Compact(mine)
+	old := p.w.serviceCIDRs.Swap(&mine)
+	if old == nil {
+		return !slices.Equal(mine, p.w.cfg.Rules.ServiceCIDRs)
+	}
+	return !slices.Equal(mine, *old)
 }
 
 // Intact reports whether the table is still there.
@@ -113,6 +144,10 @@ func (p *writer) Intact(context.Context) (bool, error) {
 func (p *writer) Apply(_ context.Context, w proxy.Write) (proxy.Written, error) {
 	p.deleteStaleChains(p.cfg.Sync.Now())
 	full := w.Full || p.forceFull
+	if c := p.serviceCIDRs.Load(); c != nil && !slices.Equal(*c, p.cfg.Rules.ServiceCIDRs) {
+		p.cfg.Rules.ServiceCIDRs = *c
+		full = true
+	}
 	if !full && len(w.Changed) == 0 {
 		return proxy.Written{Again: len(p.stale) > 0}, nil
 	}
