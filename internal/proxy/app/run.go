@@ -62,6 +62,9 @@ type OS struct {
 	// IPVS is the ipvs mode's access to the kernel; nil in tests that
 	// run without one.
 	IPVS *IPVSAccess
+	// Counters are the nfacct counters the iptables mode counts in; nil:
+	// none.
+	Counters Counters
 }
 
 // RealOS programs the namespace the process runs in.
@@ -76,6 +79,7 @@ func RealOS(o Options) OS {
 		Sockets:             userspace.Real{},
 		HealthCheckListener: healthcheck.AllAddresses,
 		IPVS:                realIPVS(),
+		Counters:            kernelCounters{},
 	}
 }
 
@@ -108,6 +112,9 @@ type deps struct {
 	node     proxy.NodeConfig
 	sync     proxy.SyncerConfig
 	iptables utiliptables.Executor // of the family
+	// primary: the first family, which registers what is not per family.
+	primary  bool
+	register func(prometheus.Collector) error
 }
 
 // TuneIPTables sets up ex for the iptables mode on its backend and
@@ -143,8 +150,23 @@ func startIPTables(d *deps) (syncer, error) {
 		}
 		d.logger.Info("iptables backend", "binary", ex.Binary, "earlyCommit", ex.EarlyCommit, "maxChainsPerRestore", maxChains)
 	}
+	rules := iptables.Config{NodeConfig: d.node}
+	if d.os.Counters != nil {
+		// As kube-proxy: count the conntrack-invalid drops where the
+		// kernel has nfacct.
+		if err := d.os.Counters.Ensure(invalidCounter); err != nil {
+			d.logger.Warn("conntrack-invalid drops are not counted: no nfacct counter", "err", err)
+		} else {
+			rules.InvalidCounter = invalidCounter
+			if d.primary {
+				if err := d.register(invalidDropped(d.os.Counters)); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	return iptables.NewProxier(iptables.ProxierConfig{
-		Rules:               iptables.Config{NodeConfig: d.node},
+		Rules:               rules,
 		Sync:                d.sync,
 		Executor:            d.iptables,
 		EditTopLevelChains:  d.opts.EditTopLevelChains,
@@ -385,6 +407,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		}
 		tracker := svcstate.NewTracker(cfg)
 		d := &deps{ctx: ctx, opts: o, os: osdeps, logger: logger, iptables: osdeps.IPTables,
+			primary: family == families[0], register: reg.Register,
 			node: o.nodeConfig(node, nodeIPs[family], family),
 			sync: proxy.SyncerConfig{Tracker: tracker, Metrics: metrics, Logger: logger}}
 		if family == v1.IPv6Protocol {

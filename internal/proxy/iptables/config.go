@@ -18,8 +18,10 @@ type Config struct {
 	// ConntrackTCPLiberal says nf_conntrack_tcp_be_liberal is set, in which
 	// case INVALID packets are not dropped.
 	ConntrackTCPLiberal bool
-	// RandomFully adds --random-fully to MASQUERADE.
-	RandomFully bool
+	// InvalidCounter names the nfacct counter the INVALID packets dropped
+	// are counted in (kube-proxy's ct_state_invalid_dropped_pkts); empty:
+	// not counted.
+	InvalidCounter string
 	// LargeClusterEndpoints is the endpoint count above which per-endpoint
 	// comments are left out to shrink the rules, as kube-proxy does.
 	// Default 1000; negative: never.

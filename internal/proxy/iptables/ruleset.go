@@ -242,7 +242,7 @@ func Build(cfg Config, in Input) *RuleSet {
 
 func sameConfig(a, b Config) bool {
 	return a.NodeConfig.Equal(b.NodeConfig) && a.LocalhostNodePorts == b.LocalhostNodePorts &&
-		a.ConntrackTCPLiberal == b.ConntrackTCPLiberal && a.RandomFully == b.RandomFully &&
+		a.ConntrackTCPLiberal == b.ConntrackTCPLiberal && a.InvalidCounter == b.InvalidCounter &&
 		a.LargeClusterEndpoints == b.LargeClusterEndpoints
 }
 
@@ -489,7 +489,11 @@ func fixedFilterRules(cfg *Config, mark string) []string {
 	if !cfg.ConntrackTCPLiberal {
 		// An out-of-window packet would otherwise escape conntrack's DNAT
 		// reversal and reset the client's connection.
-		out = append(out, line("-A", ChainForward, "-m conntrack --ctstate INVALID -j DROP"))
+		count := ""
+		if cfg.InvalidCounter != "" {
+			count = " -m nfacct --nfacct-name " + cfg.InvalidCounter
+		}
+		out = append(out, line("-A", ChainForward, "-m conntrack --ctstate INVALID"+count, "-j DROP"))
 	}
 	// Forward what we marked, whatever the FORWARD policy.
 	return append(out,
@@ -500,10 +504,10 @@ func fixedFilterRules(cfg *Config, mark string) []string {
 }
 
 func fixedNATRules(cfg *Config, mark string) []string {
-	masq := line("-A", ChainPostrouting, "-m comment --comment", quote("kubernetes service traffic requiring SNAT"), "-j MASQUERADE")
-	if cfg.RandomFully {
-		masq += " --random-fully"
-	}
+	// Fully random source ports, as kube-proxy always asks (Linux 3.13):
+	// connections from many pods to one destination do not collide on
+	// the masqueraded port (kubernetes#76699).
+	masq := line("-A", ChainPostrouting, "-m comment --comment", quote("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully")
 	return []string{
 		line("-A", ChainPostrouting, "-m mark ! --mark", mark+"/"+mark, "-j RETURN"),
 		// Clear the mark so a packet that traverses the stack again is

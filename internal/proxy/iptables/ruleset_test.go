@@ -127,12 +127,30 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// TestInvalidCounter: the conntrack-invalid packets dropped are counted
+// in the nfacct counter named, as kube-proxy counts them.
+func TestInvalidCounter(t *testing.T) {
+	tr := quietTracker()
+	feed(tr, fixtures[1].Objects)
+	snap, _ := tr.Snapshot()
+	for _, tc := range []struct{ counter, want string }{
+		{"", "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP"},
+		{"ct_state_invalid_dropped_pkts", "-A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP"},
+	} {
+		cfg := nodeConfig
+		cfg.InvalidCounter = tc.counter
+		if data := string(iptables.Build(cfg, iptables.Input{Snapshot: snap, Full: true}).Data); !strings.Contains(data, tc.want+"\n") {
+			t.Errorf("counter %q: no %q in:\n%s", tc.counter, tc.want, data)
+		}
+	}
+}
+
 func TestOptions(t *testing.T) {
 	tr := quietTracker()
 	feed(tr, fixtures[1].Objects) // nodeport
 	snap, _ := tr.Snapshot()
 	cfg := nodeConfig
-	cfg.MasqueradeAll, cfg.RandomFully, cfg.ConntrackTCPLiberal, cfg.LocalhostNodePorts = true, true, true, true
+	cfg.MasqueradeAll, cfg.ConntrackTCPLiberal, cfg.LocalhostNodePorts = true, true, true
 	cfg.MasqueradeBit = 1
 	cfg.NodePortAddresses = []netip.Addr{nodeIP}
 	data := string(iptables.Build(cfg, iptables.Input{Snapshot: snap, Full: true}).Data)

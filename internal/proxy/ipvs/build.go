@@ -43,8 +43,7 @@ type Config struct {
 	LocalAddresses []netip.Addr
 	// Scheduler is every virtual server's (--ipvs-scheduler); rr by
 	// default.
-	Scheduler   string
-	RandomFully bool
+	Scheduler string
 }
 
 func (c Config) withDefaults() Config {
@@ -448,11 +447,10 @@ func (b *builder) rules() string {
 	}
 	n("-A KUBE-POSTROUTING -m mark ! --mark %s/%s -j RETURN", mark, mark)
 	n("-A KUBE-POSTROUTING -j MARK --xor-mark %s", mark)
-	random := ""
-	if cfg.RandomFully {
-		random = " --random-fully"
-	}
-	n(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE%s`, random)
+	// Fully random source ports, as kube-proxy always asks (Linux 3.13):
+	// connections from many pods to one destination do not collide on
+	// the masqueraded port (kubernetes#76699).
+	n(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
 	n("-A KUBE-MARK-MASQ -j MARK --or-mark %s", mark)
 
 	f(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark %s/%s -j ACCEPT`, mark, mark)
