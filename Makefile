@@ -72,7 +72,7 @@ deps:
 	@command -v kubectl >/dev/null 2>&1 || { echo "installing kubernetes-client (kubectl)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
 
-## test-deps: the Debian packages only the tests use, the VM's kernel, and CoreDNS
+## test-deps: the Debian packages only the tests use, the VM's kernel, CoreDNS and kube-proxy
 test-deps:
 	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -82,6 +82,9 @@ test-deps:
 	fi
 	./hack/vm-kernel.sh $(VM_KERNEL_DIR)
 	./hack/coredns.sh $(COREDNS)
+	@# Kubernetes' own kube-proxy, which the differential tests run beside
+	@# svcnet's proxy (built once, outside our module).
+	./hack/kube-proxy-build.sh
 
 ## check-kubectl: the tests drive the real kubectl, several versions of it
 check-kubectl:

@@ -23,6 +23,13 @@ func StartProcessInWatched(t testing.TB, ns *Netns, onLine func(line string), ar
 	return startCommand(t, exec.Command("ip", append([]string{"netns", "exec", ns.Name, Binary(t)}, args...)...), onLine)
 }
 
+// StartCommandIn runs another program (bin) inside ns the same way:
+// the differential tests run kube-proxy beside `svcnet proxy`.
+func StartCommandIn(t testing.TB, ns *Netns, bin string, args ...string) *Process {
+	t.Helper()
+	return startCommand(t, exec.Command("ip", append([]string{"netns", "exec", ns.Name, bin}, args...)...), nil)
+}
+
 // lineWriter passes writes on and hands out complete lines.
 type lineWriter struct {
 	mu     sync.Mutex
