@@ -32,6 +32,13 @@ type Config struct {
 	// next snapshot, outside the tracker's lock; typically a sync runner's
 	// Run. It must not block.
 	OnChange func()
+	// OnVersion, if set, is called instead of OnChange after an event
+	// that brings only a newer EndpointSlice version and no change (a
+	// slice of another family): a consumer that publishes what it has
+	// programmed (Changes.SliceVersion) may want a sync, but one that
+	// must not count as a change's and hold the next change back, as a
+	// Run would. Nil: OnChange. It must not block.
+	OnVersion func()
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
 	// Family, if set, makes the tracker use only that family's objects:
@@ -140,13 +147,19 @@ func (t *Tracker) OnEndpointSliceUpdate(old, s *discovery.EndpointSlice) {
 	if t.cfg.Family != "" && !sliceOfFamily(s, t.cfg.Family) {
 		// Another family's: seen (its version counts), not used; one
 		// that left the family leaves it.
+		left := false
 		if old != nil && sliceOfFamily(old, t.cfg.Family) {
 			if svc, ok := sliceService(old); ok {
 				t.removeSlice(svc, old.Name, trigger)
+				left = true
 			}
 		}
 		t.mu.Unlock()
-		t.changed()
+		if left {
+			t.changed()
+		} else {
+			t.versionOnly()
+		}
 		return
 	}
 	// A slice relabelled to another service (not something the controller
@@ -189,11 +202,16 @@ func (t *Tracker) OnEndpointSliceDelete(s *discovery.EndpointSlice) {
 	now := t.cfg.Now()
 	t.mu.Lock()
 	t.noteSliceVersion(s)
-	if t.cfg.Family == "" || sliceOfFamily(s, t.cfg.Family) {
+	mine := t.cfg.Family == "" || sliceOfFamily(s, t.cfg.Family)
+	if mine {
 		t.removeSlice(svc, s.Name, now)
 	}
 	t.mu.Unlock()
-	t.changed()
+	if mine {
+		t.changed()
+	} else {
+		t.versionOnly()
+	}
 }
 
 // noteSliceVersion records s's resourceVersion if it is the newest seen.
@@ -237,6 +255,14 @@ func (t *Tracker) changed() {
 	if t.cfg.OnChange != nil {
 		t.cfg.OnChange()
 	}
+}
+
+func (t *Tracker) versionOnly() {
+	if t.cfg.OnVersion != nil {
+		t.cfg.OnVersion()
+		return
+	}
+	t.changed()
 }
 
 func (t *Tracker) report(b BadInput) {

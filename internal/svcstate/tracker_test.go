@@ -575,3 +575,51 @@ func TestSliceVersion(t *testing.T) {
 		t.Errorf("merged %d (empty %v), want 5 and empty: a version alone is no change", merged.SliceVersion, merged.Empty())
 	}
 }
+
+// TestOnVersion: a slice of another family brings only a version, so the
+// tracker calls OnVersion, not OnChange (which would hold the next change
+// back by the runner's minimum interval); its own family's slices, and
+// one that leaves the family, call OnChange; without OnVersion, OnChange.
+func TestOnVersion(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	v6slice := func(rv string) *discovery.EndpointSlice {
+		return Slice("ns", "web", "web-6", AddressType(discovery.AddressTypeIPv6), SlicePort("http", tcp, 8080),
+			SliceResourceVersion(rv), Endpoint("fd00::1", "n"))
+	}
+	v4slice := func(name, rv string) *discovery.EndpointSlice {
+		return Slice("ns", "web", name, SlicePort("http", tcp, 8080), SliceResourceVersion(rv), Endpoint("10.0.0.1", "n"))
+	}
+	for _, withHook := range []bool{true, false} {
+		var changes, versions int
+		cfg := svcstate.Config{Logger: quiet, Family: v1.IPv4Protocol, OnChange: func() { changes++ }}
+		if withHook {
+			cfg.OnVersion = func() { versions++ }
+		}
+		tr := svcstate.NewTracker(cfg)
+		steps := []struct {
+			name              string
+			event             func()
+			changes, versions int
+		}{
+			{"another family's slice", func() { tr.OnEndpointSliceAdd(v6slice("2")) }, 0, 1},
+			{"its deletion", func() { tr.OnEndpointSliceDelete(v6slice("3")) }, 0, 1},
+			{"a slice of the family", func() { tr.OnEndpointSliceAdd(v4slice("web-4", "4")) }, 1, 0},
+			{"that slice leaving the family", func() {
+				moved := v6slice("5")
+				moved.Name = "web-4"
+				tr.OnEndpointSliceUpdate(v4slice("web-4", "4"), moved)
+			}, 1, 0},
+		}
+		for _, s := range steps {
+			changes, versions = 0, 0
+			s.event()
+			wantC, wantV := s.changes, s.versions
+			if !withHook {
+				wantC, wantV = s.changes+s.versions, 0
+			}
+			if changes != wantC || versions != wantV {
+				t.Errorf("OnVersion set %v, %s: OnChange %d, OnVersion %d times; want %d, %d", withHook, s.name, changes, versions, wantC, wantV)
+			}
+		}
+	}
+}

@@ -401,7 +401,16 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		// do: one family's sync may take seconds while the other's has
 		// nothing to do.
 		metrics := proxy.NewMetrics(nil) // registered once the family runs
-		cfg := svcstate.Config{NodeName: node.Name, Logger: logger, OnChange: func() { runner.Run() }, Family: family}
+		// Another family's slice changes nothing here but the version the
+		// Lease publishes: a housekeeping sync, if one is published, that
+		// does not hold back the other family's change it comes with (a
+		// Run would, by the minimum interval, when this tracker hears of
+		// the slice first).
+		onVersion := func() {}
+		if o.PublishProgrammed {
+			onVersion = func() { runner.Tidy() }
+		}
+		cfg := svcstate.Config{NodeName: node.Name, Logger: logger, OnChange: func() { runner.Run() }, OnVersion: onVersion, Family: family}
 		if family == families[0] {
 			cfg.OnBadInput = metrics.CountBadInput // once, not per family
 		}
