@@ -456,6 +456,63 @@ func (p *Plan) Tx(f nft.Family) *nft.Tx {
 	return tx
 }
 
+// freshRulesPerTx bounds the service chains' rules in each of the
+// transactions FreshTxs writes: the kernel binds each rule's anonymous
+// map by walking the whole transaction so far (__nft_set_trans_bind), so
+// one transaction of n such rules costs n², 50% of a 10,000-Service full
+// sync (docs/benchmarks.md).
+const freshRulesPerTx = 500
+
+// FreshTxs encodes a full plan into no table as several transactions,
+// to be run in order: the first creates the table, the affinity sets and
+// every service chain, empty; the next ones fill the service chains,
+// freshRulesPerTx rules at a time; the last adds the fixed sets, maps
+// and chains, the elements and the base chains. Until that last one
+// nothing hooks the table, so packets see no table or the whole one,
+// as with a single transaction. Other plans are one transaction.
+func (p *Plan) FreshTxs(f nft.Family) []*nft.Tx {
+	if !p.Full || !p.Fresh {
+		return []*nft.Tx{p.Tx(f)}
+	}
+	rest := *p.Table
+	rest.Chains, rest.Sets = nil, nil
+	var service []*nft.Chain
+	for _, c := range p.Table.Chains {
+		if IsFixedChain(c.Name) {
+			rest.Chains = append(rest.Chains, c)
+		} else {
+			service = append(service, c)
+		}
+	}
+	first := nft.NewTx(f, TableName)
+	first.AddTable(p.Table.Comment)
+	for _, s := range p.Table.Sets {
+		if strings.HasPrefix(s.Name, PrefixAffinity) {
+			first.AddSet(s)
+		} else {
+			rest.Sets = append(rest.Sets, s)
+		}
+	}
+	for _, c := range service {
+		first.AddChain(&nft.Chain{Name: c.Name, Comment: c.Comment})
+	}
+	txs := []*nft.Tx{first}
+	cur, n := first, 0
+	for _, c := range service {
+		for _, r := range c.Rules {
+			if n == freshRulesPerTx {
+				cur, n = nft.NewTx(f, TableName), 0
+				txs = append(txs, cur)
+			}
+			cur.AddRule(c.Name, r)
+			n++
+		}
+	}
+	last := nft.NewTx(f, TableName)
+	last.Fill(&rest, nft.FillOptions{})
+	return append(txs, last)
+}
+
 // AddTo adds the plan's operations to tx.
 func (p *Plan) AddTo(tx *nft.Tx) {
 	if p.Full {

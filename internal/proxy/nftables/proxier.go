@@ -182,12 +182,24 @@ func (p *writer) Apply(_ context.Context, w proxy.Write) (proxy.Written, error) 
 	// Build consumed p.state; until this sync succeeds only a full sync
 	// can follow.
 	p.state = nil
-	plan.AddTo(tx)
-	if err := p.cfg.Kernel.Conn.Run(tx); err != nil {
-		if full {
-			p.recreate = true
+	// Into no table at all (not one deleted in this transaction), a full
+	// sync goes in several transactions: the kernel's cost of binding
+	// anonymous maps is quadratic in a transaction's size.
+	txs := []*nft.Tx{tx}
+	if plan.Fresh && tx.Len() == 0 {
+		txs = plan.FreshTxs(p.fam)
+	} else {
+		plan.AddTo(tx)
+	}
+	messages, bytes := 0, 0
+	for _, t := range txs {
+		messages, bytes = messages+t.Len(), bytes+t.Bytes()
+		if err := p.cfg.Kernel.Conn.Run(t); err != nil {
+			if full {
+				p.recreate = true
+			}
+			return proxy.Written{}, proxy.TransactionFailed(fmt.Errorf("%d transactions, %d messages, %d bytes: %w", len(txs), t.Len(), t.Bytes(), err))
 		}
-		return proxy.Written{}, proxy.TransactionFailed(fmt.Errorf("%d messages, %d bytes: %w", tx.Len(), tx.Bytes(), err))
 	}
 
 	done := p.cfg.Sync.Now()
@@ -227,7 +239,7 @@ func (p *writer) Apply(_ context.Context, w proxy.Write) (proxy.Written, error) 
 			return r, ok
 		},
 		Log: []any{"chainsWritten", st.ChainsWritten, "elementsWritten", st.ElementsWritten,
-			"staleChains", st.StaleChains, "messages", tx.Len(), "bytes", tx.Bytes()},
+			"staleChains", st.StaleChains, "transactions", len(txs), "messages", messages, "bytes", bytes},
 	}, nil
 }
 

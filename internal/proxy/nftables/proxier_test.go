@@ -245,3 +245,34 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestProxierFreshInChunks: a first sync into no table, too big for one
+// transaction of freshRulesPerTx rules, goes in several and leaves the
+// same table as one would, affinity chains and sets included.
+func TestProxierFreshInChunks(t *testing.T) {
+	w := newWorld(t)
+	for i := range 400 {
+		var opts []st.ServiceOption
+		if i%10 == 0 {
+			opts = append(opts, st.Affinity(600))
+		}
+		svc := webService(i, opts...)
+		svc.Spec.ClusterIP = fmt.Sprintf("10.96.%d.%d", 2+i/250, i%250+1)
+		svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
+		svc.Spec.Ports[0].NodePort = int32(30000 + i)
+		w.tracker.OnServiceAdd(svc)
+		eps := []st.SliceOption{st.SlicePort("http", tcp, 8080)}
+		for j := range 3 {
+			eps = append(eps, st.Endpoint(fmt.Sprintf("10.%d.%d.%d", 244+j, i/250, i%250+1), fmt.Sprintf("node-%c", 'a'+j)))
+		}
+		w.tracker.OnEndpointSliceAdd(st.Slice("default", svc.Name, svc.Name+"-abc", eps...))
+	}
+	w.sync()
+	plan := nftables.Build(w.cfg, nftables.Input{Snapshot: w.tracker.Current(), Full: true, Fresh: true})
+	if n := len(plan.FreshTxs(nft.IPv4)); n < 3 {
+		t.Fatalf("the plan makes %d transactions: the test covers no chunking", n)
+	}
+	if got, want := w.kernelTable(), w.fullTable(); got != want {
+		t.Errorf("kernel after a chunked first sync differs from a full sync:\n%s", proxytest.LineDiff(want, got))
+	}
+}
