@@ -27,7 +27,14 @@ func StartProcessInWatched(t testing.TB, ns *Netns, onLine func(line string), ar
 // the differential tests run kube-proxy beside `svcnet proxy`.
 func StartCommandIn(t testing.TB, ns *Netns, bin string, args ...string) *Process {
 	t.Helper()
-	return startCommand(t, exec.Command("ip", append([]string{"netns", "exec", ns.Name, bin}, args...)...), nil)
+	return StartCommandInWatched(t, ns, nil, bin, args...)
+}
+
+// StartCommandInWatched is StartCommandIn with onLine called for every
+// line the program writes, as it arrives.
+func StartCommandInWatched(t testing.TB, ns *Netns, onLine func(line string), bin string, args ...string) *Process {
+	t.Helper()
+	return startCommand(t, exec.Command("ip", append([]string{"netns", "exec", ns.Name, bin}, args...)...), onLine)
 }
 
 // lineWriter passes writes on and hands out complete lines.

@@ -39,7 +39,9 @@ const (
 //
 //	go test ./test/e2e/proxy -run '^$' -bench FirstPacket -benchtime 1x -timeout 60m
 //
-// With SVCNET_PLOT=file.svg it draws p50 against the number of services.
+// With SVCNET_PLOT=file.svg it draws p50 against the number of services;
+// SVCNET_FP_SIZES (e.g. 10,30000) and SVCNET_FP_MODES (e.g. nftables)
+// choose a part of the rows.
 func BenchmarkFirstPacket(b *testing.B) {
 	framework.RequireRoot(b)
 	sizes := []int{10, 1000, 10000, 30000}
@@ -54,6 +56,9 @@ func BenchmarkFirstPacket(b *testing.B) {
 		}
 	}
 	modes := []string{"iptables", "nftables"}
+	if env := os.Getenv("SVCNET_FP_MODES"); env != "" { // one mode's rows
+		modes = strings.Split(env, ",")
+	}
 	// Rounds interleave modes and sizes, so that a noisy minute of the
 	// machine does not land on one of them only; each figure is the
 	// median over the rounds.

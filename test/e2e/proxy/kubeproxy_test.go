@@ -22,7 +22,7 @@ import (
 
 // kubeProxyPath is Kubernetes' own kube-proxy, built outside our module
 // by hack/kube-proxy-build.sh (make test builds it before the tests).
-func kubeProxyPath(t *testing.T) string {
+func kubeProxyPath(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("SVCNET_KUBE_PROXY")
 	if p == "" {
