@@ -153,20 +153,10 @@ func TestRunFiles(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			err := run(t.Context(), o, env{stdin: strings.NewReader(tt.stdin), stdout: &stdout, stderr: &stderr,
 				client: func(string) (kubernetes.Interface, string, error) { return nil, "", errors.New("no cluster") }})
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err %v, want %q", err, tt.err)
-				}
+			if settled(t, err, tt.err) {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, want := range tt.out {
-				if !strings.Contains(stdout.String(), want) {
-					t.Errorf("stdout has no %q:\n%s", want, stdout.String())
-				}
-			}
+			hasAll(t, stdout.String(), tt.out)
 			if tt.stderr != "" && stderr.String() != tt.stderr {
 				t.Errorf("stderr:\n%s\nwant:\n%s", stderr.String(), tt.stderr)
 			}
@@ -223,23 +213,39 @@ func TestRunCluster(t *testing.T) {
 				}
 				return client, tt.contextNS, nil
 			}})
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err %v, want %q", err, tt.err)
-				}
+			if settled(t, err, tt.err) {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, want := range tt.out {
-				if !strings.Contains(stdout.String(), want) {
-					t.Errorf("stdout has no %q:\n%s", want, stdout.String())
-				}
-			}
+			hasAll(t, stdout.String(), tt.out)
 			if stderr.Len() != 0 {
 				t.Errorf("stderr: %s", stderr.String())
 			}
 		})
+	}
+}
+
+// settled checks a case's error against want (an expected message part,
+// or "" for none) and says whether the case ends there.
+func settled(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err %v, want %q", err, want)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
+}
+
+// hasAll checks that out holds every one of want.
+func hasAll(t *testing.T, out string, want []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("stdout has no %q:\n%s", w, out)
+		}
 	}
 }

@@ -119,12 +119,7 @@ func (p *Proxier) SetServiceCIDRs(cidrs []netip.Prefix) bool {
 			mine = append(mine, c.Masked())
 		}
 	}
-	slices.SortFunc(mine, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
+	slices.SortFunc(mine, netip.Prefix.Compare)
 	mine = slices.Compact(mine)
 	old := p.w.serviceCIDRs.Swap(&mine)
 	if old == nil {

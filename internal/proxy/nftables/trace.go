@@ -264,32 +264,20 @@ func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f trace.Flow, depth i
 			f.Steps = append(f.Steps, w.step(c, i, "matched "+v.String()))
 			return w.verdict(c, i, v, f, depth, cont)
 		case nft.Numgen:
-			var outs []trace.Ended
-			p := 1 / float64(len(s.Targets))
-			for n, t := range s.Targets {
-				g := f.Fork()
-				g.Prob *= p
-				g.Steps = append(g.Steps, w.step(c, i, fmt.Sprintf("random %d of %d (probability %s)", n, len(s.Targets), fmtProb(p))))
-				outs = append(outs, w.verdict(c, i, nft.Verdict{Kind: nft.Goto, Chain: t}, g, depth, cont)...)
-			}
-			return outs
+			return draw(f, len(s.Targets), func(n int, g trace.Flow, note string) []trace.Ended {
+				g.Steps = append(g.Steps, w.step(c, i, note))
+				return w.verdict(c, i, nft.Verdict{Kind: nft.Goto, Chain: s.Targets[n]}, g, depth, cont)
+			})
 		case nft.DNATMap:
-			var outs []trace.Ended
-			p := 1 / float64(len(s.To))
-			for n, to := range s.To {
-				g := f.Fork()
-				g.Prob *= p
-				g.Dst, g.DNAT = to, true
-				note := fmt.Sprintf("random %d of %d (probability %s)", n, len(s.To), fmtProb(p))
+			return draw(f, len(s.To), func(n int, g trace.Flow, note string) []trace.Ended {
+				g.Dst, g.DNAT = s.To[n], true
 				if k+1 < len(ss) { // statements after the DNAT: their step ends the rule
 					g.Steps = append(g.Steps, trace.Step{Table: w.table, Chain: c.Name, Note: note})
-					outs = append(outs, w.stmts(c, i, ss[k+1:], g, depth)...)
-					continue
+					return w.stmts(c, i, ss[k+1:], g, depth)
 				}
 				g.Steps = append(g.Steps, w.step(c, i, note))
-				outs = append(outs, cont(g)...)
-			}
-			return outs
+				return cont(g)
+			})
 		case nft.UpdateSrcSet:
 			f.RecentSet = append(f.RecentSet, s.Set)
 		case nft.DNAT:
@@ -309,6 +297,19 @@ func (w *walker) stmts(c *nft.Chain, i int, ss []nft.Stmt, f trace.Flow, depth i
 	}
 	f.Steps = append(f.Steps, w.step(c, i, ""))
 	return cont(f)
+}
+
+// draw forks f into the n equally likely outcomes of a random choice
+// and runs each through then, with the note that names it.
+func draw(f trace.Flow, n int, then func(i int, g trace.Flow, note string) []trace.Ended) []trace.Ended {
+	var outs []trace.Ended
+	p := 1 / float64(n)
+	for i := range n {
+		g := f.Fork()
+		g.Prob *= p
+		outs = append(outs, then(i, g, fmt.Sprintf("random %d of %d (probability %s)", i, n, fmtProb(p)))...)
+	}
+	return outs
 }
 
 func fmtProb(p float64) string { return strconv.FormatFloat(p, 'f', 10, 64) }

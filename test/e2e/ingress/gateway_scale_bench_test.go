@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
@@ -53,14 +52,7 @@ func Benchmark1000HTTPRoutes(b *testing.B) {
 	start := time.Now()
 	for i := range n {
 		name := fmt.Sprintf("svc-%04d", i)
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.ServiceSpec{
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
-		if _, err := e.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := e.client.DiscoveryV1().EndpointSlices("default").Create(ctx, podSlice("default", name, base, nil), metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
+		e.service("default", name, base...)
 		e.createRoute(hostRoute("web", name, name+".example", name))
 	}
 	gwURL := fmt.Sprintf("http://%s:%d", ingressIP, port)

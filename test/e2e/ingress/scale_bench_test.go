@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -41,14 +40,7 @@ func Benchmark1000Ingresses(b *testing.B) {
 	prefix := ptr.To(networkingv1.PathTypePrefix)
 	for i := range n {
 		name := fmt.Sprintf("svc-%04d", i)
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.ServiceSpec{
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
-		if _, err := e.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := e.client.DiscoveryV1().EndpointSlices("default").Create(ctx, podSlice("default", name, base, nil), metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
+		e.service("default", name, base...)
 		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: networkingv1.IngressSpec{
 			Rules: []networkingv1.IngressRule{{Host: name + ".example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: prefix, Backend: networkingv1.IngressBackend{

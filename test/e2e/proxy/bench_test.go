@@ -101,6 +101,25 @@ func benchSlice(i int, firstReady bool) *discovery.EndpointSlice {
 	return s
 }
 
+// writeChange makes the first endpoint of service k ready or not, and
+// returns when the write started (also the slice's trigger time, as the
+// EndpointSlice controller sets it).
+func writeChange(tb testing.TB, ctx context.Context, client kubernetes.Interface, k int, ready bool) time.Time {
+	tb.Helper()
+	s := benchSlice(k, ready)
+	old, err := client.DiscoveryV1().EndpointSlices("default").Get(ctx, s.Name, metav1.GetOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.ResourceVersion = old.ResourceVersion
+	start := time.Now()
+	s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: start.Format(time.RFC3339Nano)}
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	return start
+}
+
 // populate creates n ClusterIP services with ten endpoints each.
 func populate(tb testing.TB, client kubernetes.Interface, n int) {
 	tb.Helper()
@@ -234,19 +253,7 @@ func benchmarkProxy(b *testing.B, mode string) {
 			for i := 0; i < sb.N; i++ {
 				k := rand.IntN(n)
 				bp.ready0[k] = !bp.ready0[k]
-				s := benchSlice(k, bp.ready0[k])
-				old, err := bp.client.DiscoveryV1().EndpointSlices("default").Get(ctx, s.Name, metav1.GetOptions{})
-				if err != nil {
-					sb.Fatal(err)
-				}
-				s.ResourceVersion = old.ResourceVersion
-				// Like the EndpointSlice controller: the change's time, for
-				// the proxy's own latency histogram.
-				start := time.Now()
-				s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: start.Format(time.RFC3339Nano)}
-				if _, err := bp.client.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-					sb.Fatal(err)
-				}
+				start := writeChange(sb, ctx, bp.client, k, bp.ready0[k])
 				ev, seen := bp.watch.wait(sb, bp.seen, fmt.Sprintf("default/svc-%d:http/tcp", k), time.Minute)
 				bp.seen = seen
 				if ev.full {

@@ -12,7 +12,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/test/e2e/framework"
 )
@@ -171,25 +170,6 @@ func BenchmarkNFTablesVsKubeProxy(b *testing.B) {
 			prev.proc.Stop()
 		}
 	}
-}
-
-// writeChange makes the first endpoint of service k ready or not, and
-// returns when the write started (also the slice's trigger time, as the
-// EndpointSlice controller sets it).
-func writeChange(tb testing.TB, ctx context.Context, client kubernetes.Interface, k int, ready bool) time.Time {
-	tb.Helper()
-	s := benchSlice(k, ready)
-	old, err := client.DiscoveryV1().EndpointSlices("default").Get(ctx, s.Name, metav1.GetOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s.ResourceVersion = old.ResourceVersion
-	start := time.Now()
-	s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: start.Format(time.RFC3339Nano)}
-	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-		tb.Fatal(err)
-	}
-	return start
 }
 
 // startVersus starts who's proxy in a namespace of its own, owned by the

@@ -97,18 +97,12 @@ func testAsKubeProxy(t *testing.T, mode string) {
 
 // dump lists what a proxy of mode wrote for fam inside ns.
 func dump(ns *framework.Netns, mode string, fam v1.IPFamily) (string, []string) {
-	switch {
-	case mode == "nftables" && fam == v1.IPv4Protocol:
-		out, _ := ns.Try("nft", "list", "table", "ip", "kube-proxy")
+	v6 := fam == v1.IPv6Protocol
+	if mode == "nftables" {
+		out, _ := ns.Try("nft", "list", "table", map[bool]string{false: "ip", true: "ip6"}[v6], "kube-proxy")
 		return out, nftItems(out)
-	case mode == "nftables":
-		out, _ := ns.Try("nft", "list", "table", "ip6", "kube-proxy")
-		return out, nftItems(out)
-	case fam == v1.IPv4Protocol:
-		out, _ := ns.Try("iptables-save")
-		return out, iptablesItems(out)
 	}
-	out, _ := ns.Try("ip6tables-save")
+	out, _ := ns.Try(map[bool]string{false: "iptables-save", true: "ip6tables-save"}[v6])
 	return out, iptablesItems(out)
 }
 
