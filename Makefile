@@ -10,7 +10,7 @@ BIN   := bin/svcnet
 DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputils-ping procps busybox-static netcat-openbsd
 # What only the tests use: QEMU and busybox for the virtual machine that
 # has IPVS and the dummy link (this kernel has neither), and the IPVS tools.
-TEST_PACKAGES := qemu-system-x86 busybox-static ipvsadm ipset xz-utils
+TEST_PACKAGES := qemu-system-x86 busybox-static ipvsadm ipset xz-utils clang llvm libbpf-dev
 # The VM's kernel: Debian's linux-image package, unpacked (not installed).
 VM_KERNEL_DIR := /var/cache/svcnet/vm
 # CoreDNS, built outside our module, for the test that compares its answers
@@ -20,7 +20,7 @@ COREDNS := /var/cache/svcnet/coredns/v1.14.7/coredns
 KUBECTL_VERSIONS := 1.27 1.33
 RUN_DIR := $(HOME)/.svcnet/run
 
-.PHONY: run test deps test-deps build check-kubectl lint bench bench-deps bench-pull clean conformance conformance-network gateway-conformance image soak
+.PHONY: run test deps test-deps build bpf check-kubectl lint bench bench-deps bench-pull clean conformance conformance-network gateway-conformance image soak
 
 ## run: install what is missing, build, and start svcnet with the reference scenario
 run: deps build
@@ -35,6 +35,8 @@ RACE_CLUSTER_TESTS := TestReferenceScenario|TestDownAfterCrash
 
 ## test: install what is missing, build, and run every test
 test: deps test-deps build check-kubectl
+	@# The BPF programs as clang compiles them are what is committed.
+	./hack/bpf.sh --check
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
@@ -97,6 +99,12 @@ check-kubectl:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/svcnet
+
+## bpf: compile the BPF programs of internal/bpflb/c (commit the result)
+bpf:
+	@missing=""; for p in clang llvm libbpf-dev; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+	./hack/bpf.sh
 
 ## image: svcnet as an OCI image (FROM scratch: the static binary and the
 ## netfilter tools its proxy runs), built offline with umoci, checked (as

@@ -1,0 +1,383 @@
+// Package bpflb loads svcnet's socket-level service load balancer (the
+// BPF programs of c/lb.c), attaches them to a cgroup v2 group, and reads
+// and writes its maps in Go's types. It knows nothing of Services: the
+// ebpf proxy mode (internal/proxy/ebpf) decides what the maps hold.
+//
+// The programs translate at the socket: a connect (or an unconnected
+// send) to a service address gets one of its backends' addresses, chosen
+// at random among the service's slots (or the one a ClientIP affinity
+// remembers for the client's network namespace); a received datagram's
+// source and the peer's name show the service's address again. A
+// service entry without backends refuses the connect: ECONNREFUSED
+// (Reject) or EPERM (Drop).
+package bpflb
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Verdict is what a service entry without backends answers.
+type Verdict uint8
+
+const (
+	// Reject: no endpoint anywhere; the connect fails with ECONNREFUSED,
+	// as the rule modes' REJECT makes it.
+	Reject Verdict = 1
+	// Drop: a Local policy and no endpoint on this node; the connect
+	// fails with EPERM (the rule modes drop the packet and the client
+	// times out: a program at connect cannot drop, only refuse).
+	Drop Verdict = 2
+)
+
+// ServiceKey is a service address: where a client connects.
+type ServiceKey struct {
+	Addr  netip.Addr
+	Port  uint16
+	Proto uint8 // unix.IPPROTO_TCP, _UDP, _SCTP
+}
+
+func (k ServiceKey) String() string {
+	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Addr, k.Port), ProtoName(k.Proto))
+}
+
+// ProtoName is "tcp", "udp" or "sctp".
+func ProtoName(p uint8) string {
+	switch p {
+	case unix.IPPROTO_TCP:
+		return "tcp"
+	case unix.IPPROTO_UDP:
+		return "udp"
+	case unix.IPPROTO_SCTP:
+		return "sctp"
+	}
+	return fmt.Sprintf("proto-%d", p)
+}
+
+// Service is a service entry: its backends are slots 0..Count-1 of
+// generation Gen under ID.
+type Service struct {
+	ID      uint32
+	Count   uint16
+	Gen     uint8
+	Verdict Verdict // when Count is 0
+	// Affinity is the ClientIP affinity timeout in seconds; 0: none.
+	Affinity uint32
+}
+
+// BackendKey is one backend slot.
+type BackendKey struct {
+	ID   uint32
+	Slot uint16
+	Gen  uint8
+}
+
+// Stats are an id's counters.
+type Stats struct {
+	Translated, Refused uint64
+}
+
+// Sizes bound the maps.
+type Sizes struct {
+	// Services is the number of service entries (addresses × ports).
+	Services int
+	// IDs bounds the ids (backend sets) and their counters.
+	IDs int
+	// Backends is the number of backend slots of all services.
+	Backends int
+	// Sockets bounds the translated sockets remembered for replies and
+	// peer names (least recently used go first).
+	Sockets int
+	// Affinities bounds the remembered ClientIP affinities.
+	Affinities int
+}
+
+// LB is the loaded programs and their maps.
+type LB struct {
+	objs  lbObjects
+	links []link.Link
+	sizes Sizes
+}
+
+// Load loads the programs and makes their maps. It fails, naming what is
+// missing, where the kernel lacks a program type, hook or helper the
+// programs need.
+func Load(s Sizes) (*LB, error) {
+	spec, err := loadLb()
+	if err != nil {
+		return nil, err
+	}
+	for name, n := range map[string]int{lbMapServices: s.Services, lbMapBackends: s.Backends,
+		lbMapRevnat: s.Sockets, lbMapAffinity: s.Affinities, lbMapStats: s.IDs} {
+		if n <= 0 {
+			return nil, fmt.Errorf("bpflb: map %s needs a size", name)
+		}
+		spec.Maps[name].MaxEntries = uint32(n)
+	}
+	l := &LB{sizes: s}
+	if err := spec.LoadAndAssign(&l.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("the kernel refuses svcnet's socket load balancer: %+v", ve)
+		}
+		return nil, fmt.Errorf("load svcnet's socket load balancer: %w", err)
+	}
+	return l, nil
+}
+
+// Sizes are the maps' bounds.
+func (l *LB) Sizes() Sizes { return l.sizes }
+
+// hooks are the programs and where they attach.
+func (l *LB) hooks() []struct {
+	prog   *ebpf.Program
+	attach ebpf.AttachType
+} {
+	p := &l.objs.lbPrograms
+	return []struct {
+		prog   *ebpf.Program
+		attach ebpf.AttachType
+	}{
+		{p.Connect4, ebpf.AttachCGroupInet4Connect},
+		{p.Sendmsg4, ebpf.AttachCGroupUDP4Sendmsg},
+		{p.Recvmsg4, ebpf.AttachCGroupUDP4Recvmsg},
+		{p.Getpeername4, ebpf.AttachCgroupInet4GetPeername},
+		{p.Connect6, ebpf.AttachCGroupInet6Connect},
+		{p.Sendmsg6, ebpf.AttachCGroupUDP6Sendmsg},
+		{p.Recvmsg6, ebpf.AttachCGroupUDP6Recvmsg},
+		{p.Getpeername6, ebpf.AttachCgroupInet6GetPeername},
+	}
+}
+
+// CheckCgroup refuses a path that is not a cgroup v2 group, or that is
+// the root of its hierarchy: svcnet attaches only to groups of its own,
+// never to the machine's root cgroup, where every process of the machine
+// would be translated.
+func CheckCgroup(path string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return fmt.Errorf("cgroup %s: %w", path, err)
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		return fmt.Errorf("%s is not a cgroup v2 group", path)
+	}
+	var parent unix.Statfs_t
+	up := filepath.Dir(filepath.Clean(path))
+	if err := unix.Statfs(up, &parent); err != nil || parent.Type != unix.CGROUP2_SUPER_MAGIC {
+		return fmt.Errorf("%s is the root of its cgroup hierarchy: svcnet attaches only to a group of its own below it", path)
+	}
+	if !strings.HasPrefix(filepath.Base(filepath.Clean(path)), "svcnet") {
+		// Not a rule of the kernel's: a guard against attaching to
+		// someone else's group by mistake.
+		return fmt.Errorf("cgroup %s: svcnet attaches only to groups named svcnet…", path)
+	}
+	return nil
+}
+
+// Attach attaches every program to the cgroup v2 group at path, with
+// links that end when the LB is closed (or the process exits).
+func (l *LB) Attach(path string) error {
+	if err := CheckCgroup(path); err != nil {
+		return err
+	}
+	for _, h := range l.hooks() {
+		lk, err := link.AttachCgroup(link.CgroupOptions{Path: path, Attach: h.attach, Program: h.prog})
+		if err != nil {
+			return fmt.Errorf("attach %s to %s: %w", h.attach, path, err)
+		}
+		l.links = append(l.links, lk)
+	}
+	return nil
+}
+
+// Attached reports whether every program is still attached to the group
+// at path (a canary: someone may have detached them).
+func (l *LB) Attached(path string) (bool, error) {
+	cg, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer cg.Close()
+	for _, h := range l.hooks() {
+		info, err := h.prog.Info()
+		if err != nil {
+			return false, err
+		}
+		id, _ := info.ID()
+		res, err := link.QueryPrograms(link.QueryOptions{Target: int(cg.Fd()), Attach: h.attach})
+		if err != nil {
+			return false, fmt.Errorf("query %s programs of %s: %w", h.attach, path, err)
+		}
+		found := false
+		for _, p := range res.Programs {
+			if p.ID == id {
+				found = true
+			}
+		}
+		if !found {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Close detaches the programs and frees the maps.
+func (l *LB) Close() error {
+	var errs []error
+	for _, lk := range l.links {
+		errs = append(errs, lk.Close())
+	}
+	l.links = nil
+	errs = append(errs, l.objs.Close())
+	return errors.Join(errs...)
+}
+
+func addr16(a netip.Addr) (b [16]uint8, family uint8) {
+	if a.Is4() {
+		v := a.As4()
+		copy(b[:], v[:])
+		return b, 4
+	}
+	return a.As16(), 6
+}
+
+func fromAddr16(b [16]uint8, family uint8) netip.Addr {
+	if family == 4 {
+		return netip.AddrFrom4([4]byte(b[:4]))
+	}
+	return netip.AddrFrom16(b)
+}
+
+// The maps hold ports in network order.
+func hton(p uint16) uint16 { return p<<8 | p>>8 }
+
+func (k ServiceKey) raw() lbSvcKey {
+	a, f := addr16(k.Addr)
+	return lbSvcKey{Addr: a, Port: hton(k.Port), Proto: k.Proto, Family: f}
+}
+
+func (v Service) raw() lbSvcVal {
+	return lbSvcVal{Id: v.ID, Count: v.Count, Gen: v.Gen, Verdict: uint8(v.Verdict), Affinity: v.Affinity}
+}
+
+func backendRaw(ap netip.AddrPort) lbBackendVal {
+	a, f := addr16(ap.Addr())
+	return lbBackendVal{Addr: a, Port: hton(ap.Port()), Family: f}
+}
+
+// PutServices writes service entries, in one batch.
+func (l *LB) PutServices(keys []ServiceKey, vals []Service) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	rk, rv := make([]lbSvcKey, len(keys)), make([]lbSvcVal, len(vals))
+	for i := range keys {
+		rk[i], rv[i] = keys[i].raw(), vals[i].raw()
+	}
+	_, err := l.objs.Services.BatchUpdate(rk, rv, nil)
+	return err
+}
+
+// DeleteServices deletes service entries; those already gone are no
+// error.
+func (l *LB) DeleteServices(keys []ServiceKey) error {
+	for _, k := range keys {
+		if err := l.objs.Services.Delete(k.raw()); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutBackends writes the slots 0..len(b)-1 of id's generation gen.
+func (l *LB) PutBackends(id uint32, gen uint8, b []netip.AddrPort) error {
+	if len(b) == 0 {
+		return nil
+	}
+	rk, rv := make([]lbBackendKey, len(b)), make([]lbBackendVal, len(b))
+	for i, ap := range b {
+		rk[i], rv[i] = lbBackendKey{Id: id, Slot: uint16(i), Gen: gen}, backendRaw(ap)
+	}
+	_, err := l.objs.Backends.BatchUpdate(rk, rv, nil)
+	return err
+}
+
+// DeleteBackends deletes the slots from..to-1 of id's generation gen.
+func (l *LB) DeleteBackends(id uint32, gen uint8, from, to int) error {
+	for s := from; s < to; s++ {
+		err := l.objs.Backends.Delete(lbBackendKey{Id: id, Slot: uint16(s), Gen: gen})
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// ClearStats zeroes id's counters (an id given to another service).
+func (l *LB) ClearStats(id uint32) error {
+	return l.objs.Stats.Put(id, lbSvcStats{})
+}
+
+// Stats reads id's counters.
+func (l *LB) Stats(id uint32) (Stats, error) {
+	var c lbSvcStats
+	if err := l.objs.Stats.Lookup(id, &c); err != nil {
+		return Stats{}, err
+	}
+	return Stats{Translated: c.Translated, Refused: c.Refused}, nil
+}
+
+// Dump is the maps' service and backend entries, as read from the
+// kernel.
+type Dump struct {
+	Services map[ServiceKey]Service
+	Backends map[BackendKey]netip.AddrPort
+}
+
+// Dump reads the service and backend entries.
+func (l *LB) Dump() (Dump, error) {
+	d := Dump{Services: map[ServiceKey]Service{}, Backends: map[BackendKey]netip.AddrPort{}}
+	var k lbSvcKey
+	var v lbSvcVal
+	it := l.objs.Services.Iterate()
+	for it.Next(&k, &v) {
+		key := ServiceKey{Addr: fromAddr16(k.Addr, k.Family), Port: hton(k.Port), Proto: k.Proto}
+		d.Services[key] = Service{ID: v.Id, Count: v.Count, Gen: v.Gen, Verdict: Verdict(v.Verdict), Affinity: v.Affinity}
+	}
+	if err := it.Err(); err != nil {
+		return d, err
+	}
+	var bk lbBackendKey
+	var bv lbBackendVal
+	bit := l.objs.Backends.Iterate()
+	for bit.Next(&bk, &bv) {
+		d.Backends[BackendKey{ID: bk.Id, Slot: bk.Slot, Gen: bk.Gen}] = netip.AddrPortFrom(fromAddr16(bv.Addr, bv.Family), hton(bv.Port))
+	}
+	return d, bit.Err()
+}
+
+// Cgroup2Mount is where the machine mounts its cgroup v2 hierarchy
+// (/sys/fs/cgroup on most machines, /sys/fs/cgroup/unified beside v1
+// controllers).
+func Cgroup2Mount() (string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		fields, after := strings.Fields(pre), strings.Fields(post)
+		if ok && len(fields) >= 5 && len(after) >= 1 && after[0] == "cgroup2" && fields[3] == "/" {
+			return fields[4], nil
+		}
+	}
+	return "", errors.New("no cgroup v2 hierarchy is mounted: the ebpf mode attaches its programs to cgroup v2 groups")
+}
