@@ -1,0 +1,471 @@
+package ebpf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/bpflb"
+	"github.com/svcnet/svcnet/internal/proxy"
+	"github.com/svcnet/svcnet/internal/svcstate"
+)
+
+// Maps is what the proxier writes: the load balancer's maps
+// (*bpflb.LB), or a fake in tests.
+type Maps interface {
+	PutServices(keys []bpflb.ServiceKey, vals []bpflb.Service) error
+	DeleteServices(keys []bpflb.ServiceKey) error
+	PutBackends(id uint32, gen uint8, b []netip.AddrPort) error
+	DeleteBackends(id uint32, gen uint8, from, to int) error
+	ClearStats(id uint32) error
+	Stats(id uint32) (bpflb.Stats, error)
+	Dump() (bpflb.Dump, error)
+	Sizes() bpflb.Sizes
+}
+
+// Kernel is what the proxiers of both families share: one set of maps
+// (their keys carry the family) and the ids of its backend sets.
+type Kernel struct {
+	Maps Maps
+	// Attached reports whether the programs are still attached; the
+	// canary.
+	Attached func() (bool, error)
+
+	mu   sync.Mutex
+	used map[uint32]bool
+	// names are the backend set of each id in use, for the counters.
+	names map[uint32]TargetName
+	next  uint32
+	freed []uint32
+}
+
+// NewKernel shares maps between the families' proxiers.
+func NewKernel(m Maps, attached func() (bool, error)) *Kernel {
+	return &Kernel{Maps: m, Attached: attached, used: map[uint32]bool{}, names: map[uint32]TargetName{}, next: 1}
+}
+
+// Stats reads the counters of every backend set in use. A set's
+// counters start at zero when it is made, and go with it.
+func (k *Kernel) Stats() map[TargetName]bpflb.Stats {
+	k.mu.Lock()
+	names := maps.Clone(k.names)
+	k.mu.Unlock()
+	out := make(map[TargetName]bpflb.Stats, len(names))
+	for id, n := range names {
+		if s, err := k.Maps.Stats(id); err == nil {
+			out[n] = s
+		}
+	}
+	return out
+}
+
+// alloc takes an id for the new backend set name, zeroing its counters.
+func (k *Kernel) alloc(name TargetName) (uint32, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var id uint32
+	switch {
+	case len(k.freed) > 0:
+		id, k.freed = k.freed[len(k.freed)-1], k.freed[:len(k.freed)-1]
+	case int(k.next) < k.Maps.Sizes().IDs:
+		id = k.next
+		k.next++
+	default:
+		return 0, fmt.Errorf("ebpf: all %d backend set ids are in use", k.Maps.Sizes().IDs-1)
+	}
+	if err := k.Maps.ClearStats(id); err != nil {
+		k.freed = append(k.freed, id)
+		return 0, err
+	}
+	k.used[id] = true
+	k.names[id] = name
+	return id, nil
+}
+
+func (k *Kernel) free(id uint32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.used[id] {
+		delete(k.used, id)
+		delete(k.names, id)
+		k.freed = append(k.freed, id)
+	}
+}
+
+func (k *Kernel) inUse(id uint32) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.used[id]
+}
+
+// ProxierConfig assembles an ebpf-mode proxier of one family.
+type ProxierConfig struct {
+	Rules  Config
+	Sync   proxy.SyncerConfig
+	Kernel *Kernel
+}
+
+// Proxier keeps the maps in line with the tracker's snapshots of one
+// family: a proxy.Syncer whose mode writes map entries.
+type Proxier struct {
+	*proxy.Syncer
+	w *writer
+}
+
+// written is a backend set as the maps hold it.
+type written struct {
+	id     uint32
+	gen    uint8
+	target Target
+}
+
+// writer is the ebpf mode of a Syncer.
+type writer struct {
+	cfg     ProxierConfig
+	log     *slog.Logger
+	targets map[TargetName]*written
+	keys    map[bpflb.ServiceKey]TargetName
+	ports   map[svcstate.ServicePortName][]bpflb.ServiceKey
+	// lost holds, per address, the service ports that claim it but lost
+	// it to another: built again when the holder changes.
+	lost map[bpflb.ServiceKey]map[svcstate.ServicePortName]bool
+	// clean says the maps hold exactly what targets and keys say; false
+	// after a failed write, until a full sync has reconciled them.
+	clean bool
+}
+
+// NewProxier checks cfg and returns a Proxier whose first sync is full.
+func NewProxier(cfg ProxierConfig) (*Proxier, error) {
+	if err := cfg.Rules.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Sync.Tracker == nil || cfg.Kernel == nil {
+		return nil, errors.New("ebpf: proxier needs a tracker and maps")
+	}
+	cfg.Rules.NodeConfig = cfg.Rules.NodeConfig.WithDefaults()
+	cfg.Sync.Mode, cfg.Sync.Family = "ebpf", cfg.Rules.Family
+	w := &writer{cfg: cfg, targets: map[TargetName]*written{}, keys: map[bpflb.ServiceKey]TargetName{},
+		ports: map[svcstate.ServicePortName][]bpflb.ServiceKey{}, lost: map[bpflb.ServiceKey]map[svcstate.ServicePortName]bool{}}
+	s := proxy.NewSyncer(cfg.Sync, w)
+	w.log = s.Logger()
+	return &Proxier{Syncer: s, w: w}, nil
+}
+
+// Intact reports whether the programs are still attached.
+func (w *writer) Intact(context.Context) (bool, error) {
+	if w.cfg.Kernel.Attached == nil {
+		return true, nil
+	}
+	return w.cfg.Kernel.Attached()
+}
+
+// Apply writes the changed service ports' entries, or reconciles all of
+// them with the maps when the write is full. Per backend set whose
+// backends change, the new ones go to the other generation's slots, then
+// the service entries switch to it, then the old slots go: a program
+// sees the whole old set or the whole new one.
+func (w *writer) Apply(_ context.Context, wr proxy.Write) (proxy.Written, error) {
+	full := wr.Full || !w.clean
+	var only map[svcstate.ServicePortName]struct{}
+	if !full {
+		if len(wr.Changed) == 0 {
+			return proxy.Written{}, nil
+		}
+		// A port that lost an address to one that changes now may get
+		// it: it is built again too.
+		only = maps.Clone(wr.Changed)
+		for n := range wr.Changed {
+			for _, k := range w.ports[n] {
+				for loser := range w.lost[k] {
+					only[loser] = struct{}{}
+				}
+			}
+		}
+	}
+	table := Build(w.cfg.Rules, wr.Snapshot, only)
+	for !full {
+		// An address another service port holds: that one is built too,
+		// so that the build decides between them as a full one would.
+		grew := false
+		for k, name := range table.Keys {
+			if owner, ok := w.keys[k]; ok && owner.Port != name.Port {
+				if _, in := only[owner.Port]; !in {
+					only[owner.Port] = struct{}{}
+					grew = true
+				}
+			}
+		}
+		if !grew {
+			break
+		}
+		table = Build(w.cfg.Rules, wr.Snapshot, only)
+	}
+	// From here on, a failure leaves the maps between two states: only a
+	// full sync, which reconciles them with what the kernel holds, may
+	// follow.
+	w.clean = false
+	var ports []svcstate.ServicePortName
+	if full {
+		for n := range w.ports {
+			ports = append(ports, n)
+		}
+		for n := range table.Ports {
+			if _, ok := w.ports[n]; !ok {
+				ports = append(ports, n)
+			}
+		}
+	} else {
+		for n := range only {
+			ports = append(ports, n)
+		}
+	}
+	for _, c := range table.Conflicts {
+		w.log.Warn("two service ports claim one address; the first keeps it", "address", c.Key.String(), "kept", c.Kept.String(), "lost", c.Lost.String())
+	}
+	st, err := w.write(table, ports)
+	if err == nil && full {
+		err = w.reconcile()
+	}
+	if err != nil {
+		return proxy.Written{}, err
+	}
+	if full {
+		clear(w.lost)
+	} else {
+		for k, losers := range w.lost {
+			for n := range only {
+				delete(losers, n)
+			}
+			if len(losers) == 0 {
+				delete(w.lost, k)
+			}
+		}
+	}
+	for _, c := range table.Conflicts {
+		if w.lost[c.Key] == nil {
+			w.lost[c.Key] = map[svcstate.ServicePortName]bool{}
+		}
+		w.lost[c.Key][c.Lost] = true
+	}
+	w.clean = true
+	return proxy.Written{
+		Full: full,
+		Stats: proxy.SyncStats{ServicePorts: len(w.ports), Endpoints: w.endpoints(),
+			NoLocal: map[string]int{"internal": table.Stats.NoLocalInternal}},
+		Reachable: func(n svcstate.ServicePortName) (int, bool) {
+			r, ok := table.Stats.Reachable[n]
+			return r, ok
+		},
+		Log: []any{"entriesWritten", st.entries, "entriesDeleted", st.deleted, "backendSetsWritten", st.sets, "conflicts", len(table.Conflicts)},
+	}, nil
+}
+
+func (w *writer) endpoints() int {
+	n := 0
+	for _, t := range w.targets {
+		n += len(t.target.Backends)
+	}
+	return n
+}
+
+type writeStats struct{ entries, deleted, sets int }
+
+// write brings the entries of ports in line with table.
+func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStats, error) {
+	m := w.cfg.Kernel.Maps
+	var st writeStats
+	// The backend sets of these ports, before and after.
+	oldTargets := map[TargetName]bool{}
+	for _, n := range ports {
+		for _, k := range w.ports[n] {
+			oldTargets[w.keys[k]] = true
+		}
+	}
+	// 1. New and changed backend sets: their slots in the generation
+	// no entry points at.
+	var flipped []TargetName
+	for name, t := range table.Targets {
+		cur := w.targets[name]
+		switch {
+		case cur == nil:
+			id, err := w.cfg.Kernel.alloc(name)
+			if err != nil {
+				return st, err
+			}
+			cur = &written{id: id, target: Target{Verdict: t.Verdict}}
+			w.targets[name] = cur
+			if err := m.PutBackends(id, 0, t.Backends); err != nil {
+				return st, err
+			}
+			cur.target = t
+			st.sets++
+		case !slices.Equal(cur.target.Backends, t.Backends):
+			if err := m.PutBackends(cur.id, cur.gen^1, t.Backends); err != nil {
+				return st, err
+			}
+			flipped = append(flipped, name)
+			st.sets++
+		}
+	}
+	// 2. The service entries: new ones, and those of changed sets.
+	var keys []bpflb.ServiceKey
+	var vals []bpflb.Service
+	entry := func(name TargetName, t Target) bpflb.Service {
+		cur := w.targets[name]
+		gen := cur.gen
+		if slices.Contains(flipped, name) {
+			gen ^= 1
+		}
+		return bpflb.Service{ID: cur.id, Count: uint16(len(t.Backends)), Gen: gen, Verdict: t.Verdict, Affinity: t.Affinity}
+	}
+	for k, name := range table.Keys {
+		t := table.Targets[name]
+		if old, ok := w.keys[k]; ok && old == name && !slices.Contains(flipped, name) && w.targets[name].target.equal(t) {
+			continue
+		}
+		keys, vals = append(keys, k), append(vals, entry(name, t))
+	}
+	// Every key of a flipped set is rewritten: a set belongs to one
+	// port, and table holds all of that port's keys.
+	if err := m.PutServices(keys, vals); err != nil {
+		return st, err
+	}
+	st.entries = len(keys)
+	// 3. Entries no longer wanted.
+	var gone []bpflb.ServiceKey
+	for _, n := range ports {
+		for _, k := range w.ports[n] {
+			if _, ok := table.Keys[k]; !ok {
+				gone = append(gone, k)
+			}
+		}
+	}
+	if err := m.DeleteServices(gone); err != nil {
+		return st, err
+	}
+	st.deleted = len(gone)
+	for _, k := range gone {
+		delete(w.keys, k)
+	}
+	for k, name := range table.Keys {
+		w.keys[k] = name
+	}
+	for _, n := range ports {
+		if ks, ok := table.Ports[n]; ok {
+			w.ports[n] = ks
+		} else {
+			delete(w.ports, n)
+		}
+	}
+	// 4. Old slots of flipped sets, and sets no entry names any more.
+	for _, name := range flipped {
+		cur := w.targets[name]
+		if err := m.DeleteBackends(cur.id, cur.gen, 0, len(cur.target.Backends)); err != nil {
+			return st, err
+		}
+		cur.gen ^= 1
+	}
+	for name, t := range table.Targets {
+		w.targets[name].target = t
+	}
+	for name := range oldTargets {
+		if _, ok := table.Targets[name]; ok {
+			continue
+		}
+		cur := w.targets[name]
+		if cur == nil {
+			continue
+		}
+		if err := m.DeleteBackends(cur.id, cur.gen, 0, len(cur.target.Backends)); err != nil {
+			return st, err
+		}
+		delete(w.targets, name)
+		w.cfg.Kernel.free(cur.id)
+	}
+	return st, nil
+}
+
+// reconcile deletes what the maps hold of this family beyond what the
+// writer wrote: entries a failed sync or an earlier proxy left.
+func (w *writer) reconcile() error {
+	m := w.cfg.Kernel.Maps
+	d, err := m.Dump()
+	if err != nil {
+		return err
+	}
+	is6 := w.cfg.Rules.Family == v1.IPv6Protocol
+	var stale []bpflb.ServiceKey
+	var fix []bpflb.ServiceKey
+	var fixVals []bpflb.Service
+	for k, v := range d.Services {
+		if k.Addr.Is6() != is6 {
+			continue
+		}
+		name, ok := w.keys[k]
+		if !ok {
+			stale = append(stale, k)
+			continue
+		}
+		t := w.targets[name]
+		want := bpflb.Service{ID: t.id, Count: uint16(len(t.target.Backends)), Gen: t.gen, Verdict: t.target.Verdict, Affinity: t.target.Affinity}
+		if v != want {
+			fix, fixVals = append(fix, k), append(fixVals, want)
+		}
+	}
+	// Entries the writer holds that the maps lost.
+	for k, name := range w.keys {
+		if _, ok := d.Services[k]; !ok {
+			t := w.targets[name]
+			fix = append(fix, k)
+			fixVals = append(fixVals, bpflb.Service{ID: t.id, Count: uint16(len(t.target.Backends)), Gen: t.gen, Verdict: t.target.Verdict, Affinity: t.target.Affinity})
+		}
+	}
+	// Backend slots first, then the entries that point at them.
+	for _, t := range w.targets {
+		ok := true
+		for i, b := range t.target.Backends {
+			if d.Backends[bpflb.BackendKey{ID: t.id, Slot: uint16(i), Gen: t.gen}] != b {
+				ok = false
+			}
+		}
+		if !ok {
+			if err := m.PutBackends(t.id, t.gen, t.target.Backends); err != nil {
+				return err
+			}
+		}
+	}
+	if err := m.PutServices(fix, fixVals); err != nil {
+		return err
+	}
+	if err := m.DeleteServices(stale); err != nil {
+		return err
+	}
+	// Slots of no set: of ids no proxier uses, or past a set's count or
+	// in its other generation.
+	wanted := map[bpflb.BackendKey]bool{}
+	for _, t := range w.targets {
+		for i := range t.target.Backends {
+			wanted[bpflb.BackendKey{ID: t.id, Slot: uint16(i), Gen: t.gen}] = true
+		}
+	}
+	mine := map[uint32]bool{}
+	for _, t := range w.targets {
+		mine[t.id] = true
+	}
+	for bk := range d.Backends {
+		if wanted[bk] || (!mine[bk.ID] && w.cfg.Kernel.inUse(bk.ID)) {
+			continue
+		}
+		if err := m.DeleteBackends(bk.ID, bk.Gen, int(bk.Slot), int(bk.Slot)+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}

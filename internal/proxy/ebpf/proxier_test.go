@@ -1,0 +1,279 @@
+package ebpf_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/bpflb"
+	"github.com/svcnet/svcnet/internal/proxy"
+	"github.com/svcnet/svcnet/internal/proxy/ebpf"
+	"github.com/svcnet/svcnet/internal/proxy/proxytest"
+	"github.com/svcnet/svcnet/internal/svcstate"
+	st "github.com/svcnet/svcnet/internal/svcstate/svctest"
+)
+
+// fakeMaps holds the maps in memory and checks, after every write, what
+// the programs rely on: every service entry's slots are all there.
+type fakeMaps struct {
+	t        *testing.T
+	services map[bpflb.ServiceKey]bpflb.Service
+	backends map[bpflb.BackendKey]netip.AddrPort
+	// failAfter fails the write after that many more (0: never).
+	failAfter int
+	writes    int
+}
+
+func newFakeMaps(t *testing.T) *fakeMaps {
+	return &fakeMaps{t: t, services: map[bpflb.ServiceKey]bpflb.Service{}, backends: map[bpflb.BackendKey]netip.AddrPort{}}
+}
+
+var errInjected = errors.New("injected failure")
+
+func (f *fakeMaps) op() error {
+	f.writes++
+	if f.failAfter > 0 {
+		f.failAfter--
+		if f.failAfter == 0 {
+			return errInjected
+		}
+	}
+	return nil
+}
+
+// whole checks that no entry points at a missing slot.
+func (f *fakeMaps) whole(after string) {
+	f.t.Helper()
+	for k, v := range f.services {
+		for i := range int(v.Count) {
+			if _, ok := f.backends[bpflb.BackendKey{ID: v.ID, Slot: uint16(i), Gen: v.Gen}]; !ok {
+				f.t.Fatalf("after %s: %s points at id %d gen %d slot %d, which is missing", after, k, v.ID, v.Gen, i)
+			}
+		}
+	}
+}
+
+func (f *fakeMaps) PutServices(keys []bpflb.ServiceKey, vals []bpflb.Service) error {
+	if err := f.op(); err != nil {
+		return err
+	}
+	for i, k := range keys {
+		f.services[k] = vals[i]
+		f.whole("PutServices") // one entry at a time, as a reader may see them
+	}
+	return nil
+}
+
+func (f *fakeMaps) DeleteServices(keys []bpflb.ServiceKey) error {
+	if err := f.op(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		delete(f.services, k)
+	}
+	return nil
+}
+
+func (f *fakeMaps) PutBackends(id uint32, gen uint8, b []netip.AddrPort) error {
+	if err := f.op(); err != nil {
+		return err
+	}
+	for i, a := range b {
+		f.backends[bpflb.BackendKey{ID: id, Slot: uint16(i), Gen: gen}] = a
+	}
+	return nil
+}
+
+func (f *fakeMaps) DeleteBackends(id uint32, gen uint8, from, to int) error {
+	if err := f.op(); err != nil {
+		return err
+	}
+	for s := from; s < to; s++ {
+		delete(f.backends, bpflb.BackendKey{ID: id, Slot: uint16(s), Gen: gen})
+		f.whole(fmt.Sprintf("DeleteBackends(%d, %d, %d)", id, gen, s))
+	}
+	return nil
+}
+
+func (f *fakeMaps) ClearStats(uint32) error           { return f.op() }
+func (f *fakeMaps) Stats(uint32) (bpflb.Stats, error) { return bpflb.Stats{}, nil }
+func (f *fakeMaps) Sizes() bpflb.Sizes                { return bpflb.Sizes{IDs: 1 << 16} }
+func (f *fakeMaps) Dump() (bpflb.Dump, error) {
+	d := bpflb.Dump{Services: map[bpflb.ServiceKey]bpflb.Service{}, Backends: map[bpflb.BackendKey]netip.AddrPort{}}
+	for k, v := range f.services {
+		d.Services[k] = v
+	}
+	for k, v := range f.backends {
+		d.Backends[k] = v
+	}
+	return d, nil
+}
+
+// matches checks that the maps hold exactly table: its entries, each
+// with its set's backends, and no slot beyond them.
+func (f *fakeMaps) matches(table ebpf.Table, family v1.IPFamily) {
+	f.t.Helper()
+	used := map[bpflb.BackendKey]bool{}
+	n := 0
+	for k, v := range f.services {
+		if k.Addr.Is6() != (family == v1.IPv6Protocol) {
+			continue
+		}
+		n++
+		name, ok := table.Keys[k]
+		if !ok {
+			f.t.Errorf("stale entry %s", k)
+			continue
+		}
+		tg := table.Targets[name]
+		var got []netip.AddrPort
+		for i := range int(v.Count) {
+			bk := bpflb.BackendKey{ID: v.ID, Slot: uint16(i), Gen: v.Gen}
+			used[bk] = true
+			got = append(got, f.backends[bk])
+		}
+		if !slices.Equal(got, tg.Backends) || (len(got) == 0 && v.Verdict != tg.Verdict) || v.Affinity != tg.Affinity {
+			f.t.Errorf("%s (%s): backends %v verdict %d affinity %d, want %v %d %d", k, name, got, v.Verdict, v.Affinity, tg.Backends, tg.Verdict, tg.Affinity)
+		}
+	}
+	if n != len(table.Keys) {
+		f.t.Errorf("%d entries, want %d", n, len(table.Keys))
+	}
+	for bk := range f.backends {
+		if !used[bk] {
+			f.t.Errorf("slot %+v is no entry's", bk)
+		}
+	}
+}
+
+type world struct {
+	t       *testing.T
+	maps    *fakeMaps
+	tracker *svcstate.Tracker
+	proxier *ebpf.Proxier
+	cfg     ebpf.Config
+}
+
+func newWorld(t *testing.T) *world {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w := &world{t: t, maps: newFakeMaps(t), cfg: ebpf.Config{NodeConfig: proxytest.Node}}
+	w.tracker = svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet})
+	p, err := ebpf.NewProxier(ebpf.ProxierConfig{
+		Rules:  w.cfg,
+		Sync:   proxy.SyncerConfig{Tracker: w.tracker, Logger: quiet},
+		Kernel: ebpf.NewKernel(w.maps, nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.proxier = p
+	return w
+}
+
+// synced syncs and checks the maps against a full build.
+func (w *world) synced() {
+	w.t.Helper()
+	if err := w.proxier.Sync(context.Background()); err != nil {
+		w.t.Fatal(err)
+	}
+	snap, _ := w.tracker.Snapshot()
+	w.maps.matches(ebpf.Build(w.cfg, snap, nil), v1.IPv4Protocol)
+}
+
+func TestProxierWrites(t *testing.T) {
+	w := newWorld(t)
+	for _, fx := range proxytest.Fixtures {
+		if fx.Config != nil {
+			continue // another node's configuration
+		}
+		proxytest.Feed(w.tracker, fx.Objects)
+	}
+	w.synced()
+	// Scale web-1 up and down, one sync each: each change flips its set
+	// to the other generation.
+	w.tracker.OnServiceAdd(proxytest.WebService(1))
+	for _, n := range []int{1, 3, 5, 2, 0, 4} {
+		w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(1, n, true))
+		w.synced()
+	}
+	// Policy Local, affinity, then gone.
+	w.tracker.OnServiceUpdate(proxytest.WebService(1), proxytest.WebService(1, st.InternalLocal()))
+	w.synced()
+	w.tracker.OnServiceUpdate(proxytest.WebService(1, st.InternalLocal()), proxytest.WebService(1, st.Affinity(30)))
+	w.synced()
+	w.tracker.OnServiceDelete(proxytest.WebService(1, st.Affinity(30)))
+	w.synced()
+	w.tracker.OnEndpointSliceDelete(proxytest.WebSlice(1, 4, true))
+	w.synced()
+}
+
+// TestProxierRepairs: a write that fails halfway leaves the maps between
+// two states, never with an entry pointing at missing slots, and the
+// next sync, full, reconciles them; so does one after someone else
+// changed the maps.
+func TestProxierRepairs(t *testing.T) {
+	for after := 1; after < 12; after++ {
+		t.Run(fmt.Sprint("fail at write ", after), func(t *testing.T) {
+			w := newWorld(t)
+			w.tracker.OnServiceAdd(proxytest.WebService(1))
+			w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(1, 2, true))
+			w.tracker.OnServiceAdd(proxytest.WebService(2))
+			w.synced()
+			w.maps.failAfter = after
+			w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(1, 3, true))
+			w.tracker.OnServiceDelete(proxytest.WebService(2))
+			w.tracker.OnServiceAdd(proxytest.WebService(3))
+			w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(3, 1, true))
+			failed := w.proxier.Sync(context.Background()) != nil
+			if failed != (w.maps.failAfter == 0) {
+				t.Fatalf("sync failed %v, injected failure consumed %v", failed, w.maps.failAfter == 0)
+			}
+			w.maps.failAfter = 0
+			w.synced()
+		})
+	}
+	t.Run("someone else's entries", func(t *testing.T) {
+		w := newWorld(t)
+		w.tracker.OnServiceAdd(proxytest.WebService(1))
+		w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(1, 2, true))
+		w.synced()
+		stray := bpflb.ServiceKey{Addr: netip.MustParseAddr("10.96.9.9"), Port: 80, Proto: 6}
+		w.maps.services[stray] = bpflb.Service{ID: 999}
+		w.maps.backends[bpflb.BackendKey{ID: 999}] = netip.MustParseAddrPort("10.0.0.1:1")
+		for k, v := range w.maps.services {
+			if k != stray {
+				v.Count = 1 // a backend lost
+				w.maps.services[k] = v
+			}
+		}
+		w.proxier.RequestFullSync()
+		w.synced()
+	})
+}
+
+// TestProxierConflicts: an address two Services claim goes to the first
+// by name, in full and partial syncs alike, and to the other once the
+// first lets it go.
+func TestProxierConflicts(t *testing.T) {
+	w := newWorld(t)
+	ext := st.ExternalIPs("203.0.113.99")
+	a := st.Service("default", "a", "10.96.0.1", st.Port("http", v1.ProtocolTCP, 80, 0), ext)
+	b := st.Service("default", "b", "10.96.0.2", st.Port("http", v1.ProtocolTCP, 80, 0), ext)
+	w.tracker.OnServiceAdd(b)
+	w.tracker.OnEndpointSliceAdd(st.Slice("default", "b", "b-1", st.SlicePort("http", v1.ProtocolTCP, 8080), st.Endpoint("10.244.2.2", "node-b")))
+	w.synced()
+	w.tracker.OnServiceAdd(a) // a is first by name: it takes the address
+	w.synced()
+	w.tracker.OnServiceDelete(a)
+	w.synced() // b has it again
+	w.tracker.OnServiceAdd(a)
+	w.proxier.RequestFullSync()
+	w.synced()
+}
