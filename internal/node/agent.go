@@ -101,6 +101,10 @@ type Config struct {
 	// PodUsersDir holds the claims on pods' default users, shared by
 	// every agent of the machine (empty: StateDir/users, this node's).
 	PodUsersDir string
+	// CgroupRoot is the node's cgroup v2 group, below which every
+	// container gets one of its own (empty: only containers with
+	// limits get groups).
+	CgroupRoot string
 }
 
 // Agent is a running node agent.
@@ -145,7 +149,12 @@ func New(cfg Config) (*Agent, error) {
 	a.pods = pods.Runtime{Self: self, NodeIP: cfg.NodeIP, ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 		NodeResolv: string(resolv), Net: a.net, Volumes: apiSource{client}, Node: a}
 	a.pods.Cgroups = cgroups.Detect()
-	slog.Info("container limits", "cgroups", a.pods.Cgroups.String())
+	if cfg.CgroupRoot != "" {
+		if a.pods.Cgroups, err = a.pods.Cgroups.Under(cfg.CgroupRoot); err != nil {
+			return nil, err
+		}
+	}
+	slog.Info("container cgroups", "cgroups", a.pods.Cgroups.String())
 	if a.pods.Users, err = users.Open(cmp.Or(cfg.PodUsersDir, filepath.Join(cfg.StateDir, "users"))); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ type Options struct {
 	PodUsersDir        string
 	RegistryMirrors    []string
 	InsecureRegistries []string
+	CgroupRoot         string
 }
 
 // Defaults are the flags' defaults.
@@ -74,6 +75,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.ImageStoreDir, "image-store-dir", o.ImageStoreDir, "directory of the image store the agent pulls images into, shared by every node agent of the machine (empty: no store; only built-in images run)")
 	f.StringVar(&o.PodUsersDir, "pod-users-dir", o.PodUsersDir, "directory of the claims on pods' default users, shared by every node agent of the machine so that no two pods share one (empty: <root-dir>/users, distinct on this node only)")
 	f.StringArrayVar(&o.RegistryMirrors, "registry-mirror", o.RegistryMirrors, "a mirror of a registry, host=endpoint (e.g. docker.io=http://10.0.0.5:5000), tried before the registry; repeatable, in order")
+	f.StringVar(&o.CgroupRoot, "cgroup-root", o.CgroupRoot, "cgroup v2 group of this node's pods (svcnet-…, below the hierarchy's root): every container gets a group of its own below it, which the ebpf proxy mode's programs reach (empty: only containers with limits get groups)")
 	f.StringArrayVar(&o.InsecureRegistries, "insecure-registry", o.InsecureRegistries, "a registry or mirror host[:port] spoken to in plain HTTP; repeatable")
 }
 
@@ -89,6 +91,7 @@ func (o Options) Config() (Config, error) {
 		ServerAddress: o.Address, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSPrivateKeyFile, ClientCAFile: o.ClientCAFile,
 		EndpointDrainDelay: o.EndpointDrainDelay, Labels: map[string]string{},
 		ImageStoreDir: o.ImageStoreDir, InsecureRegistries: o.InsecureRegistries, PodUsersDir: o.PodUsersDir,
+		CgroupRoot: o.CgroupRoot,
 	}
 	var err error
 	if cfg.NodeIP, err = netip.ParseAddr(o.NodeIP); err != nil {

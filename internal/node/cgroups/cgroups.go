@@ -44,13 +44,115 @@ const cfsPeriod = 100000 // µs
 // Hierarchy is where svcnet makes its cgroups: per controller, the
 // directory of the agent's own cgroup in that controller's v1
 // hierarchy; else, for the controllers a cgroup2 hierarchy's root hands
-// to its children, unified (<mount>/svcnet).
+// to its children, unified (<mount>/svcnet, or the node's group).
 type Hierarchy struct {
 	dirs map[string]string
 	// unified is svcnet's directory in the cgroup2 hierarchy, and v2 the
 	// controllers svcnet takes from there.
 	unified string
 	v2      map[string]bool
+	// node: every container gets a cgroup2 group of its own in unified,
+	// the node's group (see Under), limits or not.
+	node bool
+}
+
+// Unified is the cgroup2 group key of a Group's Dirs: the group every
+// container of a node with a group of its own is in, whatever the
+// controllers.
+const Unified = "cgroup2"
+
+// Under makes root, a cgroup2 group below the hierarchy's root named
+// svcnet-…, the node's group: every container joins a group of its own
+// below it (with the cgroup2 controllers the machine hands down), so
+// that what is attached to root (the ebpf proxy mode's programs) applies
+// to every process of the node's pods.
+func (h Hierarchy) Under(root string) (Hierarchy, error) {
+	if !strings.HasPrefix(filepath.Base(root), "svcnet-") {
+		return h, fmt.Errorf("cgroup root %s: svcnet's cgroups are named svcnet-…", root)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(root), &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+		return h, fmt.Errorf("cgroup root %s: not in a cgroup v2 hierarchy", root)
+	}
+	h.unified, h.node = root, true
+	return h, nil
+}
+
+// PerContainer says every container gets groups, limits or not (the
+// node has a group of its own).
+func (h Hierarchy) PerContainer() bool { return h.node }
+
+// ProcsOf are the cgroup.procs files of svcnet's groups (svcnet-…) that
+// process pid is in: what a process started in a running container
+// (kubectl exec, a probe) joins, so that it is counted and treated as
+// the container is.
+func ProcsOf(pid int) []string {
+	return procsOf(fmt.Sprintf("/proc/%d/cgroup", pid), "/proc/self/mountinfo")
+}
+
+func procsOf(cgroupFile, mountinfo string) []string {
+	data, err := os.ReadFile(cgroupFile)
+	if err != nil {
+		return nil
+	}
+	mi, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return nil
+	}
+	// Where the hierarchies are mounted: cgroup2's, and each v1 one
+	// with its mount options (its controllers, a named one's name=).
+	unified := ""
+	type v1mount struct {
+		dir  string
+		opts map[string]bool
+	}
+	var v1 []v1mount
+	for line := range strings.SplitSeq(string(mi), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		fields, after := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 5 || len(after) < 3 || fields[3] != "/" {
+			continue
+		}
+		switch after[0] {
+		case "cgroup2":
+			if unified == "" {
+				unified = fields[4]
+			}
+		case "cgroup":
+			m := v1mount{dir: fields[4], opts: map[string]bool{}}
+			for opt := range strings.SplitSeq(after[2], ",") {
+				m.opts[opt] = true
+			}
+			v1 = append(v1, m)
+		}
+	}
+	mountOf := func(ctrls string) string {
+		if ctrls == "" {
+			return unified
+		}
+		for _, m := range v1 {
+			all := true
+			for c := range strings.SplitSeq(ctrls, ",") {
+				all = all && m.opts[c]
+			}
+			if all {
+				return m.dir
+			}
+		}
+		return ""
+	}
+	var out []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !strings.HasPrefix(filepath.Base(parts[2]), "svcnet-") {
+			continue
+		}
+		if mount := mountOf(parts[1]); mount != "" {
+			out = append(out, filepath.Join(mount, parts[2], "cgroup.procs"))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // unifiedDir is the directory svcnet makes its groups in, below the
@@ -147,6 +249,9 @@ func (h Hierarchy) String() string {
 			parts = append(parts, c+" none")
 		}
 	}
+	if h.node {
+		parts = append(parts, "every container in "+h.unified)
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -188,6 +293,9 @@ func (h Hierarchy) Create(name string, l Limits) (g Group, unenforced []string, 
 		{CPU, l.CPUMilli > 0,
 			[][2]string{{"cpu.cfs_period_us", strconv.Itoa(cfsPeriod)}, {"cpu.cfs_quota_us", quota}},
 			[][2]string{{"cpu.max", quota + " " + strconv.Itoa(cfsPeriod)}}},
+		// A node's group: the container's own group below it, whatever
+		// its limits.
+		{Unified, h.node, nil, nil},
 	}
 	v2Ready := false
 	for _, w := range want {
@@ -199,10 +307,10 @@ func (h Hierarchy) Create(name string, l Limits) (g Group, unenforced []string, 
 		switch {
 		case h.dirs[w.controller] != "":
 			dir, files = filepath.Join(h.dirs[w.controller], name), w.v1
-		case h.v2[w.controller]:
+		case h.v2[w.controller] || w.controller == Unified:
 			if !v2Ready {
 				if err := h.prepareUnified(); err != nil {
-					if !notOurs(err) {
+					if !notOurs(err) || w.controller == Unified {
 						g.Remove()
 						return Group{}, nil, err
 					}
@@ -219,7 +327,7 @@ func (h Hierarchy) Create(name string, l Limits) (g Group, unenforced []string, 
 		if _, made := g.dirSet()[dir]; !made {
 			_ = os.Remove(dir) // an earlier start's, empty
 			if err := os.Mkdir(dir, 0o755); err != nil {
-				if notOurs(err) {
+				if notOurs(err) && w.controller != Unified {
 					unenforced = append(unenforced, w.controller)
 					continue
 				}
@@ -260,6 +368,9 @@ func (h Hierarchy) prepareUnified() error {
 			enable = append(enable, "+"+c)
 		}
 	}
+	if len(enable) == 0 {
+		return nil
+	}
 	if err := os.WriteFile(filepath.Join(h.unified, "cgroup.subtree_control"), []byte(strings.Join(enable, " ")), 0o644); err != nil {
 		return fmt.Errorf("cgroup %s: enable %s: %w", h.unified, strings.Join(enable, " "), err)
 	}
@@ -286,6 +397,9 @@ func (h Hierarchy) bases() map[string]string {
 	}
 	for c := range h.v2 {
 		out[c] = h.unified
+	}
+	if h.node {
+		out[Unified] = h.unified
 	}
 	return out
 }

@@ -126,6 +126,71 @@ func TestLimitsCgroup2(t *testing.T) {
 	if err := os.Remove(h.unified); err != nil {
 		t.Errorf("svcnet's directory, its groups gone: %v", err)
 	}
+	// Below a node's group: the controllers handed down one level more.
+	nh, err := h.Under("/sys/fs/cgroup/svcnet-test-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testLimits(t, nh, func(read func(c, file string) string) {
+		if got := read(Memory, "memory.max"); got != fmt.Sprint(16<<20) {
+			t.Errorf("memory.max below the node's group: %s", got)
+		}
+	})
+	if err := os.Remove(nh.unified); err != nil {
+		t.Errorf("the node's group, its groups gone: %v", err)
+	}
+}
+
+// TestNodeGroup: with a node's group, every container gets a cgroup2
+// group below it, limits or not, which its processes join; a group not
+// named svcnet-…, or outside cgroup2, is refused.
+func TestNodeGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("cgroups take root; CI runs as root")
+	}
+	mount := ""
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if f := strings.Fields(line); len(f) > 9 && strings.Contains(line, " - cgroup2 ") && f[3] == "/" {
+				mount = f[4]
+				break
+			}
+		}
+	}
+	if mount == "" {
+		t.Fatal("no cgroup2 hierarchy mounted (docs/architecture.md: this machine has one beside v1)")
+	}
+	root := filepath.Join(mount, fmt.Sprintf("svcnet-test-node-%d", rand.IntN(1e9)))
+	h, err := Detect().Under(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(root) })
+	for _, bad := range []string{filepath.Join(mount, "kubepods"), "/tmp/svcnet-x"} {
+		if _, err := Detect().Under(bad); err == nil {
+			t.Errorf("Under(%s) accepted it", bad)
+		}
+	}
+	name := fmt.Sprintf("svcnet-test-%d-c", rand.IntN(1e9))
+	g, unenforced, err := h.Create(name, Limits{})
+	if err != nil || len(unenforced) > 0 {
+		t.Fatal(err, unenforced)
+	}
+	t.Cleanup(func() { _ = g.Remove() })
+	if want := filepath.Join(root, name); g.Dirs[Unified] != want {
+		t.Fatalf("groups %v, want the container's in %s", g.Dirs, want)
+	}
+	script := fmt.Sprintf("for f in %s; do echo 0 > $f; done; cat /proc/self/cgroup", strings.Join(g.Procs(), " "))
+	out, err := exec.Command("sh", "-c", script).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "0::/"+filepath.Base(root)+"/"+name+"\n") {
+		t.Errorf("the process's groups: %v\n%s", err, out)
+	}
+	if err := h.RemoveAll(strings.TrimSuffix(name, "c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(root); err != nil {
+		t.Errorf("the node's group, its groups gone: %v", err)
+	}
 }
 
 // testLimits: a group of h enforces a memory limit (a process
@@ -172,5 +237,25 @@ func testLimits(t *testing.T, h Hierarchy, check func(read func(c, file string) 
 	}
 	if err := h.RemoveAll("x"); err == nil {
 		t.Error("RemoveAll took a prefix not svcnet's")
+	}
+}
+
+// TestProcsOf: a process's svcnet groups, in every hierarchy mounted.
+func TestProcsOf(t *testing.T) {
+	mounts := `32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+36 31 0:33 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`
+	cgroup := "9:name=systemd:/svcnet-not-this-one\n4:memory:/process_api/x/svcnet-uid-web\n1:cpu,cpuacct:/\n0::/svcnet-c-node-1/svcnet-uid-web\n"
+	dir := t.TempDir()
+	cg, mi := filepath.Join(dir, "cgroup"), filepath.Join(dir, "mountinfo")
+	_ = os.WriteFile(cg, []byte(cgroup), 0o644)
+	_ = os.WriteFile(mi, []byte(mounts), 0o644)
+	want := []string{"/sys/fs/cgroup/memory/process_api/x/svcnet-uid-web/cgroup.procs",
+		"/sys/fs/cgroup/systemd/svcnet-not-this-one/cgroup.procs",
+		"/sys/fs/cgroup/unified/svcnet-c-node-1/svcnet-uid-web/cgroup.procs"}
+	if got := procsOf(cg, mi); !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

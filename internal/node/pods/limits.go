@@ -33,7 +33,7 @@ func (p *Pod) cgroupPrefix() string { return "svcnet-" + string(p.uid) + "-" }
 func (p *Pod) makeCgroups(c *Container) error {
 	c.cgroup = cgroups.Group{}
 	l := limits(&c.Spec)
-	if l == (cgroups.Limits{}) {
+	if l == (cgroups.Limits{}) && !p.rt.Cgroups.PerContainer() {
 		return nil
 	}
 	g, unenforced, err := p.rt.Cgroups.Create(p.cgroupName(c), l)

@@ -118,7 +118,12 @@ func Exec(o ExecOptions) error {
 	}
 	// Before anything of the container's runs or is allocated: what it
 	// uses from here on is counted against its limits.
-	if err := cgroups.Join(o.Cgroups); err != nil {
+	procs := o.Cgroups
+	if o.Join != 0 && len(procs) == 0 {
+		// Into a running container: its groups too.
+		procs = cgroups.ProcsOf(o.Join)
+	}
+	if err := cgroups.Join(procs); err != nil {
 		return err
 	}
 	target, err := vnetns.GetFromPath(netns.Path(o.Netns))
