@@ -37,7 +37,7 @@ func ipvsRefusal() string {
 	if kipvs.Supported() == nil {
 		return ""
 	}
-	return "--proxy-mode ipvs: this kernel has no IPVS (no ip_vs module, none built in); modes that work on this kernel: iptables, userspace, nftables"
+	return "--proxy-mode ipvs: this kernel has no IPVS (no ip_vs module, none built in); modes that work on this kernel: iptables, userspace, nftables, ebpf"
 }
 
 func TestModes(t *testing.T) {
@@ -51,7 +51,8 @@ func TestModes(t *testing.T) {
 		{mode: "IPTables"},
 		{mode: "nftables"},
 		{mode: "ipvs", wantErr: ipvsRefusal()},
-		{mode: "kernelspace", wantErr: "--proxy-mode kernelspace: unknown proxy mode; available modes: iptables, userspace, nftables, ipvs"},
+		{mode: "ebpf", wantErr: "--proxy-mode ebpf: --ebpf-cgroup is required: the cgroup v2 group whose processes (the node's pods) connect through the programs"},
+		{mode: "kernelspace", wantErr: "--proxy-mode kernelspace: unknown proxy mode; available modes: iptables, userspace, nftables, ipvs, ebpf"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {

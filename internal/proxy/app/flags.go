@@ -17,7 +17,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 to disable)")
 	f.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "address of /healthz and /livez (0 to disable)")
 	f.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", o.NodePortAddresses,
-		"addresses or CIDRs that accept node ports, or \"primary\" for the node's addresses (default: all local addresses in the iptables mode, primary in the nftables mode)")
+		"addresses or CIDRs that accept node ports, or \"primary\" for the node's addresses (default: all local addresses in the iptables mode, primary in the nftables and ebpf modes)")
 	f.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "longest time between two syncs (repairs rules, refreshes /healthz)")
 	f.DurationVar(&o.MinSyncPeriod, "min-sync-period", o.MinSyncPeriod, "least time between two syncs; changes within it are applied together")
 	f.BoolVar(&o.MasqueradeAll, "masquerade-all", o.MasqueradeAll, "masquerade all traffic to cluster IPs")
@@ -36,6 +36,8 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.IPVSUDPTimeout, "ipvs-udp-timeout", o.IPVSUDPTimeout, "ipvs mode: timeout of UDP sessions (0: the kernel's)")
 	f.StringVar(&o.ServiceCIDRs, "service-cidr", o.ServiceCIDRs,
 		"service ranges (comma-separated): the nftables mode drops traffic to their unallocated addresses (default: the ServiceCIDR objects' ranges)")
+	f.StringVar(&o.EBPFCgroup, "ebpf-cgroup", o.EBPFCgroup,
+		"ebpf mode: the cgroup v2 group (named svcnet…, not a hierarchy's root) whose processes' connects to Services are translated")
 	f.StringVar(&o.IPTablesBinary, "iptables-binary", o.IPTablesBinary, "iptables command: iptables, iptables-nft or iptables-legacy")
 	f.DurationVar(&o.UDPIdleTimeout, "udp-timeout", o.UDPIdleTimeout, "userspace mode: how long an idle UDP session lives")
 	f.BoolVar(&o.EditTopLevelChains, "iptables-edit-top-level", o.EditTopLevelChains,

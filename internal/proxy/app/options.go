@@ -71,6 +71,10 @@ type Options struct {
 	IPVSExcludeCIDRs                                  []string
 	IPVSStrictARP                                     bool
 	IPVSTCPTimeout, IPVSTCPFinTimeout, IPVSUDPTimeout time.Duration
+	// EBPFCgroup is the cgroup v2 group the ebpf mode attaches its
+	// programs to: the connects of its processes (the node's pods) are
+	// translated. Never a hierarchy's root.
+	EBPFCgroup string
 	// PublishProgrammed keeps the proxy's Lease of what its rules
 	// reflect (see internal/programmed), which node agents wait for
 	// before they stop a pod.
@@ -146,6 +150,10 @@ var modes = []modeInfo{
 		return o.NFTablesCleanup()
 	}},
 	{name: "ipvs", start: startIPVS, iptables: ipvsproxy.Owned, conntrack: true, cleanup: cleanupIPVS, kernel: kipvs.Supported},
+	// The ebpf mode's programs are attached with links that end with the
+	// process: nothing of it outlives the proxy, and nothing is left to
+	// clean up.
+	{name: "ebpf", start: startEBPF, dualStack: true, kernel: ebpfSupported},
 }
 
 // ModeNames lists the modes that can run.
@@ -207,6 +215,9 @@ func lookupMode(name string) (modeInfo, error) {
 
 // Validate checks everything that can be checked before connecting.
 func (o *Options) Validate() error {
+	if strings.EqualFold(o.Mode, "ebpf") && o.EBPFCgroup == "" && !o.Cleanup {
+		return errors.New("--proxy-mode ebpf: --ebpf-cgroup is required: the cgroup v2 group whose processes (the node's pods) connect through the programs")
+	}
 	if _, err := lookupMode(o.Mode); err != nil {
 		return err
 	}
@@ -291,7 +302,7 @@ func cidrsOf(flag, value string, family v1.IPFamily) ([]netip.Prefix, error) {
 // nftables mode, whose default it is (kube-proxy's too).
 func (o *Options) primaryNodePorts() bool {
 	if len(o.NodePortAddresses) == 0 {
-		return strings.EqualFold(o.Mode, "nftables")
+		return strings.EqualFold(o.Mode, "nftables") || strings.EqualFold(o.Mode, "ebpf")
 	}
 	return slices.ContainsFunc(o.NodePortAddresses, func(s string) bool { return strings.TrimSpace(s) == "primary" })
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/svcnet/svcnet/internal/programmed"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/conntrack"
+	ebpfproxy "github.com/svcnet/svcnet/internal/proxy/ebpf"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
 	"github.com/svcnet/svcnet/internal/proxy/iptables"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
@@ -115,6 +116,13 @@ type deps struct {
 	// primary: the first family, which registers what is not per family.
 	primary  bool
 	register func(prometheus.Collector) error
+	// shared is what the families' proxiers of one mode share.
+	shared *shared
+}
+
+// shared is what a mode's proxiers of both families share.
+type shared struct {
+	ebpf *ebpfproxy.Kernel // the maps, and the ids of their backend sets
 }
 
 // TuneIPTables sets up ex for the iptables mode on its backend and
@@ -395,6 +403,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 	var (
 		stack    proxyStack
 		trackers []*svcstate.Tracker
+		sh       shared
 	)
 	for _, family := range families {
 		// Each family's metrics carry its ip_family label, as kube-proxy's
@@ -416,7 +425,7 @@ func RunWith(ctx context.Context, o Options, client kubernetes.Interface, osdeps
 		}
 		tracker := svcstate.NewTracker(cfg)
 		d := &deps{ctx: ctx, opts: o, os: osdeps, logger: logger, iptables: osdeps.IPTables,
-			primary: family == families[0], register: reg.Register,
+			primary: family == families[0], register: reg.Register, shared: &sh,
 			node: o.nodeConfig(node, nodeIPs[family], family),
 			sync: proxy.SyncerConfig{Tracker: tracker, Metrics: metrics, Logger: logger}}
 		if family == v1.IPv6Protocol {
