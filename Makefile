@@ -10,7 +10,7 @@ BIN   := bin/svcnet
 DEB_PACKAGES := iptables nftables iproute2 conntrack dnsutils curl dnsperf iputils-ping procps busybox-static netcat-openbsd
 # What only the tests use: QEMU and busybox for the virtual machine that
 # has IPVS and the dummy link (this kernel has neither), and the IPVS tools.
-TEST_PACKAGES := qemu-system-x86 busybox-static ipvsadm ipset xz-utils clang llvm libbpf-dev
+TEST_PACKAGES := qemu-system-x86 busybox-static ipvsadm ipset xz-utils clang llvm libbpf-dev bpftool
 # The VM's kernel: Debian's linux-image package, unpacked (not installed).
 VM_KERNEL_DIR := /var/cache/svcnet/vm
 # CoreDNS, built outside our module, for the test that compares its answers

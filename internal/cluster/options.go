@@ -27,6 +27,9 @@ func (o Options) Validate() error {
 		if err := app.CheckMode(o.ProxyMode); err != nil {
 			return err
 		}
+		if strings.EqualFold(o.ProxyMode, "ebpf") && NodeCgroup(o.Name, "node-1") == "" {
+			return fmt.Errorf("--proxy-mode ebpf: this machine mounts no cgroup v2 hierarchy, to whose groups the mode attaches its programs")
+		}
 	}
 	if _, _, err := ParsePortRange(o.NodePortRange); err != nil {
 		return fmt.Errorf("--service-node-port-range: %w", err)

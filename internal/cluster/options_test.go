@@ -13,7 +13,7 @@ func ipvsRefusal() string {
 	if kipvs.Supported() == nil {
 		return ""
 	}
-	return "modes that work on this kernel: iptables, userspace, nftables"
+	return "modes that work on this kernel: iptables, userspace, nftables, ebpf"
 }
 
 func TestValidate(t *testing.T) {
@@ -29,7 +29,7 @@ func TestValidate(t *testing.T) {
 		{"upstreams", func(o *Options) { o.DNSUpstream = "10.0.0.53,10.0.0.54:5353" }, ""},
 		{"one port", func(o *Options) { o.NodePortRange = "8477" }, ""},
 		{"a mode this kernel cannot run", func(o *Options) { o.ProxyMode = "ipvs" }, ipvsRefusal()},
-		{"an unknown mode", func(o *Options) { o.ProxyMode = "ebpf" }, "unknown proxy mode"},
+		{"an unknown mode", func(o *Options) { o.ProxyMode = "kernelspace" }, "unknown proxy mode"},
 		{"reversed range", func(o *Options) { o.NodePortRange = "32767-30000" }, "--service-node-port-range"},
 		{"range beyond ports", func(o *Options) { o.NodePortRange = "30000-70000" }, "--service-node-port-range"},
 		{"not a range", func(o *Options) { o.NodePortRange = "high" }, "--service-node-port-range"},

@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/deploy"
+	"github.com/svcnet/svcnet/internal/bpflb"
 	"github.com/svcnet/svcnet/internal/proxy/app"
 )
 
@@ -30,11 +35,48 @@ const ProxyName = "kube-proxy"
 // nftables mode's drop of unallocated cluster IPs, and the iptables
 // command the user chose).
 func (s *supervisor) proxyAddon(api netip.AddrPort) ([]runtime.Object, error) {
-	return proxyObjects(s.opts.ProxyMode, "https://"+api.String(), s.plan.ClusterCIDR.String(), s.plan.ServiceCIDR.String(), s.iptables())
+	return proxyObjects(s.opts.Name, s.opts.ProxyMode, "https://"+api.String(), s.plan.ClusterCIDR.String(), s.plan.ServiceCIDR.String(), s.iptables())
+}
+
+// NodeCgroup is the cgroup v2 group of cluster's node, below which its
+// agent puts every container ("" where the machine mounts no cgroup2
+// hierarchy): named as the node's network namespace.
+func NodeCgroup(cluster, node string) string {
+	mount, err := bpflb.Cgroup2Mount()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(mount, NetnsPrefix(cluster)+node)
+}
+
+// removeCgroups removes the cluster's node groups and their containers'
+// groups, their processes gone (a process just killed leaves its group
+// a moment later).
+func removeCgroups(cluster string) error {
+	mount, err := bpflb.Cgroup2Mount()
+	if err != nil {
+		return nil
+	}
+	nodes, _ := filepath.Glob(filepath.Join(mount, NetnsPrefix(cluster)+"*"))
+	var errs []error
+	for _, n := range nodes {
+		groups, _ := filepath.Glob(filepath.Join(n, "svcnet-*"))
+		for _, dir := range append(groups, n) {
+			err := os.Remove(dir)
+			for i := 0; i < 50 && errors.Is(err, syscall.EBUSY); i++ {
+				time.Sleep(20 * time.Millisecond)
+				err = os.Remove(dir)
+			}
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // proxyObjects renders the proxy add-on for a cluster.
-func proxyObjects(mode, apiServer, clusterCIDR, serviceCIDR, iptables string) ([]runtime.Object, error) {
+func proxyObjects(cluster, mode, apiServer, clusterCIDR, serviceCIDR, iptables string) ([]runtime.Object, error) {
 	c, err := deploy.Lookup("proxy")
 	if err != nil {
 		return nil, err
@@ -50,6 +92,10 @@ func proxyObjects(mode, apiServer, clusterCIDR, serviceCIDR, iptables string) ([
 			ctr := &ds.Spec.Template.Spec.Containers[0]
 			o := app.Defaults()
 			o.ServiceCIDRs, o.IPTablesBinary = serviceCIDR, iptables
+			if mode == "ebpf" {
+				// The node's group, as the DaemonSet's pod on it names it.
+				o.EBPFCgroup = NodeCgroup(cluster, "$(NODE_NAME)")
+			}
 			ctr.Command = append(ctr.Command, o.Args()...)
 			return objs, nil
 		}

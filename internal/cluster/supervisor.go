@@ -117,6 +117,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		o.ClientCAFile = filepath.Join(s.state.APIServerDir(), "pki", pki.CACertFile)
 		o.ImageStoreDir, o.PodUsersDir = ImageStoreDir(), PodUsersDir()
 		o.RegistryMirrors, o.InsecureRegistries = s.opts.RegistryMirrors, s.opts.InsecureRegistries
+		o.CgroupRoot = NodeCgroup(s.opts.Name, n.Name)
 		if s.opts.NodeLocalDNS {
 			// The cache reads one Service and its slices: the proxy's
 			// identity is enough.

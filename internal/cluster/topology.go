@@ -242,5 +242,7 @@ func Destroy(name string) error {
 	for _, n := range names {
 		errs = append(errs, netns.Delete(n))
 	}
+	// The nodes' cgroups, their processes killed with the namespaces'.
+	errs = append(errs, removeCgroups(name))
 	return errors.Join(errs...)
 }

@@ -33,6 +33,7 @@ type localCluster struct {
 	lastErr error // the last failed command of names, or mismatch, for timeouts
 	bin     string
 	kubectl *framework.Kubectl
+	gone    bool // down has run
 }
 
 // up creates a cluster without the ingress add-on: most tests do not use
@@ -109,6 +110,10 @@ func (c *localCluster) dumpLogs() {
 }
 
 func (c *localCluster) down() {
+	if c.gone {
+		return
+	}
+	c.gone = true
 	// The supervisor stops everything first, so that races on the way
 	// down are in the logs before down removes them.
 	c.stopSupervisor()

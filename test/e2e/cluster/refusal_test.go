@@ -24,7 +24,7 @@ func TestHonestRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"a proxy mode this kernel cannot run", []string{"up", "--name", c.name, "--proxy-mode", "ipvs"}, "this kernel has no IPVS (no ip_vs module, none built in); modes that work on this kernel: iptables, userspace, nftables"},
+		{"a proxy mode this kernel cannot run", []string{"up", "--name", c.name, "--proxy-mode", "ipvs"}, "this kernel has no IPVS (no ip_vs module, none built in); modes that work on this kernel: iptables, userspace, nftables, ebpf"},
 		{"an unknown proxy mode", []string{"up", "--name", c.name, "--proxy-mode", "kernelspace"}, "unknown proxy mode"},
 		{"a bad node-port range", []string{"up", "--name", c.name, "--service-node-port-range", "9000-8000"}, "--service-node-port-range"},
 		{"down of a cluster that does not exist", []string{"down", "--name", c.name + "typo"}, "no cluster"},

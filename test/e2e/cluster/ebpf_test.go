@@ -1,0 +1,116 @@
+package cluster_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEBPFMode runs the reference scenario's traffic from pods through
+// the ebpf mode: the service name (DNS over UDP, then TCP) and the
+// node's own node port reach every pod, translated at the socket (curl
+// sees the service's address as its peer), with no rule of a proxy on
+// the node; the programs are attached to the nodes' cgroups and to
+// nothing else, and nothing of them is left after down. Clients outside
+// the nodes need the packet path, which the mode does not have yet
+// (docs/architecture.md).
+func TestEBPFMode(t *testing.T) {
+	t.Parallel()
+	c := up(t, 2, "--proxy-mode", "ebpf")
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	pods, want := c.waitHostnames(time.Minute)
+	from := "default/" + pods[0]
+	hostIP := k.MustRun("", "get", "pod", pods[0], "-o", "jsonpath={.status.hostIP}")
+	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
+	for _, target := range []string{"hostnames", clusterIP, hostIP + ":8477"} {
+		c.until(target+" from a pod to reach all pods", 30*time.Second, func() bool {
+			return c.answeredBy(want, c.names(from, 12, "curl", "-s", "--max-time", "2", target))
+		})
+	}
+	// The peer the socket sees is the Service's: getpeername is
+	// translated back.
+	peer, err := c.exec(from, "curl", "-s", "--max-time", "2", "-o", "/dev/null", "-w", "%{remote_ip}:%{remote_port}", clusterIP)
+	if err != nil || strings.TrimSpace(peer) != clusterIP+":80" {
+		t.Errorf("curl's peer %q (%v), want the cluster IP %s:80", peer, err, clusterIP)
+	}
+	// No Service has no endpoint: refused at once.
+	k.MustRun("", "create", "service", "clusterip", "empty", "--tcp=80:8080")
+	emptyIP := k.MustRun("", "get", "service", "empty", "-o", "jsonpath={.spec.clusterIP}")
+	c.until("a Service without endpoints to refuse connections", 30*time.Second, func() bool {
+		out, err := c.exec(from, "curl", "-s", "--max-time", "2", "-o", "/dev/null", "-w", "%{exitcode}", emptyIP)
+		// curl's 7: could not connect (refused), not 28 (timed out).
+		return err != nil && strings.Contains(out, "7")
+	})
+	for _, node := range []string{"node/node-1", "node/node-2"} {
+		if rules, err := c.exec(node, "iptables-save", "-t", "nat"); err != nil || strings.Contains(rules, "KUBE-SVC-") || strings.Contains(rules, "KUBE-SERVICES") {
+			t.Errorf("proxy rules on an ebpf node %s (%v):\n%s", node, err, rules)
+		}
+		if out, _ := c.exec(node, "nft", "list", "tables"); strings.Contains(out, "kube-proxy") {
+			t.Errorf("kube-proxy's nftables table on an ebpf node %s:\n%s", node, out)
+		}
+	}
+	groups := ebpfGroups(t)
+	var ours []string
+	for _, g := range groups {
+		if strings.HasPrefix(filepath.Base(g), "svcnet-"+c.name+"-") {
+			ours = append(ours, filepath.Base(g))
+		}
+	}
+	if len(ours) != 2 {
+		t.Errorf("programs attached to %v, want the groups of the cluster's two nodes", groups)
+	}
+	c.down()
+	for _, g := range ebpfGroups(t) {
+		if strings.Contains(g, "svcnet-"+c.name+"-") {
+			t.Errorf("programs still attached to %s after down", g)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(cgroup2(t), "svcnet-"+c.name+"-*")); len(left) > 0 {
+		t.Errorf("cgroups left after down: %v", left)
+	}
+}
+
+// cgroup2 is where the machine mounts its cgroup2 hierarchy.
+func cgroup2(t *testing.T) string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 9 && strings.Contains(line, " - cgroup2 ") && f[3] == "/" {
+			return f[4]
+		}
+	}
+	t.Fatal("no cgroup2 hierarchy")
+	return ""
+}
+
+// ebpfGroups are the cgroups with a connect4 program attached, as
+// bpftool lists them; the hierarchy's root is never one.
+func ebpfGroups(t *testing.T) []string {
+	t.Helper()
+	b, err := exec.Command("bpftool", "cgroup", "tree", cgroup2(t)).CombinedOutput()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("bpftool: %v\n%s", err, out)
+	}
+	var groups []string
+	cur := ""
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.HasPrefix(line, "/") {
+			cur = line
+			continue
+		}
+		if strings.Contains(line, "cgroup_inet4_connect") && cur != "" {
+			if cur == cgroup2(t) {
+				t.Errorf("a connect4 program attached to the hierarchy's root: %s", line)
+			}
+			groups = append(groups, cur)
+		}
+	}
+	return groups
+}
