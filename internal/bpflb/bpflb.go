@@ -38,15 +38,30 @@ const (
 	Drop Verdict = 2
 )
 
+// Scope says whom a service entry is for.
+type Scope uint8
+
+const (
+	// Socket: the connects of the node's own processes (its pods).
+	Socket Scope = 0
+	// Packet: packets from outside the node (the tc programs).
+	Packet Scope = 1
+)
+
 // ServiceKey is a service address: where a client connects.
 type ServiceKey struct {
 	Addr  netip.Addr
 	Port  uint16
 	Proto uint8 // unix.IPPROTO_TCP, _UDP, _SCTP
+	Scope Scope
 }
 
 func (k ServiceKey) String() string {
-	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Addr, k.Port), ProtoName(k.Proto))
+	s := fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Addr, k.Port), ProtoName(k.Proto))
+	if k.Scope == Packet {
+		s += " from outside"
+	}
+	return s
 }
 
 // ProtoName is "tcp", "udp" or "sctp".
@@ -71,7 +86,19 @@ type Service struct {
 	Verdict Verdict // when Count is 0
 	// Affinity is the ClientIP affinity timeout in seconds; 0: none.
 	Affinity uint32
+	Flags    Flags // of a Packet entry
 }
+
+// Flags are what a Packet entry asks besides a backend.
+type Flags uint32
+
+const (
+	// Masquerade: the flow's packets are marked to be masqueraded (the
+	// Cluster external policy).
+	Masquerade Flags = 1
+	// Ranged: only sources in the entry id's ranges (PutRanges) pass.
+	Ranged Flags = 2
+)
 
 // BackendKey is one backend slot.
 type BackendKey struct {
@@ -98,6 +125,16 @@ type Sizes struct {
 	Sockets int
 	// Affinities bounds the remembered ClientIP affinities.
 	Affinities int
+	// Flows bounds the flows from outside the node being translated
+	// (least recently used go first), and Ranges the source ranges.
+	Flows, Ranges int
+}
+
+// Options are what the programs are loaded with besides the sizes.
+type Options struct {
+	// MasqueradeMark is the packet mark bit that asks the fixed
+	// nftables rule to masquerade a flow from outside. Default 0x4000.
+	MasqueradeMark uint32
 }
 
 // LB is the loaded programs and their maps.
@@ -105,24 +142,32 @@ type LB struct {
 	objs  lbObjects
 	links []link.Link
 	sizes Sizes
+	// tc are the tc programs' links, by interface index.
+	tc map[int][]link.Link
 }
 
 // Load loads the programs and makes their maps. It fails, naming what is
 // missing, where the kernel lacks a program type, hook or helper the
 // programs need.
-func Load(s Sizes) (*LB, error) {
+func Load(s Sizes, o Options) (*LB, error) {
 	spec, err := loadLb()
 	if err != nil {
 		return nil, err
 	}
+	if o.MasqueradeMark == 0 {
+		o.MasqueradeMark = 0x4000
+	}
+	if err := spec.Variables[lbVarMasqMark].Set(o.MasqueradeMark); err != nil {
+		return nil, err
+	}
 	for name, n := range map[string]int{lbMapServices: s.Services, lbMapBackends: s.Backends,
-		lbMapRevnat: s.Sockets, lbMapAffinity: s.Affinities, lbMapStats: s.IDs} {
+		lbMapRevnat: s.Sockets, lbMapAffinity: s.Affinities, lbMapStats: s.IDs, lbMapFlows: s.Flows, lbMapRanges: s.Ranges} {
 		if n <= 0 {
 			return nil, fmt.Errorf("bpflb: map %s needs a size", name)
 		}
 		spec.Maps[name].MaxEntries = uint32(n)
 	}
-	l := &LB{sizes: s}
+	l := &LB{sizes: s, tc: map[int][]link.Link{}}
 	if err := spec.LoadAndAssign(&l.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -229,6 +274,45 @@ func (l *LB) Attached(path string) (bool, error) {
 	return true, nil
 }
 
+// AttachLink attaches the packet programs to the interface with index
+// ifindex of the calling thread's network namespace: from_net to its
+// ingress, to_net to its egress (tcx links, which end with the LB).
+func (l *LB) AttachLink(ifindex int) error {
+	if _, ok := l.tc[ifindex]; ok {
+		return nil
+	}
+	in, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: l.objs.FromNet, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return fmt.Errorf("attach from_net to interface %d: %w", ifindex, err)
+	}
+	out, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: l.objs.ToNet, Attach: ebpf.AttachTCXEgress})
+	if err != nil {
+		in.Close()
+		return fmt.Errorf("attach to_net to interface %d: %w", ifindex, err)
+	}
+	l.tc[ifindex] = []link.Link{in, out}
+	return nil
+}
+
+// DetachLink detaches the packet programs from interface ifindex.
+func (l *LB) DetachLink(ifindex int) error {
+	var errs []error
+	for _, lk := range l.tc[ifindex] {
+		errs = append(errs, lk.Close())
+	}
+	delete(l.tc, ifindex)
+	return errors.Join(errs...)
+}
+
+// Links are the interfaces the packet programs are attached to.
+func (l *LB) Links() []int {
+	var out []int
+	for i := range l.tc {
+		out = append(out, i)
+	}
+	return out
+}
+
 // Close detaches the programs and frees the maps.
 func (l *LB) Close() error {
 	var errs []error
@@ -236,6 +320,9 @@ func (l *LB) Close() error {
 		errs = append(errs, lk.Close())
 	}
 	l.links = nil
+	for i := range l.tc {
+		errs = append(errs, l.DetachLink(i))
+	}
 	errs = append(errs, l.objs.Close())
 	return errors.Join(errs...)
 }
@@ -261,11 +348,37 @@ func hton(p uint16) uint16 { return p<<8 | p>>8 }
 
 func (k ServiceKey) raw() lbSvcKey {
 	a, f := addr16(k.Addr)
-	return lbSvcKey{Addr: a, Port: hton(k.Port), Proto: k.Proto, Family: f}
+	return lbSvcKey{Addr: a, Port: hton(k.Port), Proto: k.Proto, Family: f, Scope: uint8(k.Scope)}
 }
 
 func (v Service) raw() lbSvcVal {
-	return lbSvcVal{Id: v.ID, Count: v.Count, Gen: v.Gen, Verdict: uint8(v.Verdict), Affinity: v.Affinity}
+	return lbSvcVal{Id: v.ID, Count: v.Count, Gen: v.Gen, Verdict: uint8(v.Verdict), Affinity: v.Affinity, Flags: uint32(v.Flags)}
+}
+
+func rangeRaw(id uint32, p netip.Prefix) lbRangeKey {
+	a, f := addr16(p.Addr())
+	return lbRangeKey{Prefixlen: 32 + 8 + uint32(p.Bits()), Id: id, Family: f, Addr: a}
+}
+
+// PutRanges adds id's source ranges.
+func (l *LB) PutRanges(id uint32, ranges []netip.Prefix) error {
+	for _, p := range ranges {
+		if err := l.objs.Ranges.Put(rangeRaw(id, p.Masked()), uint8(1)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteRanges deletes id's source ranges; those already gone are no
+// error.
+func (l *LB) DeleteRanges(id uint32, ranges []netip.Prefix) error {
+	for _, p := range ranges {
+		if err := l.objs.Ranges.Delete(rangeRaw(id, p.Masked())); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 func backendRaw(ap netip.AddrPort) lbBackendVal {
@@ -335,22 +448,23 @@ func (l *LB) Stats(id uint32) (Stats, error) {
 	return Stats{Translated: c.Translated, Refused: c.Refused}, nil
 }
 
-// Dump is the maps' service and backend entries, as read from the
-// kernel.
+// Dump is the maps' service and backend entries and source ranges, as
+// read from the kernel.
 type Dump struct {
 	Services map[ServiceKey]Service
 	Backends map[BackendKey]netip.AddrPort
+	Ranges   map[uint32][]netip.Prefix
 }
 
 // Dump reads the service and backend entries.
 func (l *LB) Dump() (Dump, error) {
-	d := Dump{Services: map[ServiceKey]Service{}, Backends: map[BackendKey]netip.AddrPort{}}
+	d := Dump{Services: map[ServiceKey]Service{}, Backends: map[BackendKey]netip.AddrPort{}, Ranges: map[uint32][]netip.Prefix{}}
 	var k lbSvcKey
 	var v lbSvcVal
 	it := l.objs.Services.Iterate()
 	for it.Next(&k, &v) {
-		key := ServiceKey{Addr: fromAddr16(k.Addr, k.Family), Port: hton(k.Port), Proto: k.Proto}
-		d.Services[key] = Service{ID: v.Id, Count: v.Count, Gen: v.Gen, Verdict: Verdict(v.Verdict), Affinity: v.Affinity}
+		key := ServiceKey{Addr: fromAddr16(k.Addr, k.Family), Port: hton(k.Port), Proto: k.Proto, Scope: Scope(k.Scope)}
+		d.Services[key] = Service{ID: v.Id, Count: v.Count, Gen: v.Gen, Verdict: Verdict(v.Verdict), Affinity: v.Affinity, Flags: Flags(v.Flags)}
 	}
 	if err := it.Err(); err != nil {
 		return d, err
@@ -361,7 +475,17 @@ func (l *LB) Dump() (Dump, error) {
 	for bit.Next(&bk, &bv) {
 		d.Backends[BackendKey{ID: bk.Id, Slot: bk.Slot, Gen: bk.Gen}] = netip.AddrPortFrom(fromAddr16(bv.Addr, bv.Family), hton(bv.Port))
 	}
-	return d, bit.Err()
+	if err := bit.Err(); err != nil {
+		return d, err
+	}
+	var rk lbRangeKey
+	var one uint8
+	rit := l.objs.Ranges.Iterate()
+	for rit.Next(&rk, &one) {
+		bits := int(rk.Prefixlen) - 32 - 8
+		d.Ranges[rk.Id] = append(d.Ranges[rk.Id], netip.PrefixFrom(fromAddr16(rk.Addr, rk.Family), bits))
+	}
+	return d, rit.Err()
 }
 
 // Cgroup2Mount is where the machine mounts its cgroup v2 hierarchy

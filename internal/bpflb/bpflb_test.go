@@ -136,7 +136,7 @@ func newLab(t *testing.T) *lab {
 			t.Errorf("remove cgroup: %v", err)
 		}
 	})
-	lb, err := Load(Sizes{Services: 64, IDs: 64, Backends: 256, Sockets: 1024, Affinities: 64})
+	lb, err := Load(Sizes{Services: 64, IDs: 64, Backends: 256, Sockets: 1024, Affinities: 64, Flows: 1024, Ranges: 64}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

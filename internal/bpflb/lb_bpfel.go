@@ -15,6 +15,7 @@ import (
 
 type lbAffinityKey struct {
 	_     structs.HostLayout
+	Addr  [16]uint8
 	Netns uint64
 	Id    uint32
 	Pad   uint32
@@ -43,6 +44,34 @@ type lbBackendVal struct {
 	Pad    uint8
 }
 
+type lbFlowKey struct {
+	_      structs.HostLayout
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Sport  uint16
+	Dport  uint16
+	Proto  uint8
+	Family uint8
+	Pad    uint16
+}
+
+type lbFlowVal struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+	Port uint16
+	Dir  uint8
+	Masq uint8
+}
+
+type lbRangeKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Id        uint32
+	Family    uint8
+	Addr      [16]uint8
+	_         [3]byte
+}
+
 type lbRevnatKey struct {
 	_      structs.HostLayout
 	Cookie uint64
@@ -57,6 +86,8 @@ type lbSvcKey struct {
 	Port   uint16
 	Proto  uint8
 	Family uint8
+	Scope  uint8
+	Pad    [3]uint8
 }
 
 type lbSvcStats struct {
@@ -72,7 +103,7 @@ type lbSvcVal struct {
 	Gen      uint8
 	Verdict  uint8
 	Affinity uint32
-	Pad      uint32
+	Flags    uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -81,17 +112,22 @@ type lbSvcVal struct {
 const (
 	lbMapAffinity      = "affinity"
 	lbMapBackends      = "backends"
+	lbMapFlows         = "flows"
+	lbMapRanges        = "ranges"
 	lbMapRevnat        = "revnat"
 	lbMapServices      = "services"
 	lbMapStats         = "stats"
 	lbProgConnect4     = "connect4"
 	lbProgConnect6     = "connect6"
+	lbProgFromNet      = "from_net"
 	lbProgGetpeername4 = "getpeername4"
 	lbProgGetpeername6 = "getpeername6"
 	lbProgRecvmsg4     = "recvmsg4"
 	lbProgRecvmsg6     = "recvmsg6"
 	lbProgSendmsg4     = "sendmsg4"
 	lbProgSendmsg6     = "sendmsg6"
+	lbProgToNet        = "to_net"
+	lbVarMasqMark      = "masq_mark"
 )
 
 // loadLb returns the embedded CollectionSpec for lb.
@@ -138,12 +174,14 @@ type lbSpecs struct {
 type lbProgramSpecs struct {
 	Connect4     *ebpf.ProgramSpec `ebpf:"connect4"`
 	Connect6     *ebpf.ProgramSpec `ebpf:"connect6"`
+	FromNet      *ebpf.ProgramSpec `ebpf:"from_net"`
 	Getpeername4 *ebpf.ProgramSpec `ebpf:"getpeername4"`
 	Getpeername6 *ebpf.ProgramSpec `ebpf:"getpeername6"`
 	Recvmsg4     *ebpf.ProgramSpec `ebpf:"recvmsg4"`
 	Recvmsg6     *ebpf.ProgramSpec `ebpf:"recvmsg6"`
 	Sendmsg4     *ebpf.ProgramSpec `ebpf:"sendmsg4"`
 	Sendmsg6     *ebpf.ProgramSpec `ebpf:"sendmsg6"`
+	ToNet        *ebpf.ProgramSpec `ebpf:"to_net"`
 }
 
 // lbMapSpecs contains maps before they are loaded into the kernel.
@@ -152,6 +190,8 @@ type lbProgramSpecs struct {
 type lbMapSpecs struct {
 	Affinity *ebpf.MapSpec `ebpf:"affinity"`
 	Backends *ebpf.MapSpec `ebpf:"backends"`
+	Flows    *ebpf.MapSpec `ebpf:"flows"`
+	Ranges   *ebpf.MapSpec `ebpf:"ranges"`
 	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
 	Services *ebpf.MapSpec `ebpf:"services"`
 	Stats    *ebpf.MapSpec `ebpf:"stats"`
@@ -161,6 +201,7 @@ type lbMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbVariableSpecs struct {
+	MasqMark *ebpf.VariableSpec `ebpf:"masq_mark"`
 }
 
 // lbObjects contains all objects after they have been loaded into the kernel.
@@ -185,6 +226,8 @@ func (o *lbObjects) Close() error {
 type lbMaps struct {
 	Affinity *ebpf.Map `ebpf:"affinity"`
 	Backends *ebpf.Map `ebpf:"backends"`
+	Flows    *ebpf.Map `ebpf:"flows"`
+	Ranges   *ebpf.Map `ebpf:"ranges"`
 	Revnat   *ebpf.Map `ebpf:"revnat"`
 	Services *ebpf.Map `ebpf:"services"`
 	Stats    *ebpf.Map `ebpf:"stats"`
@@ -194,6 +237,8 @@ func (m *lbMaps) Close() error {
 	return _LbClose(
 		m.Affinity,
 		m.Backends,
+		m.Flows,
+		m.Ranges,
 		m.Revnat,
 		m.Services,
 		m.Stats,
@@ -204,6 +249,7 @@ func (m *lbMaps) Close() error {
 //
 // It can be passed to loadLbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbVariables struct {
+	MasqMark *ebpf.Variable `ebpf:"masq_mark"`
 }
 
 // lbPrograms contains all programs after they have been loaded into the kernel.
@@ -212,24 +258,28 @@ type lbVariables struct {
 type lbPrograms struct {
 	Connect4     *ebpf.Program `ebpf:"connect4"`
 	Connect6     *ebpf.Program `ebpf:"connect6"`
+	FromNet      *ebpf.Program `ebpf:"from_net"`
 	Getpeername4 *ebpf.Program `ebpf:"getpeername4"`
 	Getpeername6 *ebpf.Program `ebpf:"getpeername6"`
 	Recvmsg4     *ebpf.Program `ebpf:"recvmsg4"`
 	Recvmsg6     *ebpf.Program `ebpf:"recvmsg6"`
 	Sendmsg4     *ebpf.Program `ebpf:"sendmsg4"`
 	Sendmsg6     *ebpf.Program `ebpf:"sendmsg6"`
+	ToNet        *ebpf.Program `ebpf:"to_net"`
 }
 
 func (p *lbPrograms) Close() error {
 	return _LbClose(
 		p.Connect4,
 		p.Connect6,
+		p.FromNet,
 		p.Getpeername4,
 		p.Getpeername6,
 		p.Recvmsg4,
 		p.Recvmsg6,
 		p.Sendmsg4,
 		p.Sendmsg6,
+		p.ToNet,
 	)
 }
 

@@ -1,9 +1,14 @@
-// svcnet's socket-level service load balancer: cgroup v2 programs that
-// give a socket of a pod (or of a node process in svcnet's cgroups) the
-// address of one of a Service's endpoints when it connects to, or sends
-// a datagram to, the Service's address; and that show the Service's
-// address again where the socket would see the endpoint's (the source
-// of a datagram received, the peer's name).
+// svcnet's service load balancer. At the socket: cgroup v2 programs
+// that give a socket of a pod (or of a node process in svcnet's cgroups)
+// the address of one of a Service's endpoints when it connects to, or
+// sends a datagram to, the Service's address; and that show the
+// Service's address again where the socket would see the endpoint's (the
+// source of a datagram received, the peer's name). At the packet: tc
+// programs on the node's links for clients outside the node (node ports,
+// external and load-balancer addresses), which translate each flow's
+// packets to the endpoint its first packet chose, mark those to
+// masquerade (a fixed nftables rule does it) and translate the replies
+// back.
 //
 // The maps are written by svcnet's proxy (internal/proxy/ebpf), which
 // keeps these invariants:
@@ -19,7 +24,13 @@
 //go:build ignore
 
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
 #include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -32,12 +43,23 @@
 #define SVC_REJECT 1 // no endpoint anywhere: ECONNREFUSED, as REJECT
 #define SVC_DROP 2   // Local policy, none on this node: EPERM
 
+// Who a service entry is for: the node's sockets, or packets from
+// outside the node (another policy, source ranges, masquerading).
+#define SCOPE_SOCKET 0
+#define SCOPE_PACKET 1
+
 struct svc_key {
 	__u8 addr[16]; // IPv4 in the first four bytes, the rest zero
 	__u16 port;    // network order
 	__u8 proto;    // IPPROTO_*
 	__u8 family;   // 4 or 6
+	__u8 scope;
+	__u8 pad[3];
 };
+
+// Flags of a packet-scope entry.
+#define SVC_MASQ 1   // masquerade the flow (the Cluster external policy)
+#define SVC_RANGED 2 // only sources in the entry's ranges (LPM map ranges)
 
 struct svc_val {
 	__u32 id;
@@ -45,7 +67,7 @@ struct svc_val {
 	__u8 gen;
 	__u8 verdict; // when count is 0
 	__u32 affinity; // ClientIP affinity timeout in seconds, 0: none
-	__u32 pad;
+	__u32 flags;
 };
 
 struct backend_key {
@@ -71,8 +93,11 @@ struct revnat_key {
 	__u16 pad[3];
 };
 
+// A client, for ClientIP affinity: a socket's network namespace (its
+// pod), or a packet's source address.
 struct affinity_key {
-	__u64 netns; // the client's network namespace: its pod
+	__u8 addr[16];
+	__u64 netns;
 	__u32 id;
 	__u32 pad;
 };
@@ -149,7 +174,8 @@ static __always_inline int same_backend(const struct backend_val *a, const struc
 // pick chooses a backend of the service at key into out. It returns 0,
 // with *found set when out holds a backend (unset: the address is not a
 // service's), or the errno the caller should fail with.
-static __always_inline int pick(void *ctx, struct svc_key *key, struct backend_val *out, int *found)
+// ak holds the client; *flags gets the entry's.
+static __always_inline int pick(struct svc_key *key, struct affinity_key *ak, struct backend_val *out, int *found, __u32 *flags)
 {
 	*found = 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
@@ -157,17 +183,16 @@ static __always_inline int pick(void *ctx, struct svc_key *key, struct backend_v
 		if (!svc)
 			return 0;
 		__u32 id = svc->id;
+		*flags = svc->flags;
 		if (svc->count == 0) {
 			count(id, 1);
 			return svc->verdict == SVC_DROP ? EPERM : ECONNREFUSED;
 		}
-		struct affinity_key ak = {};
 		__u64 now = 0;
 		if (svc->affinity) {
-			ak.netns = bpf_get_netns_cookie(ctx);
-			ak.id = id;
+			ak->id = id;
 			now = bpf_ktime_get_ns();
-			struct affinity_val *av = bpf_map_lookup_elem(&affinity, &ak);
+			struct affinity_val *av = bpf_map_lookup_elem(&affinity, ak);
 			if (av && now - av->at <= (__u64)svc->affinity * 1000000000ULL) {
 				// Still one of the backends? Only then does it stick.
 				struct backend_key bk = {.id = id, .gen = svc->gen};
@@ -192,7 +217,7 @@ static __always_inline int pick(void *ctx, struct svc_key *key, struct backend_v
 		*found = 1;
 		if (svc->affinity) {
 			struct affinity_val av = {.at = now, .backend = *b};
-			bpf_map_update_elem(&affinity, &ak, &av, BPF_ANY);
+			bpf_map_update_elem(&affinity, ak, &av, BPF_ANY);
 		}
 		count(id, 0);
 		return 0;
@@ -216,7 +241,9 @@ static __always_inline int translate4(struct bpf_sock_addr *ctx)
 	__builtin_memcpy(key.addr, &ip, 4);
 	struct backend_val b;
 	int found;
-	int err = pick(ctx, &key, &b, &found);
+	__u32 flags;
+	struct affinity_key ak = {.netns = bpf_get_netns_cookie(ctx)};
+	int err = pick(&key, &ak, &b, &found, &flags);
 	if (err) {
 		bpf_set_retval(-err);
 		return 0;
@@ -280,7 +307,9 @@ static __always_inline int translate6(struct bpf_sock_addr *ctx)
 	key.family = load6(ctx, key.addr);
 	struct backend_val b;
 	int found;
-	int err = pick(ctx, &key, &b, &found);
+	__u32 flags;
+	struct affinity_key ak = {.netns = bpf_get_netns_cookie(ctx)};
+	int err = pick(&key, &ak, &b, &found, &flags);
 	if (err) {
 		bpf_set_retval(-err);
 		return 0;
@@ -347,5 +376,229 @@ int recvmsg6(struct bpf_sock_addr *ctx) { return untranslate6(ctx); }
 
 SEC("cgroup/getpeername6")
 int getpeername6(struct bpf_sock_addr *ctx) { return untranslate6(ctx); }
+
+
+// ---- The packet path: clients outside the node ----
+
+// The mark bit that asks the fixed nftables rule to masquerade; set by
+// the loader.
+volatile const __u32 masq_mark = 0x4000;
+
+// A flow, as the packets of one direction carry it.
+struct flow_key {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 family;
+	__u16 pad;
+};
+
+#define FLOW_FORWARD 1 // a client's packets: to the backend
+#define FLOW_REPLY 2   // the backend's replies: from the service's address
+
+struct flow_val {
+	__u8 addr[16]; // the backend (forward) or the service's address (reply)
+	__u16 port;
+	__u8 dir;
+	__u8 masq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct flow_key);
+	__type(value, struct flow_val);
+} flows SEC(".maps");
+
+// Source ranges of load-balancer addresses: an entry's id and a prefix
+// of the source.
+struct range_key {
+	__u32 prefixlen; // 32 (the id) + 8 (the family) + the prefix's length
+	__u32 id;
+	__u8 family;
+	__u8 addr[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1);
+	__type(key, struct range_key);
+	__type(value, __u8);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} ranges SEC(".maps");
+
+// A parsed packet: where its addresses, ports and checksum are.
+struct pkt {
+	struct flow_key f;
+	__u32 l3;      // offset of the IP header
+	__u32 l4;      // offset of the TCP or UDP header
+	__u32 csum;    // offset of the L4 checksum
+	__u8 syn_only; // TCP with SYN and without ACK: a new connection
+};
+
+static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return 0;
+	p->l3 = sizeof(*eth);
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > end || ip->ihl < 5)
+			return 0;
+		if (ip->frag_off & bpf_htons(0x3fff))
+			return 0; // fragments: not translated
+		p->f.family = 4;
+		p->f.proto = ip->protocol;
+		__builtin_memcpy(p->f.saddr, &ip->saddr, 4);
+		__builtin_memcpy(p->f.daddr, &ip->daddr, 4);
+		p->l4 = p->l3 + ip->ihl * 4;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > end)
+			return 0;
+		p->f.family = 6;
+		p->f.proto = ip6->nexthdr; // no extension headers: else not translated
+		__builtin_memcpy(p->f.saddr, &ip6->saddr, 16);
+		__builtin_memcpy(p->f.daddr, &ip6->daddr, 16);
+		p->l4 = p->l3 + sizeof(*ip6);
+	} else {
+		return 0;
+	}
+	if (p->f.proto == IPPROTO_TCP) {
+		struct tcphdr th;
+		if (bpf_skb_load_bytes(skb, p->l4, &th, sizeof(th)) < 0)
+			return 0;
+		p->f.sport = th.source;
+		p->f.dport = th.dest;
+		p->csum = p->l4 + __builtin_offsetof(struct tcphdr, check);
+		p->syn_only = th.syn && !th.ack;
+		return 1;
+	}
+	if (p->f.proto == IPPROTO_UDP) {
+		struct udphdr uh;
+		if (bpf_skb_load_bytes(skb, p->l4, &uh, sizeof(uh)) < 0)
+			return 0;
+		p->f.sport = uh.source;
+		p->f.dport = uh.dest;
+		p->csum = p->l4 + __builtin_offsetof(struct udphdr, check);
+		return 1;
+	}
+	return 0;
+}
+
+// rewrite writes addr and port over the packet's destination (dst) or
+// source, with the checksums.
+static __always_inline int rewrite(struct __sk_buff *skb, struct pkt *p, int dst, const __u8 *addr, __u16 port)
+{
+	__u64 csum_flags = p->f.proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	const __u8 *old = dst ? p->f.daddr : p->f.saddr;
+	if (p->f.family == 4) {
+		__u32 from, to;
+		__builtin_memcpy(&from, old, 4);
+		__builtin_memcpy(&to, addr, 4);
+		__u32 off = p->l3 + (dst ? __builtin_offsetof(struct iphdr, daddr) : __builtin_offsetof(struct iphdr, saddr));
+		if (bpf_l4_csum_replace(skb, p->csum, from, to, BPF_F_PSEUDO_HDR | 4 | csum_flags) < 0 ||
+		    bpf_l3_csum_replace(skb, p->l3 + __builtin_offsetof(struct iphdr, check), from, to, 4) < 0 ||
+		    bpf_skb_store_bytes(skb, off, &to, 4, 0) < 0)
+			return -1;
+	} else {
+		__u8 from[16], to[16];
+		__builtin_memcpy(from, old, 16);
+		__builtin_memcpy(to, addr, 16);
+		__s64 diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
+		__u32 off = p->l3 + (dst ? __builtin_offsetof(struct ipv6hdr, daddr) : __builtin_offsetof(struct ipv6hdr, saddr));
+		if (diff < 0 || bpf_l4_csum_replace(skb, p->csum, 0, diff, BPF_F_PSEUDO_HDR | csum_flags) < 0 ||
+		    bpf_skb_store_bytes(skb, off, to, 16, 0) < 0)
+			return -1;
+	}
+	__u16 oldport = dst ? p->f.dport : p->f.sport;
+	if (oldport != port) {
+		if (bpf_l4_csum_replace(skb, p->csum, oldport, port, 2 | csum_flags) < 0 ||
+		    bpf_skb_store_bytes(skb, p->l4 + (dst ? 2 : 0), &port, 2, 0) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+// from_net translates the packets of clients outside the node to a
+// service's address: a flow's first packet (a TCP SYN, any UDP
+// datagram) picks the backend, the flow's later ones follow it, and the
+// reply's translation back is remembered.
+SEC("tc")
+int from_net(struct __sk_buff *skb)
+{
+	struct pkt p = {};
+	if (!parse(skb, &p))
+		return TC_ACT_OK;
+	struct flow_val *fv = bpf_map_lookup_elem(&flows, &p.f);
+	struct backend_val b;
+	__u8 masq = 0;
+	if (fv && fv->dir == FLOW_FORWARD) {
+		__builtin_memcpy(b.addr, fv->addr, 16);
+		b.port = fv->port;
+		masq = fv->masq;
+	} else {
+		if (p.f.proto == IPPROTO_TCP && !p.syn_only)
+			return TC_ACT_OK; // not a new connection: not ours
+		struct svc_key key = {.port = p.f.dport, .proto = p.f.proto, .family = p.f.family, .scope = SCOPE_PACKET};
+		__builtin_memcpy(key.addr, p.f.daddr, 16);
+		struct affinity_key ak = {};
+		__builtin_memcpy(ak.addr, p.f.saddr, 16);
+		int found;
+		__u32 flags = 0;
+		struct svc_val *svc = bpf_map_lookup_elem(&services, &key);
+		if (!svc)
+			return TC_ACT_OK;
+		if (svc->flags & SVC_RANGED) {
+			struct range_key rk = {.prefixlen = 32 + 8 + 128, .id = svc->id, .family = p.f.family};
+			__builtin_memcpy(rk.addr, p.f.saddr, 16);
+			if (!bpf_map_lookup_elem(&ranges, &rk))
+				return TC_ACT_SHOT;
+		}
+		int err = pick(&key, &ak, &b, &found, &flags);
+		if (err == EPERM)
+			return TC_ACT_SHOT; // Local policy, no endpoint here
+		if (err || !found)
+			return TC_ACT_OK; // none anywhere: the node's stack refuses it
+		masq = (flags & SVC_MASQ) != 0;
+		struct flow_val fwd = {.port = b.port, .dir = FLOW_FORWARD, .masq = masq};
+		__builtin_memcpy(fwd.addr, b.addr, 16);
+		bpf_map_update_elem(&flows, &p.f, &fwd, BPF_ANY);
+		// The reply: from the backend to the client.
+		struct flow_key rk = {.sport = b.port, .dport = p.f.sport, .proto = p.f.proto, .family = p.f.family};
+		__builtin_memcpy(rk.saddr, b.addr, 16);
+		__builtin_memcpy(rk.daddr, p.f.saddr, 16);
+		struct flow_val rv = {.port = p.f.dport, .dir = FLOW_REPLY};
+		__builtin_memcpy(rv.addr, p.f.daddr, 16);
+		bpf_map_update_elem(&flows, &rk, &rv, BPF_ANY);
+	}
+	if (rewrite(skb, &p, 1, b.addr, b.port) < 0)
+		return TC_ACT_SHOT;
+	if (masq)
+		skb->mark |= masq_mark;
+	return TC_ACT_OK;
+}
+
+// to_net translates a backend's replies to a client outside the node
+// back: from the service's address.
+SEC("tc")
+int to_net(struct __sk_buff *skb)
+{
+	struct pkt p = {};
+	if (!parse(skb, &p))
+		return TC_ACT_OK;
+	struct flow_val *fv = bpf_map_lookup_elem(&flows, &p.f);
+	if (!fv || fv->dir != FLOW_REPLY)
+		return TC_ACT_OK;
+	__u8 addr[16];
+	__builtin_memcpy(addr, fv->addr, 16);
+	if (rewrite(skb, &p, 0, addr, fv->port) < 0)
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
+}
 
 char _license[] SEC("license") = "Dual MIT/GPL";
