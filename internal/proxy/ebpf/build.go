@@ -27,12 +27,13 @@ type Config struct {
 // Validate reports settings that cannot work.
 func (c Config) Validate() error { return c.NodeConfig.Validate("ebpf") }
 
-// Scope says who a backend set is for. Every client of the programs is
-// inside the node (a pod, a node process): the cluster IP's set follows
-// the internal traffic policy; node ports, external and load-balancer
-// addresses reached from inside the node go to the whole cluster's
-// endpoints whatever the external policy, as kube-proxy short-circuits
-// traffic from pods and the node to them.
+// Scope says who a backend set is for. The node's own clients (a pod, a
+// node process) are translated at the socket: the cluster IP's set
+// follows the internal traffic policy; node ports, external and
+// load-balancer addresses reached from inside the node go to the whole
+// cluster's endpoints whatever the external policy, as kube-proxy
+// short-circuits traffic from pods and the node to them. Clients outside
+// the node are translated per packet, with the external policy.
 type Scope uint8
 
 const (
@@ -41,6 +42,11 @@ const (
 	// Firewalled: load-balancer addresses whose source ranges do not
 	// admit every client of the node (see fromInsideAllowed).
 	Firewalled
+	// Outside: node ports, external and load-balancer addresses for
+	// clients outside the node; OutsideRanged: load-balancer addresses
+	// with source ranges.
+	Outside
+	OutsideRanged
 )
 
 func (s Scope) String() string {
@@ -49,9 +55,16 @@ func (s Scope) String() string {
 		return "external"
 	case Firewalled:
 		return "firewalled"
+	case Outside:
+		return "outside"
+	case OutsideRanged:
+		return "outside-ranged"
 	}
 	return "internal"
 }
+
+// packet says whether the scope's entries are for packets from outside.
+func (s Scope) packet() bool { return s == Outside || s == OutsideRanged }
 
 // TargetName names a backend set: one service port, one scope.
 type TargetName struct {
@@ -66,16 +79,21 @@ type Target struct {
 	Backends []netip.AddrPort // in endpoint order
 	Verdict  bpflb.Verdict    // when Backends is empty
 	Affinity uint32           // ClientIP affinity timeout in seconds, 0: none
+	// Ranges are the sources an entry with bpflb.Ranged admits.
+	Ranges []netip.Prefix
 }
 
 func (t Target) equal(o Target) bool {
-	return slices.Equal(t.Backends, o.Backends) && t.Verdict == o.Verdict && t.Affinity == o.Affinity
+	return slices.Equal(t.Backends, o.Backends) && t.Verdict == o.Verdict && t.Affinity == o.Affinity &&
+		slices.Equal(t.Ranges, o.Ranges)
 }
 
 // Table is what the maps should hold for some service ports: their
 // service entries, and the backend set each names.
 type Table struct {
-	Keys    map[bpflb.ServiceKey]TargetName
+	Keys map[bpflb.ServiceKey]TargetName
+	// Flags are the entries' flags, where they have any.
+	Flags   map[bpflb.ServiceKey]bpflb.Flags
 	Targets map[TargetName]Target
 	// Ports are the service ports built, with the keys of each.
 	Ports map[svcstate.ServicePortName][]bpflb.ServiceKey
@@ -100,6 +118,7 @@ func (t *Table) Drop(k bpflb.ServiceKey) {
 		return
 	}
 	delete(t.Keys, k)
+	delete(t.Flags, k)
 	t.Ports[name.Port] = slices.DeleteFunc(t.Ports[name.Port], func(o bpflb.ServiceKey) bool { return o == k })
 	for _, o := range t.Ports[name.Port] {
 		if t.Keys[o] == name {
@@ -122,6 +141,7 @@ func Build(cfg Config, snap *svcstate.Snapshot, only map[svcstate.ServicePortNam
 	cfg.NodeConfig = cfg.NodeConfig.WithDefaults()
 	t := Table{
 		Keys:    map[bpflb.ServiceKey]TargetName{},
+		Flags:   map[bpflb.ServiceKey]bpflb.Flags{},
 		Targets: map[TargetName]Target{},
 		Ports:   map[svcstate.ServicePortName][]bpflb.ServiceKey{},
 		Stats:   Stats{Reachable: map[svcstate.ServicePortName]int{}},
@@ -135,8 +155,7 @@ func Build(cfg Config, snap *svcstate.Snapshot, only map[svcstate.ServicePortNam
 		if !ok {
 			return
 		}
-		eps := svcstate.Usable(svc.Endpoints(p.Name))
-		eps = slices.DeleteFunc(slices.Clone(eps), func(e svcstate.Endpoint) bool { return svcstate.Family(e.IP) != cfg.Family })
+		eps := slices.DeleteFunc(slices.Clone(svc.Endpoints(p.Name)), func(e svcstate.Endpoint) bool { return svcstate.Family(e.IP) != cfg.Family })
 		sel := proxy.Select(p, eps, cfg.Node)
 		t.build(cfg, p, proto, sel)
 	}
@@ -203,8 +222,11 @@ func (t *Table) build(cfg Config, p *svcstate.ServicePort, proto uint8, sel prox
 		internal.Verdict = bpflb.Reject
 	}
 	// A set is in the table when an entry names it.
-	key := func(a netip.Addr, port int, name TargetName, target Target) {
+	key := func(a netip.Addr, port int, name TargetName, target Target, flags bpflb.Flags) {
 		k := bpflb.ServiceKey{Addr: a, Port: uint16(port), Proto: proto}
+		if name.Scope.packet() || flags != 0 {
+			k.Scope = bpflb.Packet
+		}
 		other, ok := t.Keys[k]
 		if ok && other.Port == p.Name {
 			return // an address the port has already (a node port on an external IP)
@@ -219,11 +241,17 @@ func (t *Table) build(cfg Config, p *svcstate.ServicePort, proto uint8, sel prox
 			t.Drop(k)
 		}
 		t.Keys[k] = name
+		if flags != 0 {
+			t.Flags[k] = flags
+		}
 		t.Targets[name] = target
 		t.Ports[p.Name] = append(t.Ports[p.Name], k)
 	}
 	in := TargetName{Port: p.Name, Scope: Internal}
-	key(p.ClusterIP(cfg.Family), p.Port, in, internal)
+	key(p.ClusterIP(cfg.Family), p.Port, in, internal, 0)
+	// A client outside the node whose packets are routed to the cluster
+	// IP: masqueraded, as kube-proxy masquerades off-cluster sources.
+	key(p.ClusterIP(cfg.Family), p.Port, in, internal, bpflb.Masquerade)
 	if !p.ExternallyAccessible() {
 		return
 	}
@@ -244,11 +272,11 @@ func (t *Table) build(cfg Config, p *svcstate.ServicePort, proto uint8, sel prox
 			addrs = cfg.NodeIPs
 		}
 		for _, a := range addrs {
-			key(a, p.NodePort, ext, external)
+			key(a, p.NodePort, ext, external, 0)
 		}
 	}
 	for _, a := range p.ExternalIPs {
-		key(a, p.Port, ext, external)
+		key(a, p.Port, ext, external, 0)
 	}
 	lb, balanced := ext, external
 	if p.SourceRangesSet && !fromInsideAllowed(cfg, p.LoadBalancerSourceRanges) {
@@ -259,7 +287,60 @@ func (t *Table) build(cfg Config, p *svcstate.ServicePort, proto uint8, sel prox
 		lb, balanced = TargetName{Port: p.Name, Scope: Firewalled}, Target{Verdict: bpflb.Drop}
 	}
 	for _, a := range p.LoadBalancerIPs {
-		key(a, p.Port, lb, balanced)
+		key(a, p.Port, lb, balanced, 0)
+	}
+
+	// Clients outside the node, with the external policy: the Local one
+	// keeps the client's address and goes to this node's endpoints only;
+	// the Cluster one masquerades, so that replies come back here.
+	out := TargetName{Port: p.Name, Scope: Outside}
+	outside := Target{Affinity: affinity}
+	var masq bpflb.Flags
+	switch sel.External(p) {
+	case proxy.Forward:
+		if p.ExternalPolicyLocal {
+			outside.Backends = backends(sel.Local)
+		} else {
+			outside.Backends, masq = backends(sel.Cluster), bpflb.Masquerade
+		}
+	case proxy.Drop:
+		outside.Verdict = bpflb.Drop
+	default:
+		outside.Verdict = bpflb.Reject
+	}
+	if p.NodePort != 0 {
+		addrs := cfg.NodePortAddresses
+		if len(addrs) == 0 {
+			addrs = cfg.NodeIPs
+		}
+		for _, a := range addrs {
+			key(a, p.NodePort, out, outside, masq)
+		}
+	}
+	for _, a := range p.ExternalIPs {
+		key(a, p.Port, out, outside, masq)
+	}
+	if p.SourceRangesSet {
+		// Ranges of no use in this family admit no one: fail closed. The
+		// load-balancer addresses themselves are admitted, as kube-proxy
+		// admits them: a backend may reach its Service through the load
+		// balancer with its address as the source.
+		ranged := outside
+		for _, r := range p.LoadBalancerSourceRanges {
+			ranged.Ranges = append(ranged.Ranges, r.Masked())
+		}
+		for _, a := range p.LoadBalancerIPs {
+			ranged.Ranges = append(ranged.Ranges, netip.PrefixFrom(a, a.BitLen()))
+		}
+		slices.SortFunc(ranged.Ranges, netip.Prefix.Compare)
+		ranged.Ranges = slices.Compact(ranged.Ranges)
+		for _, a := range p.LoadBalancerIPs {
+			key(a, p.Port, TargetName{Port: p.Name, Scope: OutsideRanged}, ranged, masq|bpflb.Ranged)
+		}
+		return
+	}
+	for _, a := range p.LoadBalancerIPs {
+		key(a, p.Port, out, outside, masq)
 	}
 }
 

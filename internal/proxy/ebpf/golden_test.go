@@ -13,13 +13,11 @@ import (
 )
 
 // TestGolden builds the maps for each kube-proxy case, compares them with
-// their golden file, and traces every check whose client is a socket of
-// the node (a pod's, the node's own) through them. A socket-level
+// their golden file, and traces every check through them. A socket-level
 // translation never masquerades: a pod reaching itself through its
 // Service connects to itself directly, and the node's connect takes the
-// node's address as any other would; so the checks' masquerading is
-// not compared. Clients outside the node reach the packet path, which is
-// not built yet (Trace says so).
+// node's address as any other would; so masquerading is compared for
+// clients outside the node only.
 func TestGolden(t *testing.T) {
 	for _, fx := range proxytest.Fixtures {
 		t.Run(fx.Name, func(t *testing.T) {
@@ -27,30 +25,29 @@ func TestGolden(t *testing.T) {
 			table := ebpf.Build(ebpf.Config{NodeConfig: node}, proxytest.Snapshot(fx.Objects), nil)
 			proxytest.CompareGolden(t, filepath.Join("testdata", fx.Name+".golden"), []byte(table.Format()))
 			for _, c := range fx.Checks {
-				if !c.Pkt.Local && !node.ClusterCIDR.Contains(c.Pkt.Src) {
-					continue
-				}
 				t.Run(c.Name, func(t *testing.T) {
 					env := ebpf.Env{ClusterCIDR: node.ClusterCIDR, Sticky: map[ebpf.TargetName]netip.AddrPort{}}
 					for _, s := range c.Affinity {
-						for _, scope := range []ebpf.Scope{ebpf.Internal, ebpf.External} {
+						for _, scope := range []ebpf.Scope{ebpf.Internal, ebpf.External, ebpf.Outside, ebpf.OutsideRanged} {
 							env.Sticky[ebpf.TargetName{Port: s.Port, Scope: scope}] = netip.MustParseAddrPort(s.Endpoint)
 						}
 					}
-					checkOutcomes(t, ebpf.Trace(table, c.Pkt, env), c.Want)
+					outside := !c.Pkt.Local && !node.ClusterCIDR.Contains(c.Pkt.Src)
+					checkOutcomes(t, ebpf.Trace(table, c.Pkt, env), c.Want, outside)
 				})
 			}
 		})
 	}
 }
 
-func checkOutcomes(t *testing.T, res *trace.Result, want []proxytest.Outcome) {
+func checkOutcomes(t *testing.T, res *trace.Result, want []proxytest.Outcome, masq bool) {
 	t.Helper()
 	got := res.Outcomes()
 	ok := len(got) == len(want)
 	for i := 0; ok && i < len(got); i++ {
 		g, w := got[i], want[i]
-		ok = g.Verdict == w.Verdict && math.Abs(g.Probability-w.P) < 1e-6 && (w.Verdict != "ACCEPT" || g.Dst.String() == w.Dst)
+		ok = g.Verdict == w.Verdict && math.Abs(g.Probability-w.P) < 1e-6 && (w.Verdict != "ACCEPT" || g.Dst.String() == w.Dst) &&
+			(!masq || g.Masquerade == w.Masq)
 	}
 	if !ok || len(res.Warnings) > 0 {
 		var b strings.Builder

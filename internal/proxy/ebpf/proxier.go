@@ -24,6 +24,8 @@ type Maps interface {
 	DeleteServices(keys []bpflb.ServiceKey) error
 	PutBackends(id uint32, gen uint8, b []netip.AddrPort) error
 	DeleteBackends(id uint32, gen uint8, from, to int) error
+	PutRanges(id uint32, ranges []netip.Prefix) error
+	DeleteRanges(id uint32, ranges []netip.Prefix) error
 	ClearStats(id uint32) error
 	Stats(id uint32) (bpflb.Stats, error)
 	Dump() (bpflb.Dump, error)
@@ -132,6 +134,7 @@ type writer struct {
 	log     *slog.Logger
 	targets map[TargetName]*written
 	keys    map[bpflb.ServiceKey]TargetName
+	flags   map[bpflb.ServiceKey]bpflb.Flags
 	ports   map[svcstate.ServicePortName][]bpflb.ServiceKey
 	// lost holds, per address, the service ports that claim it but lost
 	// it to another: built again when the holder changes.
@@ -151,7 +154,7 @@ func NewProxier(cfg ProxierConfig) (*Proxier, error) {
 	}
 	cfg.Rules.NodeConfig = cfg.Rules.NodeConfig.WithDefaults()
 	cfg.Sync.Mode, cfg.Sync.Family = "ebpf", cfg.Rules.Family
-	w := &writer{cfg: cfg, targets: map[TargetName]*written{}, keys: map[bpflb.ServiceKey]TargetName{},
+	w := &writer{cfg: cfg, targets: map[TargetName]*written{}, keys: map[bpflb.ServiceKey]TargetName{}, flags: map[bpflb.ServiceKey]bpflb.Flags{},
 		ports: map[svcstate.ServicePortName][]bpflb.ServiceKey{}, lost: map[bpflb.ServiceKey]map[svcstate.ServicePortName]bool{}}
 	s := proxy.NewSyncer(cfg.Sync, w)
 	w.log = s.Logger()
@@ -304,8 +307,12 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 			if err := m.PutBackends(id, 0, t.Backends); err != nil {
 				return st, err
 			}
+			if err := m.PutRanges(id, t.Ranges); err != nil {
+				return st, err
+			}
 			cur.target = t
 			st.sets++
+			continue
 		case !slices.Equal(cur.target.Backends, t.Backends):
 			if err := m.PutBackends(cur.id, cur.gen^1, t.Backends); err != nil {
 				return st, err
@@ -313,24 +320,32 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 			flipped = append(flipped, name)
 			st.sets++
 		}
+		if !slices.Equal(cur.target.Ranges, t.Ranges) {
+			// The new ranges, then the old ones that go: for a moment,
+			// both admit.
+			if err := m.PutRanges(cur.id, t.Ranges); err != nil {
+				return st, err
+			}
+			gone := slices.DeleteFunc(slices.Clone(cur.target.Ranges), func(r netip.Prefix) bool { return slices.Contains(t.Ranges, r) })
+			if err := m.DeleteRanges(cur.id, gone); err != nil {
+				return st, err
+			}
+		}
 	}
 	// 2. The service entries: new ones, and those of changed sets.
 	var keys []bpflb.ServiceKey
 	var vals []bpflb.Service
-	entry := func(name TargetName, t Target) bpflb.Service {
+	for k, name := range table.Keys {
+		t := table.Targets[name]
 		cur := w.targets[name]
 		gen := cur.gen
 		if slices.Contains(flipped, name) {
 			gen ^= 1
-		}
-		return bpflb.Service{ID: cur.id, Count: uint16(len(t.Backends)), Gen: gen, Verdict: t.Verdict, Affinity: t.Affinity}
-	}
-	for k, name := range table.Keys {
-		t := table.Targets[name]
-		if old, ok := w.keys[k]; ok && old == name && !slices.Contains(flipped, name) && w.targets[name].target.equal(t) {
+		} else if old, ok := w.keys[k]; ok && old == name && w.flags[k] == table.Flags[k] && cur.target.equal(t) {
 			continue
 		}
-		keys, vals = append(keys, k), append(vals, entry(name, t))
+		keys = append(keys, k)
+		vals = append(vals, entryOf(cur.id, gen, t, table.Flags[k]))
 	}
 	// Every key of a flipped set is rewritten: a set belongs to one
 	// port, and table holds all of that port's keys.
@@ -353,9 +368,15 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 	st.deleted = len(gone)
 	for _, k := range gone {
 		delete(w.keys, k)
+		delete(w.flags, k)
 	}
 	for k, name := range table.Keys {
 		w.keys[k] = name
+		if f := table.Flags[k]; f != 0 {
+			w.flags[k] = f
+		} else {
+			delete(w.flags, k)
+		}
 	}
 	for _, n := range ports {
 		if ks, ok := table.Ports[n]; ok {
@@ -386,10 +407,18 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 		if err := m.DeleteBackends(cur.id, cur.gen, 0, len(cur.target.Backends)); err != nil {
 			return st, err
 		}
+		if err := m.DeleteRanges(cur.id, cur.target.Ranges); err != nil {
+			return st, err
+		}
 		delete(w.targets, name)
 		w.cfg.Kernel.free(cur.id)
 	}
 	return st, nil
+}
+
+// entryOf is the service entry of a set written at id's generation gen.
+func entryOf(id uint32, gen uint8, t Target, flags bpflb.Flags) bpflb.Service {
+	return bpflb.Service{ID: id, Count: uint16(len(t.Backends)), Gen: gen, Verdict: t.Verdict, Affinity: t.Affinity, Flags: flags}
 }
 
 // reconcile deletes what the maps hold of this family beyond what the
@@ -414,7 +443,7 @@ func (w *writer) reconcile() error {
 			continue
 		}
 		t := w.targets[name]
-		want := bpflb.Service{ID: t.id, Count: uint16(len(t.target.Backends)), Gen: t.gen, Verdict: t.target.Verdict, Affinity: t.target.Affinity}
+		want := entryOf(t.id, t.gen, t.target, w.flags[k])
 		if v != want {
 			fix, fixVals = append(fix, k), append(fixVals, want)
 		}
@@ -424,11 +453,23 @@ func (w *writer) reconcile() error {
 		if _, ok := d.Services[k]; !ok {
 			t := w.targets[name]
 			fix = append(fix, k)
-			fixVals = append(fixVals, bpflb.Service{ID: t.id, Count: uint16(len(t.target.Backends)), Gen: t.gen, Verdict: t.target.Verdict, Affinity: t.target.Affinity})
+			fixVals = append(fixVals, entryOf(t.id, t.gen, t.target, w.flags[k]))
 		}
 	}
-	// Backend slots first, then the entries that point at them.
+	// Backend slots and ranges first, then the entries that point at
+	// them.
 	for _, t := range w.targets {
+		have := d.Ranges[t.id]
+		if missing := slices.DeleteFunc(slices.Clone(t.target.Ranges), func(r netip.Prefix) bool { return slices.Contains(have, r) }); len(missing) > 0 {
+			if err := m.PutRanges(t.id, missing); err != nil {
+				return err
+			}
+		}
+		if extra := slices.DeleteFunc(slices.Clone(have), func(r netip.Prefix) bool { return slices.Contains(t.target.Ranges, r) }); len(extra) > 0 {
+			if err := m.DeleteRanges(t.id, extra); err != nil {
+				return err
+			}
+		}
 		ok := true
 		for i, b := range t.target.Backends {
 			if d.Backends[bpflb.BackendKey{ID: t.id, Slot: uint16(i), Gen: t.gen}] != b {
@@ -465,6 +506,13 @@ func (w *writer) reconcile() error {
 		}
 		if err := m.DeleteBackends(bk.ID, bk.Gen, int(bk.Slot), int(bk.Slot)+1); err != nil {
 			return err
+		}
+	}
+	for id, rs := range d.Ranges {
+		if !mine[id] && !w.cfg.Kernel.inUse(id) {
+			if err := m.DeleteRanges(id, rs); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -26,13 +26,15 @@ type fakeMaps struct {
 	t        *testing.T
 	services map[bpflb.ServiceKey]bpflb.Service
 	backends map[bpflb.BackendKey]netip.AddrPort
+	ranges   map[uint32]map[netip.Prefix]bool
 	// failAfter fails the write after that many more (0: never).
 	failAfter int
 	writes    int
 }
 
 func newFakeMaps(t *testing.T) *fakeMaps {
-	return &fakeMaps{t: t, services: map[bpflb.ServiceKey]bpflb.Service{}, backends: map[bpflb.BackendKey]netip.AddrPort{}}
+	return &fakeMaps{t: t, services: map[bpflb.ServiceKey]bpflb.Service{}, backends: map[bpflb.BackendKey]netip.AddrPort{},
+		ranges: map[uint32]map[netip.Prefix]bool{}}
 }
 
 var errInjected = errors.New("injected failure")
@@ -102,11 +104,42 @@ func (f *fakeMaps) DeleteBackends(id uint32, gen uint8, from, to int) error {
 	return nil
 }
 
+func (f *fakeMaps) PutRanges(id uint32, rs []netip.Prefix) error {
+	if err := f.op(); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if f.ranges[id] == nil {
+			f.ranges[id] = map[netip.Prefix]bool{}
+		}
+		f.ranges[id][r] = true
+	}
+	return nil
+}
+
+func (f *fakeMaps) DeleteRanges(id uint32, rs []netip.Prefix) error {
+	if err := f.op(); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		delete(f.ranges[id], r)
+	}
+	if len(f.ranges[id]) == 0 {
+		delete(f.ranges, id)
+	}
+	return nil
+}
+
 func (f *fakeMaps) ClearStats(uint32) error           { return f.op() }
 func (f *fakeMaps) Stats(uint32) (bpflb.Stats, error) { return bpflb.Stats{}, nil }
 func (f *fakeMaps) Sizes() bpflb.Sizes                { return bpflb.Sizes{IDs: 1 << 16} }
 func (f *fakeMaps) Dump() (bpflb.Dump, error) {
-	d := bpflb.Dump{Services: map[bpflb.ServiceKey]bpflb.Service{}, Backends: map[bpflb.BackendKey]netip.AddrPort{}}
+	d := bpflb.Dump{Services: map[bpflb.ServiceKey]bpflb.Service{}, Backends: map[bpflb.BackendKey]netip.AddrPort{}, Ranges: map[uint32][]netip.Prefix{}}
+	for id, rs := range f.ranges {
+		for r := range rs {
+			d.Ranges[id] = append(d.Ranges[id], r)
+		}
+	}
 	for k, v := range f.services {
 		d.Services[k] = v
 	}
@@ -121,6 +154,7 @@ func (f *fakeMaps) Dump() (bpflb.Dump, error) {
 func (f *fakeMaps) matches(table ebpf.Table, family v1.IPFamily) {
 	f.t.Helper()
 	used := map[bpflb.BackendKey]bool{}
+	rangesOf := map[uint32]bool{}
 	n := 0
 	for k, v := range f.services {
 		if k.Addr.Is6() != (family == v1.IPv6Protocol) {
@@ -139,9 +173,19 @@ func (f *fakeMaps) matches(table ebpf.Table, family v1.IPFamily) {
 			used[bk] = true
 			got = append(got, f.backends[bk])
 		}
-		if !slices.Equal(got, tg.Backends) || (len(got) == 0 && v.Verdict != tg.Verdict) || v.Affinity != tg.Affinity {
-			f.t.Errorf("%s (%s): backends %v verdict %d affinity %d, want %v %d %d", k, name, got, v.Verdict, v.Affinity, tg.Backends, tg.Verdict, tg.Affinity)
+		if !slices.Equal(got, tg.Backends) || (len(got) == 0 && v.Verdict != tg.Verdict) || v.Affinity != tg.Affinity || v.Flags != table.Flags[k] {
+			f.t.Errorf("%s (%s): backends %v verdict %d affinity %d flags %d, want %v %d %d %d", k, name, got, v.Verdict, v.Affinity, v.Flags,
+				tg.Backends, tg.Verdict, tg.Affinity, table.Flags[k])
 		}
+		var ranges []netip.Prefix
+		for r := range f.ranges[v.ID] {
+			ranges = append(ranges, r)
+		}
+		slices.SortFunc(ranges, netip.Prefix.Compare)
+		if !slices.Equal(ranges, tg.Ranges) {
+			f.t.Errorf("%s (%s): ranges %v, want %v", k, name, ranges, tg.Ranges)
+		}
+		rangesOf[v.ID] = true
 	}
 	if n != len(table.Keys) {
 		f.t.Errorf("%d entries, want %d", n, len(table.Keys))
@@ -149,6 +193,11 @@ func (f *fakeMaps) matches(table ebpf.Table, family v1.IPFamily) {
 	for bk := range f.backends {
 		if !used[bk] {
 			f.t.Errorf("slot %+v is no entry's", bk)
+		}
+	}
+	for id := range f.ranges {
+		if !rangesOf[id] {
+			f.t.Errorf("ranges of id %d, no entry's", id)
 		}
 	}
 }

@@ -15,7 +15,14 @@ func (t Table) Format() string {
 	var b strings.Builder
 	keys := slices.SortedFunc(maps.Keys(t.Keys), compareKeys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "service %s -> %s\n", k, t.Keys[k])
+		fmt.Fprintf(&b, "service %s -> %s", k, t.Keys[k])
+		if f := t.Flags[k]; f&bpflb.Masquerade != 0 {
+			b.WriteString(" masquerade")
+		}
+		if f := t.Flags[k]; f&bpflb.Ranged != 0 {
+			b.WriteString(" ranged")
+		}
+		b.WriteString("\n")
 	}
 	names := slices.SortedFunc(maps.Keys(t.Targets), func(a, b TargetName) int { return strings.Compare(a.String(), b.String()) })
 	for _, n := range names {
@@ -23,6 +30,9 @@ func (t Table) Format() string {
 		fmt.Fprintf(&b, "target %s", n)
 		if tg.Affinity > 0 {
 			fmt.Fprintf(&b, " affinity=%ds", tg.Affinity)
+		}
+		if len(tg.Ranges) > 0 {
+			fmt.Fprintf(&b, " sources=%v", tg.Ranges)
 		}
 		if len(tg.Backends) == 0 {
 			switch tg.Verdict {
@@ -49,5 +59,8 @@ func compareKeys(a, b bpflb.ServiceKey) int {
 	if a.Port != b.Port {
 		return int(a.Port) - int(b.Port)
 	}
-	return int(a.Proto) - int(b.Proto)
+	if a.Proto != b.Proto {
+		return int(a.Proto) - int(b.Proto)
+	}
+	return int(a.Scope) - int(b.Scope)
 }

@@ -15,17 +15,17 @@ import (
 // Source is what a trace reads: the maps' entries, as a Table has them or
 // as read back from the kernel.
 type Source interface {
-	// Lookup finds the service entry at k and its backend set.
-	Lookup(k bpflb.ServiceKey) (TargetName, Target, bool)
+	// Lookup finds the service entry at k, its backend set and flags.
+	Lookup(k bpflb.ServiceKey) (TargetName, Target, bpflb.Flags, bool)
 }
 
 // Lookup makes a Table a Source.
-func (t Table) Lookup(k bpflb.ServiceKey) (TargetName, Target, bool) {
+func (t Table) Lookup(k bpflb.ServiceKey) (TargetName, Target, bpflb.Flags, bool) {
 	n, ok := t.Keys[k]
 	if !ok {
-		return TargetName{}, Target{}, false
+		return TargetName{}, Target{}, 0, false
 	}
-	return n, t.Targets[n], true
+	return n, t.Targets[n], t.Flags[k], true
 }
 
 // Env is what a trace knows of the node besides the maps.
@@ -38,17 +38,18 @@ type Env struct {
 	Sticky map[TargetName]netip.AddrPort
 }
 
-// The tracer's names for where a connect is translated.
+// The tracer's names for where a connect or packet is translated.
 const (
-	traceHook    = "cgroup connect"
-	traceService = "map services"
+	traceHook       = "cgroup connect"
+	tracePacketHook = "tc ingress from_net"
+	traceService    = "map services"
 )
 
 // Trace explains what the programs do with a client's connection: the
 // service entry it finds, each backend with its probability, the
-// translation. Only a pod's or a node process's connect passes the
-// programs; a packet from outside the node is reported untranslated with
-// a warning (packet-level load balancing is not built yet).
+// translation, masquerading. A pod's or a node process's connect is
+// translated at the socket; a packet from outside the node (not from the
+// node, not from the pod network) by the tc program on the node's link.
 func Trace(src Source, p trace.Packet, env Env) *trace.Result {
 	p.Proto = strings.ToLower(p.Proto)
 	res := &trace.Result{Packet: p}
@@ -61,22 +62,40 @@ func Trace(src Source, p trace.Packet, env Env) *trace.Result {
 			Steps: []trace.Step{{Table: "bpf", Chain: hook, Note: note}}})
 		return res
 	}
-	if !p.Local && !env.ClusterCIDR.Contains(p.Src) {
-		res.Warnings = append(res.Warnings, "the ebpf mode translates the connects of the node's pods and processes; "+
-			"packets from outside the node (packet-level load balancing) are not handled yet")
-		return untranslated("not a socket of the node: not seen by the programs")
-	}
 	proto, ok := protoNumber(p.Proto)
 	if !ok {
 		res.Warnings = append(res.Warnings, "unknown protocol "+p.Proto)
 		return untranslated("unknown protocol")
 	}
 	key := bpflb.ServiceKey{Addr: p.Dst.Addr(), Port: p.Dst.Port(), Proto: proto}
-	name, t, ok := src.Lookup(key)
+	outside := !p.Local && !env.ClusterCIDR.Contains(p.Src)
+	if outside {
+		// A packet from outside the node meets the tc program on the
+		// node's link.
+		hook = tracePacketHook
+		key.Scope = bpflb.Packet
+	}
+	name, t, flags, ok := src.Lookup(key)
 	if !ok {
 		return untranslated(fmt.Sprintf("no service entry for %s: not translated", key))
 	}
 	found := trace.Step{Table: "bpf", Chain: traceService, Note: fmt.Sprintf("%s -> %s", key, name)}
+	if flags&bpflb.Ranged != 0 && !slices.ContainsFunc(t.Ranges, func(r netip.Prefix) bool { return r.Contains(p.Src) }) {
+		res.Paths = append(res.Paths, trace.Path{Probability: 1, Verdict: "DROP",
+			Steps: []trace.Step{found, {Table: "bpf", Chain: "map ranges", Note: fmt.Sprintf("%s is in none of %v: dropped", p.Src, t.Ranges)}}})
+		return res
+	}
+	masq := flags&bpflb.Masquerade != 0
+	if outside && len(t.Backends) == 0 {
+		if t.Verdict == bpflb.Drop {
+			res.Paths = append(res.Paths, trace.Path{Probability: 1, Verdict: "DROP",
+				Steps: []trace.Step{found, {Table: "bpf", Chain: hook, Note: "no endpoint on this node (Local policy): dropped"}}})
+		} else {
+			res.Paths = append(res.Paths, trace.Path{Probability: 1, Verdict: "REJECT",
+				Steps: []trace.Step{found, {Table: "bpf", Chain: hook, Note: "no endpoint: passed untranslated; the node's stack refuses it (no socket listens)"}}})
+		}
+		return res
+	}
 	if len(t.Backends) == 0 {
 		verdict, why := "REJECT", "no endpoint: the connect fails with ECONNREFUSED"
 		if t.Verdict == bpflb.Drop {
@@ -87,7 +106,7 @@ func Trace(src Source, p trace.Packet, env Env) *trace.Result {
 		return res
 	}
 	if b, ok := env.Sticky[name]; ok && t.Affinity > 0 && slices.Contains(t.Backends, b) {
-		res.Paths = append(res.Paths, trace.Path{Probability: 1, Verdict: "ACCEPT", Dst: b, DNAT: true,
+		res.Paths = append(res.Paths, trace.Path{Probability: 1, Verdict: "ACCEPT", Dst: b, DNAT: true, Masquerade: masq,
 			Steps: []trace.Step{found, {Table: "bpf", Chain: "map affinity",
 				Note: fmt.Sprintf("the client's network namespace holds %s (ClientIP affinity, %ds)", b, t.Affinity)}}})
 		return res
@@ -98,7 +117,10 @@ func Trace(src Source, p trace.Packet, env Env) *trace.Result {
 		if t.Affinity > 0 {
 			note += fmt.Sprintf("; remembered for the client's network namespace for %ds", t.Affinity)
 		}
-		res.Paths = append(res.Paths, trace.Path{Probability: pr, Verdict: "ACCEPT", Dst: b, DNAT: true,
+		if masq {
+			note += "; masqueraded (mark for the fixed nftables rule)"
+		}
+		res.Paths = append(res.Paths, trace.Path{Probability: pr, Verdict: "ACCEPT", Dst: b, DNAT: true, Masquerade: masq,
 			Steps: []trace.Step{found, {Table: "bpf", Chain: "map backends", Note: note}}})
 	}
 	return res
