@@ -151,9 +151,13 @@ var modes = []modeInfo{
 	}},
 	{name: "ipvs", start: startIPVS, iptables: ipvsproxy.Owned, conntrack: true, cleanup: cleanupIPVS, kernel: kipvs.Supported},
 	// The ebpf mode's programs are attached with links that end with the
-	// process: nothing of it outlives the proxy, and nothing is left to
-	// clean up.
-	{name: "ebpf", start: startEBPF, dualStack: true, kernel: ebpfSupported},
+	// process: only its fixed masquerade rule outlives the proxy.
+	{name: "ebpf", start: startEBPF, dualStack: true, kernel: ebpfSupported, cleanup: func(_ context.Context, o OS, _ *utiliptables.Owned) error {
+		if o.EBPFCleanup == nil {
+			return nil
+		}
+		return o.EBPFCleanup()
+	}},
 }
 
 // ModeNames lists the modes that can run.

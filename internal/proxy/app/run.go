@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/svcnet/svcnet/internal/bpflb"
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/kubeclient"
 	"github.com/svcnet/svcnet/internal/programmed"
@@ -54,8 +55,11 @@ type OS struct {
 	// without a kernel.
 	NFTables        func(v1.IPFamily) (*nftables.Kernel, error)
 	NFTablesCleanup func() error
-	Conntrack       conntrack.Interface
-	Interfaces      Interfaces
+	// EBPFCleanup deletes what the ebpf mode leaves (its masquerade
+	// tables); nil in tests without a kernel.
+	EBPFCleanup func() error
+	Conntrack   conntrack.Interface
+	Interfaces  Interfaces
 	// Sockets are the userspace mode's proxy sockets and endpoint dials.
 	Sockets userspace.Sockets
 	// HealthCheckListener opens health-check node ports.
@@ -75,6 +79,7 @@ func RealOS(o Options) OS {
 		IP6Tables:           &utiliptables.Exec{Binary: IP6Binary(o.IPTablesBinary)},
 		NFTables:            nftables.OpenKernel,
 		NFTablesCleanup:     nftables.Cleanup,
+		EBPFCleanup:         cleanupEBPF,
 		Conntrack:           &conntrack.Netlink{},
 		Interfaces:          Netlink{},
 		Sockets:             userspace.Real{},
@@ -122,7 +127,8 @@ type deps struct {
 
 // shared is what a mode's proxiers of both families share.
 type shared struct {
-	ebpf *ebpfproxy.Kernel // the maps, and the ids of their backend sets
+	ebpf   *ebpfproxy.Kernel // the maps, and the ids of their backend sets
+	ebpfLB *bpflb.LB         // the programs
 }
 
 // TuneIPTables sets up ex for the iptables mode on its backend and

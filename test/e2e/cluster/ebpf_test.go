@@ -9,28 +9,27 @@ import (
 	"time"
 )
 
-// TestEBPFMode runs the reference scenario's traffic from pods through
-// the ebpf mode: the service name (DNS over UDP, then TCP) and the
-// node's own node port reach every pod, translated at the socket (curl
-// sees the service's address as its peer), with no rule of a proxy on
-// the node; the programs are attached to the nodes' cgroups and to
-// nothing else, and nothing of them is left after down. Clients outside
-// the nodes need the packet path, which the mode does not have yet
-// (docs/architecture.md).
+// TestEBPFMode runs the reference scenario through the ebpf mode: from
+// outside, every node's NodePort reaches all the pods (the tc programs
+// and the masquerade rule); from a pod, the cluster IP, the Service's
+// names (DNS over UDP, then TCP) and the node's own node port do,
+// translated at the socket (curl sees the service's address as its
+// peer); scaling and a deleted pod are seen; no rule of a proxy is on
+// the nodes; the programs are attached to the nodes' cgroups and never
+// to the root, and nothing of them is left after down.
 func TestEBPFMode(t *testing.T) {
 	t.Parallel()
 	c := up(t, 2, "--proxy-mode", "ebpf")
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
 	pods, want := c.waitHostnames(time.Minute)
+	c.reachReference(pods, want, []string{"172.18.0.11", "172.18.0.12"}, 12, "2", 30*time.Second, "")
 	from := "default/" + pods[0]
 	hostIP := k.MustRun("", "get", "pod", pods[0], "-o", "jsonpath={.status.hostIP}")
 	clusterIP := k.MustRun("", "get", "service", "hostnames", "-o", "jsonpath={.spec.clusterIP}")
-	for _, target := range []string{"hostnames", clusterIP, hostIP + ":8477"} {
-		c.until(target+" from a pod to reach all pods", 30*time.Second, func() bool {
-			return c.answeredBy(want, c.names(from, 12, "curl", "-s", "--max-time", "2", target))
-		})
-	}
+	c.until("the pod's own node's NodePort from the pod to reach all pods", 30*time.Second, func() bool {
+		return c.answeredBy(want, c.names(from, 12, "curl", "-s", "--max-time", "2", hostIP+":8477"))
+	})
 	// The peer the socket sees is the Service's: getpeername is
 	// translated back.
 	peer, err := c.exec(from, "curl", "-s", "--max-time", "2", "-o", "/dev/null", "-w", "%{remote_ip}:%{remote_port}", clusterIP)
@@ -44,6 +43,15 @@ func TestEBPFMode(t *testing.T) {
 		out, err := c.exec(from, "curl", "-s", "--max-time", "2", "-o", "/dev/null", "-w", "%{exitcode}", emptyIP)
 		// curl's 7: could not connect (refused), not 28 (timed out).
 		return err != nil && strings.Contains(out, "7")
+	})
+	k.MustRun("", "scale", "deployment", "hostnames", "--replicas=5")
+	c.until("5 pods answering through the NodePort", time.Minute, func() bool {
+		return len(c.names("client", 25, "curl", "-s", "--max-time", "2", "172.18.0.11:8477")) == 5
+	})
+	victim := podNames(c, "app=hostnames")[0]
+	k.MustRun("", "delete", "pod", victim, "--wait=false")
+	c.until("the deleted pod to stop answering", 30*time.Second, func() bool {
+		return c.names("client", 20, "curl", "-s", "--max-time", "2", "172.18.0.12:8477")[victim] == 0
 	})
 	for _, node := range []string{"node/node-1", "node/node-2"} {
 		if rules, err := c.exec(node, "iptables-save", "-t", "nat"); err != nil || strings.Contains(rules, "KUBE-SVC-") || strings.Contains(rules, "KUBE-SERVICES") {
@@ -71,6 +79,11 @@ func TestEBPFMode(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(cgroup2(t), "svcnet-"+c.name+"-*")); len(left) > 0 {
 		t.Errorf("cgroups left after down: %v", left)
+	}
+	// No link of the packet programs either (tcx links are listed with
+	// their program's name).
+	if out, err := exec.Command("bpftool", "link", "show").CombinedOutput(); err != nil || strings.Contains(string(out), "from_net") || strings.Contains(string(out), "to_net") {
+		t.Errorf("links of the packet programs after down (%v):\n%s", err, out)
 	}
 }
 
