@@ -386,17 +386,21 @@ func backendRaw(ap netip.AddrPort) lbBackendVal {
 	return lbBackendVal{Addr: a, Port: hton(ap.Port()), Family: f}
 }
 
-// PutServices writes service entries, in one batch.
+// PutServices writes service entries, thousands per system call.
 func (l *LB) PutServices(keys []ServiceKey, vals []Service) error {
-	if len(keys) == 0 {
-		return nil
+	const batch = 1 << 14
+	for len(keys) > 0 {
+		n := min(len(keys), batch)
+		rk, rv := make([]lbSvcKey, n), make([]lbSvcVal, n)
+		for i := range n {
+			rk[i], rv[i] = keys[i].raw(), vals[i].raw()
+		}
+		if _, err := l.objs.Services.BatchUpdate(rk, rv, nil); err != nil {
+			return err
+		}
+		keys, vals = keys[n:], vals[n:]
 	}
-	rk, rv := make([]lbSvcKey, len(keys)), make([]lbSvcVal, len(vals))
-	for i := range keys {
-		rk[i], rv[i] = keys[i].raw(), vals[i].raw()
-	}
-	_, err := l.objs.Services.BatchUpdate(rk, rv, nil)
-	return err
+	return nil
 }
 
 // DeleteServices deletes service entries; those already gone are no
@@ -410,17 +414,41 @@ func (l *LB) DeleteServices(keys []ServiceKey) error {
 	return nil
 }
 
-// PutBackends writes the slots 0..len(b)-1 of id's generation gen.
-func (l *LB) PutBackends(id uint32, gen uint8, b []netip.AddrPort) error {
-	if len(b) == 0 {
-		return nil
+// BackendSet is the slots 0..len(Backends)-1 of ID's generation Gen.
+type BackendSet struct {
+	ID       uint32
+	Gen      uint8
+	Backends []netip.AddrPort
+}
+
+// PutBackends writes the slots of sets, thousands per system call.
+func (l *LB) PutBackends(sets []BackendSet) error {
+	const batch = 1 << 14
+	total := 0
+	for _, s := range sets {
+		total += len(s.Backends)
 	}
-	rk, rv := make([]lbBackendKey, len(b)), make([]lbBackendVal, len(b))
-	for i, ap := range b {
-		rk[i], rv[i] = lbBackendKey{Id: id, Slot: uint16(i), Gen: gen}, backendRaw(ap)
+	n := min(total, batch)
+	rk, rv := make([]lbBackendKey, 0, n), make([]lbBackendVal, 0, n)
+	flush := func() error {
+		if len(rk) == 0 {
+			return nil
+		}
+		_, err := l.objs.Backends.BatchUpdate(rk, rv, nil)
+		rk, rv = rk[:0], rv[:0]
+		return err
 	}
-	_, err := l.objs.Backends.BatchUpdate(rk, rv, nil)
-	return err
+	for _, s := range sets {
+		for i, ap := range s.Backends {
+			rk, rv = append(rk, lbBackendKey{Id: s.ID, Slot: uint16(i), Gen: s.Gen}), append(rv, backendRaw(ap))
+			if len(rk) == batch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
 }
 
 // DeleteBackends deletes the slots from..to-1 of id's generation gen.
@@ -459,23 +487,17 @@ type Dump struct {
 // Dump reads the service and backend entries.
 func (l *LB) Dump() (Dump, error) {
 	d := Dump{Services: map[ServiceKey]Service{}, Backends: map[BackendKey]netip.AddrPort{}, Ranges: map[uint32][]netip.Prefix{}}
-	var k lbSvcKey
-	var v lbSvcVal
-	it := l.objs.Services.Iterate()
-	for it.Next(&k, &v) {
+	err := batches(l.objs.Services, func(k lbSvcKey, v lbSvcVal) {
 		key := ServiceKey{Addr: fromAddr16(k.Addr, k.Family), Port: hton(k.Port), Proto: k.Proto, Scope: Scope(k.Scope)}
 		d.Services[key] = Service{ID: v.Id, Count: v.Count, Gen: v.Gen, Verdict: Verdict(v.Verdict), Affinity: v.Affinity, Flags: Flags(v.Flags)}
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return d, err
 	}
-	var bk lbBackendKey
-	var bv lbBackendVal
-	bit := l.objs.Backends.Iterate()
-	for bit.Next(&bk, &bv) {
+	err = batches(l.objs.Backends, func(bk lbBackendKey, bv lbBackendVal) {
 		d.Backends[BackendKey{ID: bk.Id, Slot: bk.Slot, Gen: bk.Gen}] = netip.AddrPortFrom(fromAddr16(bv.Addr, bv.Family), hton(bv.Port))
-	}
-	if err := bit.Err(); err != nil {
+	})
+	if err != nil {
 		return d, err
 	}
 	var rk lbRangeKey
@@ -504,4 +526,23 @@ func Cgroup2Mount() (string, error) {
 		}
 	}
 	return "", errors.New("no cgroup v2 hierarchy is mounted: the ebpf mode attaches its programs to cgroup v2 groups")
+}
+
+// batches reads every entry of a hash map, thousands per system call.
+func batches[K, V any](m *ebpf.Map, f func(K, V)) error {
+	const batch = 4096
+	keys, vals := make([]K, batch), make([]V, batch)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			f(keys[i], vals[i])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil // the end
+		}
+		if err != nil {
+			return err
+		}
+	}
 }

@@ -281,7 +281,7 @@ func TestTranslate(t *testing.T) {
 		{svc("10.96.0.13:80", unix.IPPROTO_TCP), Service{ID: 7, Count: 2, Affinity: 60}, two4},
 	}
 	for _, e := range entries {
-		if err := l.lb.PutBackends(e.val.ID, e.val.Gen, e.backends); err != nil {
+		if err := l.lb.PutBackends([]BackendSet{{e.val.ID, e.val.Gen, e.backends}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.lb.PutServices([]ServiceKey{e.key}, []Service{e.val}); err != nil {

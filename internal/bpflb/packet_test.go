@@ -166,7 +166,7 @@ func TestPacketPath(t *testing.T) {
 	defer lb.Close()
 	put := func(k ServiceKey, v Service, b []netip.AddrPort, ranges ...netip.Prefix) {
 		t.Helper()
-		if err := lb.PutBackends(v.ID, v.Gen, b); err != nil {
+		if err := lb.PutBackends([]BackendSet{{v.ID, v.Gen, b}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := lb.PutRanges(v.ID, ranges); err != nil {

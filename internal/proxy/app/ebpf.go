@@ -52,6 +52,7 @@ func startEBPF(d *deps) (syncer, error) {
 		}
 		d.logger.Info("ebpf programs attached", "cgroup", d.opts.EBPFCgroup)
 		k = ebpfproxy.NewKernel(lb, func() (bool, error) { return lb.Attached(d.opts.EBPFCgroup) })
+		k.Fresh = true
 		d.shared.ebpf, d.shared.ebpfLB = k, lb
 		if err := d.register(ebpfCollector{k}); err != nil {
 			return nil, err

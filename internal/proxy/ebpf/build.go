@@ -139,12 +139,16 @@ type Stats struct {
 // family; with only set, of those ports alone (a partial sync).
 func Build(cfg Config, snap *svcstate.Snapshot, only map[svcstate.ServicePortName]struct{}) Table {
 	cfg.NodeConfig = cfg.NodeConfig.WithDefaults()
+	n := len(only)
+	if only == nil {
+		n = snap.Len()
+	}
 	t := Table{
-		Keys:    map[bpflb.ServiceKey]TargetName{},
-		Flags:   map[bpflb.ServiceKey]bpflb.Flags{},
-		Targets: map[TargetName]Target{},
-		Ports:   map[svcstate.ServicePortName][]bpflb.ServiceKey{},
-		Stats:   Stats{Reachable: map[svcstate.ServicePortName]int{}},
+		Keys:    make(map[bpflb.ServiceKey]TargetName, 2*n),
+		Flags:   make(map[bpflb.ServiceKey]bpflb.Flags, n),
+		Targets: make(map[TargetName]Target, n),
+		Ports:   make(map[svcstate.ServicePortName][]bpflb.ServiceKey, n),
+		Stats:   Stats{Reachable: make(map[svcstate.ServicePortName]int, n)},
 	}
 	add := func(svc *svcstate.Service, p *svcstate.ServicePort) {
 		p = p.ForFamily(cfg.Family)

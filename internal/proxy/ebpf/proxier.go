@@ -22,7 +22,7 @@ import (
 type Maps interface {
 	PutServices(keys []bpflb.ServiceKey, vals []bpflb.Service) error
 	DeleteServices(keys []bpflb.ServiceKey) error
-	PutBackends(id uint32, gen uint8, b []netip.AddrPort) error
+	PutBackends(sets []bpflb.BackendSet) error
 	DeleteBackends(id uint32, gen uint8, from, to int) error
 	PutRanges(id uint32, ranges []netip.Prefix) error
 	DeleteRanges(id uint32, ranges []netip.Prefix) error
@@ -36,6 +36,10 @@ type Maps interface {
 // (their keys carry the family) and the ids of its backend sets.
 type Kernel struct {
 	Maps Maps
+	// Fresh says the maps were made empty by this process: a first full
+	// sync has nothing to reconcile, and ids never given out have their
+	// counters at zero.
+	Fresh bool
 	// Attached reports whether the programs are still attached; the
 	// canary.
 	Attached func() (bool, error)
@@ -73,8 +77,9 @@ func (k *Kernel) alloc(name TargetName) (uint32, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var id uint32
+	reused := len(k.freed) > 0
 	switch {
-	case len(k.freed) > 0:
+	case reused:
 		id, k.freed = k.freed[len(k.freed)-1], k.freed[:len(k.freed)-1]
 	case int(k.next) < k.Maps.Sizes().IDs:
 		id = k.next
@@ -82,9 +87,11 @@ func (k *Kernel) alloc(name TargetName) (uint32, error) {
 	default:
 		return 0, fmt.Errorf("ebpf: all %d backend set ids are in use", k.Maps.Sizes().IDs-1)
 	}
-	if err := k.Maps.ClearStats(id); err != nil {
-		k.freed = append(k.freed, id)
-		return 0, err
+	if !k.Fresh || reused {
+		if err := k.Maps.ClearStats(id); err != nil {
+			k.freed = append(k.freed, id)
+			return 0, err
+		}
 	}
 	k.used[id] = true
 	k.names[id] = name
@@ -139,6 +146,12 @@ type writer struct {
 	// lost holds, per address, the service ports that claim it but lost
 	// it to another: built again when the holder changes.
 	lost map[bpflb.ServiceKey]map[svcstate.ServicePortName]bool
+	// wrote: Apply has written before (its first write into fresh maps
+	// has nothing to reconcile).
+	wrote bool
+	// nEndpoints counts the backends of every set written, for the
+	// metrics.
+	nEndpoints int
 	// clean says the maps hold exactly what targets and keys say; false
 	// after a failed write, until a full sync has reconciled them.
 	clean bool
@@ -232,8 +245,10 @@ func (w *writer) Apply(_ context.Context, wr proxy.Write) (proxy.Written, error)
 	for _, c := range table.Conflicts {
 		w.log.Warn("two service ports claim one address; the first keeps it", "address", c.Key.String(), "kept", c.Kept.String(), "lost", c.Lost.String())
 	}
+	first := !w.wrote
+	w.wrote = true
 	st, err := w.write(table, ports)
-	if err == nil && full {
+	if err == nil && full && !(first && w.cfg.Kernel.Fresh) {
 		err = w.reconcile()
 	}
 	if err != nil {
@@ -260,7 +275,7 @@ func (w *writer) Apply(_ context.Context, wr proxy.Write) (proxy.Written, error)
 	w.clean = true
 	return proxy.Written{
 		Full: full,
-		Stats: proxy.SyncStats{ServicePorts: len(w.ports), Endpoints: w.endpoints(),
+		Stats: proxy.SyncStats{ServicePorts: len(w.ports), Endpoints: w.nEndpoints,
 			NoLocal: map[string]int{"internal": table.Stats.NoLocalInternal}},
 		Reachable: func(n svcstate.ServicePortName) (int, bool) {
 			r, ok := table.Stats.Reachable[n]
@@ -268,14 +283,6 @@ func (w *writer) Apply(_ context.Context, wr proxy.Write) (proxy.Written, error)
 		},
 		Log: []any{"entriesWritten", st.entries, "entriesDeleted", st.deleted, "backendSetsWritten", st.sets, "conflicts", len(table.Conflicts)},
 	}, nil
-}
-
-func (w *writer) endpoints() int {
-	n := 0
-	for _, t := range w.targets {
-		n += len(t.target.Backends)
-	}
-	return n
 }
 
 type writeStats struct{ entries, deleted, sets int }
@@ -293,7 +300,8 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 	}
 	// 1. New and changed backend sets: their slots in the generation
 	// no entry points at.
-	var flipped []TargetName
+	var flipped, made []TargetName
+	var sets []bpflb.BackendSet
 	for name, t := range table.Targets {
 		cur := w.targets[name]
 		switch {
@@ -302,21 +310,17 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 			if err != nil {
 				return st, err
 			}
-			cur = &written{id: id, target: Target{Verdict: t.Verdict}}
-			w.targets[name] = cur
-			if err := m.PutBackends(id, 0, t.Backends); err != nil {
-				return st, err
-			}
+			// Until its slots are written, the set holds no backend.
+			w.targets[name] = &written{id: id, target: Target{Verdict: t.Verdict}}
+			sets = append(sets, bpflb.BackendSet{ID: id, Backends: t.Backends})
 			if err := m.PutRanges(id, t.Ranges); err != nil {
 				return st, err
 			}
-			cur.target = t
+			made = append(made, name)
 			st.sets++
 			continue
 		case !slices.Equal(cur.target.Backends, t.Backends):
-			if err := m.PutBackends(cur.id, cur.gen^1, t.Backends); err != nil {
-				return st, err
-			}
+			sets = append(sets, bpflb.BackendSet{ID: cur.id, Gen: cur.gen ^ 1, Backends: t.Backends})
 			flipped = append(flipped, name)
 			st.sets++
 		}
@@ -331,6 +335,14 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 				return st, err
 			}
 		}
+	}
+	if err := m.PutBackends(sets); err != nil {
+		return st, err
+	}
+	for _, name := range made {
+		t := table.Targets[name]
+		w.targets[name].target = t
+		w.nEndpoints += len(t.Backends)
 	}
 	// 2. The service entries: new ones, and those of changed sets.
 	var keys []bpflb.ServiceKey
@@ -394,7 +406,9 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 		cur.gen ^= 1
 	}
 	for name, t := range table.Targets {
-		w.targets[name].target = t
+		cur := w.targets[name]
+		w.nEndpoints += len(t.Backends) - len(cur.target.Backends)
+		cur.target = t
 	}
 	for name := range oldTargets {
 		if _, ok := table.Targets[name]; ok {
@@ -411,6 +425,7 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 			return st, err
 		}
 		delete(w.targets, name)
+		w.nEndpoints -= len(cur.target.Backends)
 		w.cfg.Kernel.free(cur.id)
 	}
 	return st, nil
@@ -477,7 +492,7 @@ func (w *writer) reconcile() error {
 			}
 		}
 		if !ok {
-			if err := m.PutBackends(t.id, t.gen, t.target.Backends); err != nil {
+			if err := m.PutBackends([]bpflb.BackendSet{{ID: t.id, Gen: t.gen, Backends: t.target.Backends}}); err != nil {
 				return err
 			}
 		}

@@ -83,12 +83,14 @@ func (f *fakeMaps) DeleteServices(keys []bpflb.ServiceKey) error {
 	return nil
 }
 
-func (f *fakeMaps) PutBackends(id uint32, gen uint8, b []netip.AddrPort) error {
+func (f *fakeMaps) PutBackends(sets []bpflb.BackendSet) error {
 	if err := f.op(); err != nil {
 		return err
 	}
-	for i, a := range b {
-		f.backends[bpflb.BackendKey{ID: id, Slot: uint16(i), Gen: gen}] = a
+	for _, s := range sets {
+		for i, a := range s.Backends {
+			f.backends[bpflb.BackendKey{ID: s.ID, Slot: uint16(i), Gen: s.Gen}] = a
+		}
 	}
 	return nil
 }
