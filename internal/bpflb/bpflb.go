@@ -546,3 +546,50 @@ func batches[K, V any](m *ebpf.Map, f func(K, V)) error {
 		}
 	}
 }
+
+// ForgetUDP forgets the UDP flows from outside translated to one of
+// backends (both directions: their next datagram picks a live backend),
+// and returns the cookies of the sockets the programs connected to one
+// of them: to be destroyed, so that their owners reconnect (what
+// kube-proxy's conntrack flush achieves for UDP).
+func (l *LB) ForgetUDP(backends []netip.AddrPort) (map[uint64]bool, error) {
+	type addrPort struct {
+		addr [16]uint8
+		port uint16
+	}
+	gone := map[addrPort]bool{}
+	for _, b := range backends {
+		a, _ := addr16(b.Addr())
+		gone[addrPort{a, hton(b.Port())}] = true
+	}
+	var stale []lbFlowKey
+	err := batches(l.objs.Flows, func(k lbFlowKey, v lbFlowVal) {
+		if k.Proto != unix.IPPROTO_UDP {
+			return
+		}
+		if (v.Dir == flowForward && gone[addrPort{v.Addr, v.Port}]) || (v.Dir == flowReply && gone[addrPort{k.Saddr, k.Sport}]) {
+			stale = append(stale, k)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range stale {
+		if err := l.objs.Flows.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil, err
+		}
+	}
+	cookies := map[uint64]bool{}
+	err = batches(l.objs.Revnat, func(k lbRevnatKey, _ lbBackendVal) {
+		if gone[addrPort{k.Addr, k.Port}] {
+			cookies[k.Cookie] = true
+		}
+	})
+	return cookies, err
+}
+
+// The directions of a flow entry (c/lb.c's FLOW_FORWARD, FLOW_REPLY).
+const (
+	flowForward = 1
+	flowReply   = 2
+)

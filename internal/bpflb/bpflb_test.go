@@ -22,6 +22,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/sockdiag"
 )
 
 // clientEnv makes the test binary a client: it connects (or sends) to
@@ -51,10 +52,53 @@ func init() {
 		os.Exit(2)
 	}
 	enc := json.NewEncoder(os.Stdout)
+	if network == "udp-sticky" {
+		sticky(enc, addr)
+		os.Exit(0)
+	}
 	for range n {
 		enc.Encode(try(network, addr))
 	}
 	os.Exit(0)
+}
+
+// sticky is a UDP client that keeps its connected socket, as resolvers
+// do: it asks once, waits for a line on stdin, asks again on the same
+// socket and, if that fails, on a new one. It reports each answer.
+func sticky(enc *json.Encoder, addr string) {
+	ask := func(c net.Conn) attempt {
+		var a attempt
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 128)
+		if _, err := c.Write([]byte("hi\n")); err != nil {
+			a.Err = err.Error()
+			return a
+		}
+		n, err := c.Read(buf)
+		if err != nil {
+			a.Err = err.Error()
+			return a
+		}
+		a.Backend, a.Peer = strings.TrimSpace(string(buf[:n])), c.RemoteAddr().String()
+		return a
+	}
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		enc.Encode(attempt{Err: err.Error()})
+		return
+	}
+	enc.Encode(ask(c))
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	a := ask(c)
+	enc.Encode(a)
+	if a.Err != "" {
+		c.Close()
+		if c, err = net.Dial("udp", addr); err != nil {
+			enc.Encode(attempt{Err: err.Error()})
+			return
+		}
+		enc.Encode(ask(c))
+	}
 }
 
 func try(network, addr string) attempt {
@@ -413,5 +457,81 @@ func TestCheckCgroup(t *testing.T) {
 		if err := CheckCgroup(path); err == nil {
 			t.Errorf("CheckCgroup(%s) accepted it", path)
 		}
+	}
+}
+
+// TestForgetUDPMovesClients: a UDP client whose connected socket the
+// programs gave an endpoint that goes away is moved to a live one: its
+// socket is destroyed (found by its cookie in the namespaces of the
+// group's processes), its next question fails, and its new socket
+// reaches the other endpoint.
+func TestForgetUDPMovesClients(t *testing.T) {
+	l := newLab(t)
+	backends := []netip.AddrPort{ap("127.0.0.1:8080"), ap("127.0.0.2:8080")}
+	for _, b := range backends {
+		l.serve(b.String())
+	}
+	key := ServiceKey{Addr: netip.MustParseAddr("10.96.0.53"), Port: 53, Proto: unix.IPPROTO_UDP}
+	if err := l.lb.PutBackends([]BackendSet{{ID: 1, Backends: backends}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.lb.PutServices([]ServiceKey{key}, []Service{{ID: 1, Count: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(l.cgroup, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", l.ns, self)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=udp-sticky %s 1", clientEnv, "10.96.0.53:53"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	dec := json.NewDecoder(stdout)
+	var first attempt
+	if err := dec.Decode(&first); err != nil || first.Err != "" {
+		t.Fatalf("first answer: %+v %v", first, err)
+	}
+	// The endpoint it got goes: the set switches to the other one's
+	// generation, and its clients are forgotten and destroyed.
+	gone, _ := netip.ParseAddrPort(first.Backend)
+	live := backends[0]
+	if live == gone {
+		live = backends[1]
+	}
+	if err := l.lb.PutBackends([]BackendSet{{ID: 1, Gen: 1, Backends: []netip.AddrPort{live}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.lb.PutServices([]ServiceKey{key}, []Service{{ID: 1, Count: 1, Gen: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	cookies, err := l.lb.ForgetUDP([]netip.AddrPort{gone})
+	if err != nil || len(cookies) == 0 {
+		t.Fatalf("cookies of the clients of %s: %v, %v", gone, cookies, err)
+	}
+	n, err := sockdiag.DestroyInCgroup(l.cgroup, func(s sockdiag.Socket) bool { return cookies[s.Cookie] })
+	if err != nil || n != 1 {
+		t.Fatalf("destroyed %d sockets (%v), want the client's one", n, err)
+	}
+	stdin.Write([]byte("go\n"))
+	var second, third attempt
+	// A destroyed UDP socket is disconnected, its error ECONNABORTED: a
+	// send fails with EDESTADDRREQ, a receive with ECONNABORTED.
+	if err := dec.Decode(&second); err != nil || !(strings.Contains(second.Err, "connection abort") || strings.Contains(second.Err, "destination address required")) {
+		t.Fatalf("the destroyed socket's next question: %+v %v, want it refused", second, err)
+	}
+	if err := dec.Decode(&third); err != nil || third.Backend != live.String() || third.Peer != "10.96.0.53:53" {
+		t.Fatalf("on a new socket: %+v %v, want an answer from %s through the service's address", third, err, live)
 	}
 }

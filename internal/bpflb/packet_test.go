@@ -255,4 +255,32 @@ func TestPacketPath(t *testing.T) {
 			}
 		})
 	}
+	t.Run("forget a UDP backend", func(t *testing.T) {
+		udpFlow := packet{src: client, dst: ap("192.168.0.10:30053"), proto: udp}
+		tcpFlow := packet{src: client, dst: ap("192.168.0.10:30080"), proto: tcp}
+		has := func(p packet) bool {
+			var v lbFlowVal
+			k := lbFlowKey{Sport: hton(p.src.Port()), Dport: hton(p.dst.Port()), Proto: p.proto, Family: 4}
+			k.Saddr, _ = addr16(p.src.Addr())
+			k.Daddr, _ = addr16(p.dst.Addr())
+			return lb.objs.Flows.Lookup(k, &v) == nil
+		}
+		if !has(udpFlow) || !has(tcpFlow) {
+			t.Fatal("the flows of the cases above are not in the map")
+		}
+		if _, err := lb.ForgetUDP([]netip.AddrPort{ap("10.244.2.3:5353"), ap("10.244.2.2:8080")}); err != nil {
+			t.Fatal(err)
+		}
+		if has(udpFlow) {
+			t.Error("the UDP flow to the removed backend is still there")
+		}
+		if !has(tcpFlow) {
+			t.Error("a TCP flow was forgotten")
+		}
+		// Its replies are no longer translated back.
+		if _, out, _ := run(t, lb.objs.ToNet, packet{src: ap("10.244.2.3:5353"), dst: client, proto: udp}); out.src != ap("10.244.2.3:5353") {
+			t.Errorf("a reply of the forgotten flow was translated to %s", out.src)
+		}
+	})
+
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/svcnet/svcnet/internal/bpflb"
 	nft "github.com/svcnet/svcnet/internal/nftables"
 	ebpfproxy "github.com/svcnet/svcnet/internal/proxy/ebpf"
+	"github.com/svcnet/svcnet/internal/sockdiag"
 )
 
 // ebpfSizes bound the ebpf mode's maps: room for 100,000 Services with a
@@ -53,6 +54,20 @@ func startEBPF(d *deps) (syncer, error) {
 		d.logger.Info("ebpf programs attached", "cgroup", d.opts.EBPFCgroup)
 		k = ebpfproxy.NewKernel(lb, func() (bool, error) { return lb.Attached(d.opts.EBPFCgroup) })
 		k.Fresh = true
+		cgroup, logger := d.opts.EBPFCgroup, d.logger
+		k.ForgetUDP = func(backends []netip.AddrPort) error {
+			cookies, err := lb.ForgetUDP(backends)
+			if err != nil || len(cookies) == 0 {
+				return err
+			}
+			// Only sockets the programs connected to a removed backend:
+			// socket cookies are unique on the machine.
+			n, err := sockdiag.DestroyInCgroup(cgroup, func(s sockdiag.Socket) bool { return cookies[s.Cookie] })
+			if n > 0 {
+				logger.Info("destroyed UDP sockets connected to removed endpoints", "sockets", n, "endpoints", len(backends))
+			}
+			return err
+		}
 		d.shared.ebpf, d.shared.ebpfLB = k, lb
 		if err := d.register(ebpfCollector{k}); err != nil {
 			return nil, err

@@ -43,6 +43,8 @@ func benchSlice(i int, flip bool) *discovery.EndpointSlice {
 // the tracker has the change (p50 and p99 over b.N changes).
 //
 //	go test ./internal/proxy/ebpf -run '^$' -bench Sync -benchtime 2000x
+//
+// SVCNET_BENCH_SERVICES=N runs N Services only.
 func BenchmarkSync(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")

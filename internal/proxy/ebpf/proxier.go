@@ -43,6 +43,10 @@ type Kernel struct {
 	// Attached reports whether the programs are still attached; the
 	// canary.
 	Attached func() (bool, error)
+	// ForgetUDP, when set, is called after a write with the UDP
+	// backends that sets no longer hold: it moves their clients to live
+	// ones (flows from outside forgotten, connected sockets destroyed).
+	ForgetUDP func([]netip.AddrPort) error
 
 	mu   sync.Mutex
 	used map[uint32]bool
@@ -254,6 +258,15 @@ func (w *writer) Apply(_ context.Context, wr proxy.Write) (proxy.Written, error)
 	if err != nil {
 		return proxy.Written{}, err
 	}
+	if len(st.udpGone) > 0 && w.cfg.Kernel.ForgetUDP != nil {
+		slices.SortFunc(st.udpGone, netip.AddrPort.Compare)
+		st.udpGone = slices.Compact(st.udpGone)
+		if err := w.cfg.Kernel.ForgetUDP(st.udpGone); err != nil {
+			// The maps are right; only clients of the removed backends
+			// wait for their own timeouts.
+			w.log.Warn("could not move UDP clients off removed endpoints", "endpoints", len(st.udpGone), "err", err)
+		}
+	}
 	if full {
 		clear(w.lost)
 	} else {
@@ -285,7 +298,11 @@ func (w *writer) Apply(_ context.Context, wr proxy.Write) (proxy.Written, error)
 	}, nil
 }
 
-type writeStats struct{ entries, deleted, sets int }
+type writeStats struct {
+	entries, deleted, sets int
+	// udpGone are the UDP backends sets no longer hold.
+	udpGone []netip.AddrPort
+}
 
 // write brings the entries of ports in line with table.
 func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStats, error) {
@@ -400,6 +417,13 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 	// 4. Old slots of flipped sets, and sets no entry names any more.
 	for _, name := range flipped {
 		cur := w.targets[name]
+		if name.Port.Protocol == v1.ProtocolUDP {
+			for _, b := range cur.target.Backends {
+				if !slices.Contains(table.Targets[name].Backends, b) {
+					st.udpGone = append(st.udpGone, b)
+				}
+			}
+		}
 		if err := m.DeleteBackends(cur.id, cur.gen, 0, len(cur.target.Backends)); err != nil {
 			return st, err
 		}
@@ -423,6 +447,9 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 		}
 		if err := m.DeleteRanges(cur.id, cur.target.Ranges); err != nil {
 			return st, err
+		}
+		if name.Port.Protocol == v1.ProtocolUDP {
+			st.udpGone = append(st.udpGone, cur.target.Backends...)
 		}
 		delete(w.targets, name)
 		w.nEndpoints -= len(cur.target.Backends)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/svcnet/svcnet/internal/bpflb"
 	"github.com/svcnet/svcnet/internal/proxy"
@@ -210,16 +211,25 @@ type world struct {
 	tracker *svcstate.Tracker
 	proxier *ebpf.Proxier
 	cfg     ebpf.Config
+	kernel  *ebpf.Kernel
+	// forgotten are the UDP backends the proxier asked to move clients
+	// off.
+	forgotten []netip.AddrPort
 }
 
 func newWorld(t *testing.T) *world {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	w := &world{t: t, maps: newFakeMaps(t), cfg: ebpf.Config{NodeConfig: proxytest.Node}}
+	w.kernel = ebpf.NewKernel(w.maps, nil)
+	w.kernel.ForgetUDP = func(b []netip.AddrPort) error {
+		w.forgotten = append(w.forgotten, b...)
+		return nil
+	}
 	w.tracker = svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet})
 	p, err := ebpf.NewProxier(ebpf.ProxierConfig{
 		Rules:  w.cfg,
 		Sync:   proxy.SyncerConfig{Tracker: w.tracker, Logger: quiet},
-		Kernel: ebpf.NewKernel(w.maps, nil),
+		Kernel: w.kernel,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -327,4 +337,36 @@ func TestProxierConflicts(t *testing.T) {
 	w.tracker.OnServiceAdd(a)
 	w.proxier.RequestFullSync()
 	w.synced()
+}
+
+// TestProxierForgetsUDP: the UDP backends a sync removes, and only
+// those, are handed over for their clients to be moved.
+func TestProxierForgetsUDP(t *testing.T) {
+	w := newWorld(t)
+	udp := v1.ProtocolUDP
+	svc := st.Service("default", "dns", "10.96.0.53", st.Port("dns", udp, 53, 0), st.Port("dns-tcp", v1.ProtocolTCP, 53, 0))
+	slice := func(ips ...string) *discovery.EndpointSlice {
+		opts := []st.SliceOption{st.SlicePort("dns", udp, 5353), st.SlicePort("dns-tcp", v1.ProtocolTCP, 5353)}
+		for _, ip := range ips {
+			opts = append(opts, st.Endpoint(ip, "node-b"))
+		}
+		return st.Slice("default", "dns", "dns-1", opts...)
+	}
+	w.tracker.OnServiceAdd(svc)
+	w.tracker.OnEndpointSliceAdd(slice("10.244.2.1", "10.244.2.2", "10.244.2.3"))
+	w.synced()
+	if len(w.forgotten) != 0 {
+		t.Fatalf("forgot %v at the first sync", w.forgotten)
+	}
+	w.tracker.OnEndpointSliceUpdate(nil, slice("10.244.2.1", "10.244.2.3"))
+	w.synced()
+	if want := []netip.AddrPort{netip.MustParseAddrPort("10.244.2.2:5353")}; !slices.Equal(w.forgotten, want) {
+		t.Errorf("forgot %v, want %v (the UDP port's removed endpoint, once)", w.forgotten, want)
+	}
+	w.forgotten = nil
+	w.tracker.OnServiceDelete(svc)
+	w.synced()
+	if want := []netip.AddrPort{netip.MustParseAddrPort("10.244.2.1:5353"), netip.MustParseAddrPort("10.244.2.3:5353")}; !slices.Equal(w.forgotten, want) {
+		t.Errorf("forgot %v, want %v", w.forgotten, want)
+	}
 }
