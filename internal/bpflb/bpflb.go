@@ -13,8 +13,10 @@
 package bpflb
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -486,15 +488,19 @@ type Dump struct {
 
 // Dump reads the service and backend entries.
 func (l *LB) Dump() (Dump, error) {
+	return dump(l.objs.Services, l.objs.Backends, l.objs.Ranges)
+}
+
+func dump(services, backends, ranges *ebpf.Map) (Dump, error) {
 	d := Dump{Services: map[ServiceKey]Service{}, Backends: map[BackendKey]netip.AddrPort{}, Ranges: map[uint32][]netip.Prefix{}}
-	err := batches(l.objs.Services, func(k lbSvcKey, v lbSvcVal) {
+	err := batches(services, func(k lbSvcKey, v lbSvcVal) {
 		key := ServiceKey{Addr: fromAddr16(k.Addr, k.Family), Port: hton(k.Port), Proto: k.Proto, Scope: Scope(k.Scope)}
 		d.Services[key] = Service{ID: v.Id, Count: v.Count, Gen: v.Gen, Verdict: Verdict(v.Verdict), Affinity: v.Affinity, Flags: Flags(v.Flags)}
 	})
 	if err != nil {
 		return d, err
 	}
-	err = batches(l.objs.Backends, func(bk lbBackendKey, bv lbBackendVal) {
+	err = batches(backends, func(bk lbBackendKey, bv lbBackendVal) {
 		d.Backends[BackendKey{ID: bk.Id, Slot: bk.Slot, Gen: bk.Gen}] = netip.AddrPortFrom(fromAddr16(bv.Addr, bv.Family), hton(bv.Port))
 	})
 	if err != nil {
@@ -502,7 +508,7 @@ func (l *LB) Dump() (Dump, error) {
 	}
 	var rk lbRangeKey
 	var one uint8
-	rit := l.objs.Ranges.Iterate()
+	rit := ranges.Iterate()
 	for rit.Next(&rk, &one) {
 		bits := int(rk.Prefixlen) - 32 - 8
 		d.Ranges[rk.Id] = append(d.Ranges[rk.Id], netip.PrefixFrom(fromAddr16(rk.Addr, rk.Family), bits))
@@ -593,3 +599,119 @@ const (
 	flowForward = 1
 	flowReply   = 2
 )
+
+// Live are the maps of the programs a running proxy attached to a
+// cgroup, found through them: what `svcnet proxy trace` reads.
+type Live struct {
+	services, backends, ranges *ebpf.Map
+}
+
+// OpenAttached finds the maps of svcnet's connect4 program attached to
+// the cgroup v2 group at path.
+func OpenAttached(path string) (*Live, error) {
+	cg, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer cg.Close()
+	res, err := link.QueryPrograms(link.QueryOptions{Target: int(cg.Fd()), Attach: ebpf.AttachCGroupInet4Connect})
+	if err != nil {
+		return nil, fmt.Errorf("programs attached to %s: %w", path, err)
+	}
+	for _, ap := range res.Programs {
+		prog, err := ebpf.NewProgramFromID(ap.ID)
+		if err != nil {
+			continue
+		}
+		info, err := prog.Info()
+		prog.Close()
+		if err != nil || info.Name != lbProgConnect4 {
+			continue
+		}
+		ids, _ := info.MapIDs()
+		l := &Live{}
+		for _, id := range ids {
+			m, err := ebpf.NewMapFromID(id)
+			if err != nil {
+				continue
+			}
+			mi, err := m.Info()
+			switch {
+			case err == nil && mi.Name == lbMapServices:
+				l.services = m
+			case err == nil && mi.Name == lbMapBackends:
+				l.backends = m
+			case err == nil && mi.Name == lbMapRanges:
+				l.ranges = m
+			default:
+				m.Close()
+			}
+		}
+		if l.services != nil && l.backends != nil {
+			// The connect programs do not use the source ranges: the tc
+			// program on a link of the calling thread's namespace does.
+			if l.ranges = rangesOfLinks(); l.ranges == nil {
+				l.ranges, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.LPMTrie, KeySize: uint32(binary.Size(lbRangeKey{})), ValueSize: 1, MaxEntries: 1, Flags: unix.BPF_F_NO_PREALLOC})
+				if err != nil {
+					l.Close()
+					return nil, err
+				}
+			}
+			return l, nil
+		}
+		l.Close()
+	}
+	return nil, fmt.Errorf("no svcnet ebpf programs attached to %s", path)
+}
+
+// Dump reads the maps.
+func (l *Live) Dump() (Dump, error) { return dump(l.services, l.backends, l.ranges) }
+
+// Close lets go of the maps.
+func (l *Live) Close() error {
+	var errs []error
+	for _, m := range []*ebpf.Map{l.services, l.backends, l.ranges} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rangesOfLinks finds the ranges map of svcnet's from_net program on a
+// link of the calling thread's network namespace; nil if there is none.
+func rangesOfLinks() *ebpf.Map {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	for _, ifc := range ifaces {
+		res, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			continue
+		}
+		for _, ap := range res.Programs {
+			prog, err := ebpf.NewProgramFromID(ap.ID)
+			if err != nil {
+				continue
+			}
+			info, err := prog.Info()
+			prog.Close()
+			if err != nil || info.Name != lbProgFromNet {
+				continue
+			}
+			ids, _ := info.MapIDs()
+			for _, id := range ids {
+				m, err := ebpf.NewMapFromID(id)
+				if err != nil {
+					continue
+				}
+				if mi, err := m.Info(); err == nil && mi.Name == lbMapRanges {
+					return m
+				}
+				m.Close()
+			}
+		}
+	}
+	return nil
+}

@@ -11,10 +11,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/bpflb"
 	"github.com/svcnet/svcnet/internal/ipset"
 	utiliptables "github.com/svcnet/svcnet/internal/iptables"
 	kipvs "github.com/svcnet/svcnet/internal/ipvs"
 	nft "github.com/svcnet/svcnet/internal/nftables"
+	ebpfproxy "github.com/svcnet/svcnet/internal/proxy/ebpf"
 	ipvsproxy "github.com/svcnet/svcnet/internal/proxy/ipvs"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/trace"
@@ -34,9 +36,15 @@ type TraceOptions struct {
 	// NodeIPs add to the namespace's own addresses what addrtype LOCAL
 	// matches.
 	NodeIPs []string
-	// Mode is the rules to read: iptables, nftables, or "" for nftables
-	// when its table exists.
+	// Mode is the rules to read: iptables, nftables, ipvs, ebpf, or ""
+	// for nftables when its table exists.
 	Mode string
+	// EBPFCgroup is the group the ebpf mode's programs are attached to
+	// (their maps are found through them); ClusterCIDR the pod network,
+	// whose sources are traced as a pod's connect rather than as a
+	// packet from outside the node.
+	EBPFCgroup  string
+	ClusterCIDR string
 }
 
 // ParsePacket reads --src and --dst.
@@ -99,10 +107,15 @@ func Trace(ctx context.Context, t TraceOptions, ex utiliptables.Executor, ifaces
 
 	mode := strings.ToLower(t.Mode)
 	switch {
-	case mode != "" && mode != "iptables" && mode != "nftables" && mode != "ipvs":
-		return fmt.Errorf("--proxy-mode %q: trace reads iptables, nftables or ipvs rules", t.Mode)
-	case (mode == "nftables" || mode == "ipvs") && t.File != "":
+	case mode != "" && mode != "iptables" && mode != "nftables" && mode != "ipvs" && mode != "ebpf":
+		return fmt.Errorf("--proxy-mode %q: trace reads iptables, nftables, ipvs or ebpf state", t.Mode)
+	case (mode == "nftables" || mode == "ipvs" || mode == "ebpf") && t.File != "":
 		return fmt.Errorf("--file reads iptables-save dumps; the %s mode's state is traced live", mode)
+	case mode == "ebpf" && t.EBPFCgroup == "":
+		return fmt.Errorf("--proxy-mode ebpf: --ebpf-cgroup names the group the programs are attached to, through which their maps are found")
+	}
+	if mode == "ebpf" || t.EBPFCgroup != "" {
+		return traceEBPF(t, pkt, w)
 	}
 	// The ipvs mode, when asked for or when its dummy link is here.
 	if t.File == "" && (mode == "ipvs" || (mode == "" && ipvsHere(family))) {
@@ -168,4 +181,27 @@ func Trace(ctx context.Context, t TraceOptions, ex utiliptables.Executor, ifaces
 		return fmt.Errorf("parse rules: %w", err)
 	}
 	return trace.Trace(rs, pkt, env).Write(w)
+}
+
+// traceEBPF traces through the maps of the ebpf mode's programs attached
+// to t.EBPFCgroup.
+func traceEBPF(t TraceOptions, pkt trace.Packet, w io.Writer) error {
+	var env ebpfproxy.Env
+	if t.ClusterCIDR != "" {
+		p, err := netip.ParsePrefix(t.ClusterCIDR)
+		if err != nil {
+			return fmt.Errorf("--cluster-cidr %q: %w", t.ClusterCIDR, err)
+		}
+		env.ClusterCIDR = p
+	}
+	live, err := bpflb.OpenAttached(t.EBPFCgroup)
+	if err != nil {
+		return err
+	}
+	defer live.Close()
+	d, err := live.Dump()
+	if err != nil {
+		return err
+	}
+	return ebpfproxy.Trace(ebpfproxy.DumpSource(d), pkt, env).Write(w)
 }

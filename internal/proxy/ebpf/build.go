@@ -8,6 +8,7 @@
 package ebpf
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 
@@ -66,13 +67,20 @@ func (s Scope) String() string {
 // packet says whether the scope's entries are for packets from outside.
 func (s Scope) packet() bool { return s == Outside || s == OutsideRanged }
 
-// TargetName names a backend set: one service port, one scope.
+// TargetName names a backend set: one service port, one scope. A set
+// read from the kernel is known by its ID only.
 type TargetName struct {
 	Port  svcstate.ServicePortName
 	Scope Scope
+	ID    uint32
 }
 
-func (n TargetName) String() string { return n.Port.String() + "/" + n.Scope.String() }
+func (n TargetName) String() string {
+	if n.Port == (svcstate.ServicePortName{}) {
+		return fmt.Sprintf("backend set %d", n.ID)
+	}
+	return n.Port.String() + "/" + n.Scope.String()
+}
 
 // Target is a backend set and what a client gets without one.
 type Target struct {

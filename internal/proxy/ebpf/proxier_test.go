@@ -257,6 +257,20 @@ func TestProxierWrites(t *testing.T) {
 		proxytest.Feed(w.tracker, fx.Objects)
 	}
 	w.synced()
+	// The maps as the kernel holds them trace as the table they were
+	// built from.
+	snap, _ := w.tracker.Snapshot()
+	table := ebpf.Build(w.cfg, snap, nil)
+	d, _ := w.maps.Dump()
+	env := ebpf.Env{ClusterCIDR: w.cfg.ClusterCIDR}
+	for _, fx := range proxytest.Fixtures {
+		for _, c := range fx.Checks {
+			want, got := ebpf.Trace(table, c.Pkt, env).Outcomes(), ebpf.Trace(ebpf.DumpSource(d), c.Pkt, env).Outcomes()
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s / %s: from the maps %v, from the table %v", fx.Name, c.Name, got, want)
+			}
+		}
+	}
 	// Scale web-1 up and down, one sync each: each change flips its set
 	// to the other generation.
 	w.tracker.OnServiceAdd(proxytest.WebService(1))

@@ -28,6 +28,24 @@ func (t Table) Lookup(k bpflb.ServiceKey) (TargetName, Target, bpflb.Flags, bool
 	return n, t.Targets[n], t.Flags[k], true
 }
 
+// DumpSource makes maps read from the kernel a Source: what `svcnet
+// proxy trace` reads of a running proxy.
+func DumpSource(d bpflb.Dump) Source { return dumpSource(d) }
+
+type dumpSource bpflb.Dump
+
+func (d dumpSource) Lookup(k bpflb.ServiceKey) (TargetName, Target, bpflb.Flags, bool) {
+	svc, ok := d.Services[k]
+	if !ok {
+		return TargetName{}, Target{}, 0, false
+	}
+	t := Target{Verdict: svc.Verdict, Affinity: svc.Affinity, Ranges: d.Ranges[svc.ID]}
+	for i := range int(svc.Count) {
+		t.Backends = append(t.Backends, d.Backends[bpflb.BackendKey{ID: svc.ID, Slot: uint16(i), Gen: svc.Gen}])
+	}
+	return TargetName{ID: svc.ID}, t, svc.Flags, true
+}
+
 // Env is what a trace knows of the node besides the maps.
 type Env struct {
 	// ClusterCIDR holds the pods: their connects go through the

@@ -44,6 +44,22 @@ func TestEBPFMode(t *testing.T) {
 		// curl's 7: could not connect (refused), not 28 (timed out).
 		return err != nil && strings.Contains(out, "7")
 	})
+	// svcnet proxy trace reads the live maps: each pod a third, from a
+	// pod at the socket, from outside masqueraded.
+	group := filepath.Join(cgroup2(t), "svcnet-"+c.name+"-node-1")
+	podIPs := strings.Fields(k.MustRun("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[*].status.podIP}"))
+	for _, tc := range []struct{ src, dst, want string }{
+		{"10.244.1.5", clusterIP + ":80/tcp", "source kept"},
+		{"172.18.0.2", "172.18.0.11:8477/tcp", "masqueraded"},
+	} {
+		out, err := c.exec("node/node-1", c.bin, "proxy", "trace", "--src", tc.src, "--dst", tc.dst,
+			"--ebpf-cgroup", group, "--cluster-cidr", "10.244.0.0/16")
+		for _, ip := range podIPs {
+			if err != nil || !strings.Contains(out, "33.33%  delivered to "+ip+":9376 (DNAT), "+tc.want) {
+				t.Errorf("trace %s -> %s on node-1 (%v): no third to %s, %s:\n%s", tc.src, tc.dst, err, ip, tc.want, out)
+			}
+		}
+	}
 	k.MustRun("", "scale", "deployment", "hostnames", "--replicas=5")
 	c.until("5 pods answering through the NodePort", time.Minute, func() bool {
 		return len(c.names("client", 25, "curl", "-s", "--max-time", "2", "172.18.0.11:8477")) == 5
