@@ -715,3 +715,30 @@ func rangesOfLinks() *ebpf.Map {
 	}
 	return nil
 }
+
+// Check reports whether the kernel runs the programs: it loads one
+// socket program and one packet program (the verifier's time for those
+// alone), with the smallest maps.
+func Check() error {
+	spec, err := loadLb()
+	if err != nil {
+		return err
+	}
+	for _, m := range spec.Maps {
+		if m.MaxEntries > 0 {
+			m.MaxEntries = 1
+		}
+	}
+	var objs struct {
+		Connect4 *ebpf.Program `ebpf:"connect4"`
+		FromNet  *ebpf.Program `ebpf:"from_net"`
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("the kernel refuses svcnet's load balancer: %+v", ve)
+		}
+		return fmt.Errorf("load svcnet's load balancer: %w", err)
+	}
+	return errors.Join(objs.Connect4.Close(), objs.FromNet.Close())
+}

@@ -535,3 +535,13 @@ func TestForgetUDPMovesClients(t *testing.T) {
 		t.Fatalf("on a new socket: %+v %v, want an answer from %s through the service's address", third, err, live)
 	}
 }
+
+// TestCheck: this kernel runs the programs (docs/architecture.md).
+func TestCheck(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loading BPF programs takes root; CI runs as root")
+	}
+	if err := Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -26,16 +26,11 @@ var ebpfSizes = bpflb.Sizes{Services: 1 << 20, IDs: 1 << 18, Backends: 1 << 21, 
 // rule that masquerades the flows from outside its tc program marks.
 const ebpfTable = "svcnet-ebpf"
 
-// ebpfSupported loads the programs once, with the smallest maps: a
-// kernel without cgroup v2 socket hooks, or without a helper they call,
-// refuses them, and the mode says so at start.
-func ebpfSupported() error {
-	lb, err := bpflb.Load(bpflb.Sizes{Services: 1, IDs: 1, Backends: 1, Sockets: 1, Affinities: 1, Flows: 1, Ranges: 1}, bpflb.Options{})
-	if err != nil {
-		return err
-	}
-	return lb.Close()
-}
+// ebpfSupported loads a socket program and a packet program with the
+// smallest maps: a kernel without cgroup v2 socket hooks or tc programs,
+// or without a helper they call, refuses them, and the mode says so at
+// start.
+func ebpfSupported() error { return bpflb.Check() }
 
 func startEBPF(d *deps) (syncer, error) {
 	k := d.shared.ebpf
