@@ -23,6 +23,15 @@ func StartProcessInWatched(t testing.TB, ns *Netns, onLine func(line string), ar
 	return startCommand(t, exec.Command("ip", append([]string{"netns", "exec", ns.Name, Binary(t)}, args...)...), onLine)
 }
 
+// StartProcessInNetnsOnly is StartProcessInWatched with only the network
+// namespace entered (nsenter --net): the process sees the machine's
+// mounts, /sys/fs/cgroup among them, which `ip netns exec` hides behind
+// a sysfs of its own (the ebpf mode attaches to a cgroup there).
+func StartProcessInNetnsOnly(t testing.TB, ns *Netns, onLine func(line string), args ...string) *Process {
+	t.Helper()
+	return startCommand(t, exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns.Name, Binary(t)}, args...)...), onLine)
+}
+
 // StartCommandIn runs another program (bin) inside ns the same way:
 // the differential tests run kube-proxy beside `svcnet proxy`.
 func StartCommandIn(t testing.TB, ns *Netns, bin string, args ...string) *Process {

@@ -26,7 +26,7 @@ import (
 
 // syncLine is the proxier's log line for one sync.
 // (slog quotes the list of changes when it has more than one.)
-var syncLine = regexp.MustCompile(`msg="synced (?:iptables|nftables|ipvs) rules".* full=(true|false) took=(\S+) changed="?\[([^\]]*)\]`)
+var syncLine = regexp.MustCompile(`msg="synced (?:iptables|nftables|ipvs|ebpf) rules".* full=(true|false) took=(\S+) changed="?\[([^\]]*)\]`)
 
 type syncEvent struct {
 	at      time.Time
@@ -37,6 +37,9 @@ type syncEvent struct {
 
 // syncWatcher collects the proxy's sync log lines as they arrive.
 type syncWatcher struct {
+	// exited, when set, tells that the proxy is gone: wait fails at
+	// once rather than at its timeout.
+	exited func() bool
 	mu     sync.Mutex
 	events []syncEvent
 	notify chan struct{}
@@ -78,6 +81,9 @@ func (w *syncWatcher) wait(tb testing.TB, from int, port string, timeout time.Du
 		case <-time.After(50 * time.Millisecond):
 		case <-deadline:
 			tb.Fatalf("no sync of %q within %s", port, timeout)
+		}
+		if w.exited != nil && w.exited() {
+			tb.Fatalf("the proxy exited before a sync of %q", port)
 		}
 	}
 }

@@ -128,17 +128,7 @@ func firstPacket(b *testing.B, mode string, n int) []time.Duration {
 	}()
 	b.Cleanup(func() { l.Close() })
 
-	tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet})
-	for i := range n {
-		name := fmt.Sprintf("svc-%05d", i)
-		ep := fmt.Sprintf("10.200.%d.%d", i/250, i%250+1)
-		if i == n-1 {
-			name, ep = "zz-target", "10.244.1.2"
-		}
-		tracker.OnServiceAdd(Service("default", name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), Port("http", v1.ProtocolTCP, 80, 0)))
-		tracker.OnEndpointSliceAdd(Slice("default", name, name+"-1", SlicePort("http", v1.ProtocolTCP, 8080), Endpoint(ep, "node-b")))
-	}
-	target := fmt.Sprintf("10.96.%d.%d:80", (n-1)/250, (n-1)%250+1)
+	tracker, target := oneEndpointServices(n)
 	t0 := time.Now()
 	cfg := proxy.Node{Name: "node-a"}
 	switch mode {
@@ -197,6 +187,23 @@ func firstPacket(b *testing.B, mode string, n int) []time.Duration {
 		b.Fatal(err)
 	}
 	return lat
+}
+
+// oneEndpointServices is a tracker of n ClusterIP Services with one
+// endpoint each, on another node, and the address of the one that sorts
+// last, whose endpoint is 10.244.1.2:8080.
+func oneEndpointServices(n int) (*svcstate.Tracker, string) {
+	tracker := svcstate.NewTracker(svcstate.Config{NodeName: "node-a", Logger: quiet})
+	for i := range n {
+		name := fmt.Sprintf("svc-%05d", i)
+		ep := fmt.Sprintf("10.200.%d.%d", i/250, i%250+1)
+		if i == n-1 {
+			name, ep = "zz-target", "10.244.1.2"
+		}
+		tracker.OnServiceAdd(Service("default", name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), Port("http", v1.ProtocolTCP, 80, 0)))
+		tracker.OnEndpointSliceAdd(Slice("default", name, name+"-1", SlicePort("http", v1.ProtocolTCP, 8080), Endpoint(ep, "node-b")))
+	}
+	return tracker, fmt.Sprintf("10.96.%d.%d:80", (n-1)/250, (n-1)%250+1)
 }
 
 // plotFirstPacket draws p50 connect time against the number of services

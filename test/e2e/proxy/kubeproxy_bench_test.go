@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,7 +127,7 @@ func BenchmarkNFTablesVsKubeProxy(b *testing.B) {
 			ready0[i] = true
 		}
 		var prev *versusProxy
-		for _, who := range []string{"kube-proxy", "svcnet"} {
+		for _, who := range versusProxies() {
 			var vp *versusProxy
 			b.Run(fmt.Sprintf("services=%d/proxy=%s", n, who), func(sb *testing.B) {
 				if vp == nil {
@@ -172,6 +174,16 @@ func BenchmarkNFTablesVsKubeProxy(b *testing.B) {
 	}
 }
 
+// versusProxies are the proxies BenchmarkNFTablesVsKubeProxy runs:
+// kube-proxy, svcnet's nftables mode and its ebpf mode, or those
+// SVCNET_VERSUS (e.g. svcnet,svcnet-ebpf) names.
+func versusProxies() []string {
+	if env := os.Getenv("SVCNET_VERSUS"); env != "" {
+		return strings.Split(env, ",")
+	}
+	return []string{"kube-proxy", "svcnet", "svcnet-ebpf"}
+}
+
 // startVersus starts who's proxy in a namespace of its own, owned by the
 // parent benchmark, and waits for its first full sync.
 func startVersus(parent *testing.B, api *framework.APIServer, who, kubeProxy string) *versusProxy {
@@ -210,9 +222,26 @@ func startVersus(parent *testing.B, api *framework.APIServer, who, kubeProxy str
 		return vp
 	}
 	watch := &syncWatcher{notify: make(chan struct{}, 1)}
-	vp.proc = framework.StartProcessInWatched(parent, ns, watch.line, "proxy", "--kubeconfig", api.KubeconfigOf("proxy"),
+	args := []string{"proxy", "--kubeconfig", api.KubeconfigOf("proxy"),
 		"--proxy-mode", "nftables", "--hostname-override", "node-a", "--cluster-cidr", "10.244.0.0/16",
-		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256")
+		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256"}
+	if who == "svcnet-ebpf" {
+		args[4] = "ebpf"
+		args = append(args, "--ebpf-cgroup", framework.NewCgroup(parent, "versus"))
+	}
+	if who == "svcnet-ebpf" {
+		vp.proc = framework.StartProcessInNetnsOnly(parent, ns, watch.line, args...)
+	} else {
+		vp.proc = framework.StartProcessInWatched(parent, ns, watch.line, args...)
+	}
+	watch.exited = func() bool {
+		if vp.proc.Exited() {
+			time.Sleep(200 * time.Millisecond) // its last words, still in the pipe
+			parent.Logf("%s:\n%s", who, vp.proc.Logs())
+			return true
+		}
+		return false
+	}
 	ev, seen := watch.wait(parent, 0, "", 20*time.Minute)
 	vp.fullSync, vp.ready = ev.took, ev.at.Sub(start)
 	var mu sync.Mutex
