@@ -1,12 +1,15 @@
 package cluster_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/loadgen"
 )
 
 // TestEBPFMode runs the reference scenario through the ebpf mode: from
@@ -142,4 +145,75 @@ func ebpfGroups(t *testing.T) []string {
 		}
 	}
 	return groups
+}
+
+// TestEBPFRolloutLosesNoRequest: the ebpf mode's packet path through a
+// rollout. The outside client drives the NodePort and the LoadBalancer
+// address at a fixed rate while `kubectl rollout restart` replaces the
+// reference Deployment's pods, drained as in TestRolloutLosesNoRequest (a
+// preStop hook; or held until every proxy has programmed the removal):
+// no request may fail. (The cluster IP from a node's own process is not
+// the ebpf mode's to translate: only the node group's processes are.)
+func TestEBPFRolloutLosesNoRequest(t *testing.T) {
+	t.Parallel()
+	c := up(t, 2, "--proxy-mode", "ebpf")
+	k := c.kubectl
+	k.MustRun(examples(t), "apply", "-f", "-")
+	k.MustRun("", "expose", "deployment", "hostnames", "--name", "hostnames-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "9376")
+	var lbIP string
+	c.until("a load-balancer address", 30*time.Second, func() bool {
+		lbIP, _, _ = k.Run("", "get", "service", "hostnames-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		return lbIP != ""
+	})
+	client := "svcnet-" + c.name + "-client"
+	targets := []loadgen.Target{
+		{Name: "NodePort", URL: "http://172.18.0.11:8477/", Rate: 20, Dial: nsDialer(client)},
+		{Name: "LoadBalancer", URL: "http://" + lbIP + ":80/", Rate: 20, Dial: nsDialer(client)},
+	}
+	for _, v := range []struct{ name, drain, template string }{
+		{"readiness probe, preStop sleep 5 s", "programmed", `
+        readinessProbe:
+          httpGet: {path: /, port: 9376}
+          periodSeconds: 1
+        lifecycle:
+          preStop:
+            sleep: {seconds: 5}`},
+		{"no probe, exits at SIGTERM", "programmed", ""},
+	} {
+		k.MustRun(fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hostnames}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: hostnames}}
+  template:
+    metadata:
+      labels: {app: hostnames}
+      annotations: {svcnet.dev/endpoint-drain: "%s"}
+    spec:
+      containers:
+      - name: hostnames
+        image: svcnet/hostnames
+        ports: [{containerPort: 9376}]%s
+`, v.drain, v.template), "apply", "-f", "-")
+		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
+		results, took := c.measureDuring(targets, func() {
+			k.MustRun("", "rollout", "restart", "deployment/hostnames")
+			k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
+			c.until("old pods gone", 2*time.Minute, func() bool {
+				all, _, err1 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[*].metadata.name}")
+				terminating, _, err2 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[?(@.metadata.deletionTimestamp)].metadata.name}")
+				return err1 == nil && err2 == nil && len(strings.Fields(all)) == 3 && strings.TrimSpace(terminating) == ""
+			})
+		})
+		for _, r := range results {
+			t.Logf("%-40s %-12s %4d sent %3d failed  %v (rollout %.0fs)", v.name, r.Name, r.Sent, r.Failed(), r.Errors, took.Seconds())
+			if r.Sent < 20 || len(r.Answers) < 4 {
+				t.Errorf("%s via %s: %d requests answered by %v: the measurement did not see the rollout", v.name, r.Name, r.Sent, r.Answers)
+			}
+			if r.Failed() > 0 {
+				t.Errorf("%s via %s: %s", v.name, r.Name, r)
+			}
+		}
+	}
 }
