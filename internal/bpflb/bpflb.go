@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -619,47 +620,22 @@ func OpenAttached(path string) (*Live, error) {
 		return nil, fmt.Errorf("programs attached to %s: %w", path, err)
 	}
 	for _, ap := range res.Programs {
-		prog, err := ebpf.NewProgramFromID(ap.ID)
-		if err != nil {
+		maps := mapsOf(ap.ID, lbProgConnect4, lbMapServices, lbMapBackends)
+		l := &Live{services: maps[lbMapServices], backends: maps[lbMapBackends]}
+		if l.services == nil || l.backends == nil {
+			l.Close()
 			continue
 		}
-		info, err := prog.Info()
-		prog.Close()
-		if err != nil || info.Name != lbProgConnect4 {
-			continue
-		}
-		ids, _ := info.MapIDs()
-		l := &Live{}
-		for _, id := range ids {
-			m, err := ebpf.NewMapFromID(id)
+		// The connect programs do not use the source ranges: the tc
+		// program on a link of the calling thread's namespace does.
+		if l.ranges = rangesOfLinks(); l.ranges == nil {
+			l.ranges, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.LPMTrie, KeySize: uint32(binary.Size(lbRangeKey{})), ValueSize: 1, MaxEntries: 1, Flags: unix.BPF_F_NO_PREALLOC})
 			if err != nil {
-				continue
-			}
-			mi, err := m.Info()
-			switch {
-			case err == nil && mi.Name == lbMapServices:
-				l.services = m
-			case err == nil && mi.Name == lbMapBackends:
-				l.backends = m
-			case err == nil && mi.Name == lbMapRanges:
-				l.ranges = m
-			default:
-				m.Close()
+				l.Close()
+				return nil, err
 			}
 		}
-		if l.services != nil && l.backends != nil {
-			// The connect programs do not use the source ranges: the tc
-			// program on a link of the calling thread's namespace does.
-			if l.ranges = rangesOfLinks(); l.ranges == nil {
-				l.ranges, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.LPMTrie, KeySize: uint32(binary.Size(lbRangeKey{})), ValueSize: 1, MaxEntries: 1, Flags: unix.BPF_F_NO_PREALLOC})
-				if err != nil {
-					l.Close()
-					return nil, err
-				}
-			}
-			return l, nil
-		}
-		l.Close()
+		return l, nil
 	}
 	return nil, fmt.Errorf("no svcnet ebpf programs attached to %s", path)
 }
@@ -691,29 +667,40 @@ func rangesOfLinks() *ebpf.Map {
 			continue
 		}
 		for _, ap := range res.Programs {
-			prog, err := ebpf.NewProgramFromID(ap.ID)
-			if err != nil {
-				continue
-			}
-			info, err := prog.Info()
-			prog.Close()
-			if err != nil || info.Name != lbProgFromNet {
-				continue
-			}
-			ids, _ := info.MapIDs()
-			for _, id := range ids {
-				m, err := ebpf.NewMapFromID(id)
-				if err != nil {
-					continue
-				}
-				if mi, err := m.Info(); err == nil && mi.Name == lbMapRanges {
-					return m
-				}
-				m.Close()
+			if m := mapsOf(ap.ID, lbProgFromNet, lbMapRanges)[lbMapRanges]; m != nil {
+				return m
 			}
 		}
 	}
 	return nil
+}
+
+// mapsOf opens the maps named names of program id, if it is svcnet's
+// program prog.
+func mapsOf(id ebpf.ProgramID, prog string, names ...string) map[string]*ebpf.Map {
+	out := map[string]*ebpf.Map{}
+	p, err := ebpf.NewProgramFromID(id)
+	if err != nil {
+		return out
+	}
+	info, err := p.Info()
+	p.Close()
+	if err != nil || info.Name != prog {
+		return out
+	}
+	ids, _ := info.MapIDs()
+	for _, mid := range ids {
+		m, err := ebpf.NewMapFromID(mid)
+		if err != nil {
+			continue
+		}
+		if mi, err := m.Info(); err == nil && slices.Contains(names, mi.Name) {
+			out[mi.Name] = m
+			continue
+		}
+		m.Close()
+	}
+	return out
 }
 
 // Check reports whether the kernel runs the programs: it loads one

@@ -431,6 +431,30 @@ func TestTranslate(t *testing.T) {
 		}
 	})
 
+	t.Run("the live maps, found through the group", func(t *testing.T) {
+		live, err := OpenAttached(l.cgroup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Close()
+		got, err := live.Dump()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := l.lb.Dump()
+		if len(got.Services) != len(want.Services) || len(got.Backends) != len(want.Backends) {
+			t.Errorf("live: %d entries, %d slots; the LB's: %d, %d", len(got.Services), len(got.Backends), len(want.Services), len(want.Backends))
+		}
+		for k, v := range want.Services {
+			if got.Services[k] != v {
+				t.Errorf("%s: live %+v, the LB's %+v", k, got.Services[k], v)
+			}
+		}
+		if _, err := OpenAttached(filepath.Dir(l.cgroup)); err == nil {
+			t.Error("found programs on a group without them")
+		}
+	})
+
 	t.Run("attached", func(t *testing.T) {
 		ok, err := l.lb.Attached(l.cgroup)
 		if err != nil || !ok {
