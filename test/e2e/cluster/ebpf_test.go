@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,15 +62,7 @@ func TestEBPFMode(t *testing.T) {
 			}
 		}
 	}
-	k.MustRun("", "scale", "deployment", "hostnames", "--replicas=5")
-	c.until("5 pods answering through the NodePort", time.Minute, func() bool {
-		return len(c.names("client", 25, "curl", "-s", "--max-time", "2", "172.18.0.11:8477")) == 5
-	})
-	victim := podNames(c, "app=hostnames")[0]
-	k.MustRun("", "delete", "pod", victim, "--wait=false")
-	c.until("the deleted pod to stop answering", 30*time.Second, func() bool {
-		return c.names("client", 20, "curl", "-s", "--max-time", "2", "172.18.0.12:8477")[victim] == 0
-	})
+	c.scaleAndDelete()
 	for _, node := range []string{"node/node-1", "node/node-2"} {
 		if rules, err := c.exec(node, "iptables-save", "-t", "nat"); err != nil || strings.Contains(rules, "KUBE-SVC-") || strings.Contains(rules, "KUBE-SERVICES") {
 			t.Errorf("proxy rules on an ebpf node %s (%v):\n%s", node, err, rules)
@@ -159,12 +150,7 @@ func TestEBPFRolloutLosesNoRequest(t *testing.T) {
 	c := up(t, 2, "--proxy-mode", "ebpf")
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
-	k.MustRun("", "expose", "deployment", "hostnames", "--name", "hostnames-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "9376")
-	var lbIP string
-	c.until("a load-balancer address", 30*time.Second, func() bool {
-		lbIP, _, _ = k.Run("", "get", "service", "hostnames-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
-		return lbIP != ""
-	})
+	lbIP := c.exposeLoadBalancer()
 	client := "svcnet-" + c.name + "-client"
 	targets := []loadgen.Target{
 		{Name: "NodePort", URL: "http://172.18.0.11:8477/", Rate: 20, Dial: nsDialer(client)},
@@ -180,32 +166,7 @@ func TestEBPFRolloutLosesNoRequest(t *testing.T) {
             sleep: {seconds: 5}`},
 		{"no probe, exits at SIGTERM", "programmed", ""},
 	} {
-		k.MustRun(fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: hostnames}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: hostnames}}
-  template:
-    metadata:
-      labels: {app: hostnames}
-      annotations: {svcnet.dev/endpoint-drain: "%s"}
-    spec:
-      containers:
-      - name: hostnames
-        image: svcnet/hostnames
-        ports: [{containerPort: 9376}]%s
-`, v.drain, v.template), "apply", "-f", "-")
-		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
-		results, took := c.measureDuring(targets, func() {
-			k.MustRun("", "rollout", "restart", "deployment/hostnames")
-			k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
-			c.until("old pods gone", 2*time.Minute, func() bool {
-				all, _, err1 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[*].metadata.name}")
-				terminating, _, err2 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[?(@.metadata.deletionTimestamp)].metadata.name}")
-				return err1 == nil && err2 == nil && len(strings.Fields(all)) == 3 && strings.TrimSpace(terminating) == ""
-			})
-		})
+		results, took := c.restartHostnames(targets, v.drain, v.template)
 		for _, r := range results {
 			t.Logf("%-40s %-12s %4d sent %3d failed  %v (rollout %.0fs)", v.name, r.Name, r.Sent, r.Failed(), r.Errors, took.Seconds())
 			if r.Sent < 20 || len(r.Answers) < 4 {

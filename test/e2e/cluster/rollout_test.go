@@ -96,12 +96,7 @@ func TestRolloutLosesNoRequest(t *testing.T) {
 	c := up(t, 2)
 	k := c.kubectl
 	k.MustRun(examples(t), "apply", "-f", "-")
-	k.MustRun("", "expose", "deployment", "hostnames", "--name", "hostnames-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "9376")
-	var lbIP string
-	c.until("a load-balancer address", 30*time.Second, func() bool {
-		lbIP, _, _ = k.Run("", "get", "service", "hostnames-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
-		return lbIP != ""
-	})
+	lbIP := c.exposeLoadBalancer()
 	// Every consumer of the slices says what it has programmed: a Lease
 	// per node's proxy (and per ingress replica: none here), each with a
 	// watermark.
@@ -172,33 +167,7 @@ func TestRolloutLosesNoRequest(t *testing.T) {
 			k.MustRun("", "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
 			slowed = true
 		}
-		k.MustRun(fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: hostnames}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: hostnames}}
-  template:
-    metadata:
-      labels: {app: hostnames}
-      annotations: {svcnet.dev/endpoint-drain: "%s"}
-    spec:
-      containers:
-      - name: hostnames
-        image: svcnet/hostnames
-        ports: [{containerPort: 9376}]%s
-`, v.drain, v.template), "apply", "-f", "-")
-		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
-		results, took := c.measureDuring(targets, func() {
-			k.MustRun("", "rollout", "restart", "deployment/hostnames")
-			k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
-			// Until the old pods are gone, not only the new ones ready.
-			c.until("old pods gone", 2*time.Minute, func() bool {
-				all, _, err1 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[*].metadata.name}")
-				terminating, _, err2 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[?(@.metadata.deletionTimestamp)].metadata.name}")
-				return err1 == nil && err2 == nil && len(strings.Fields(all)) == 3 && strings.TrimSpace(terminating) == ""
-			})
-		})
+		results, took := c.restartHostnames(targets, v.drain, v.template)
 		for _, r := range results {
 			line := fmt.Sprintf("%-40s %-12s %4d sent %3d failed  %v (rollout %.0fs)", v.name, r.Name, r.Sent, r.Failed(), r.Errors, took.Seconds())
 			report = append(report, line)
@@ -222,6 +191,56 @@ spec:
 	if reportPath != "" {
 		_ = os.WriteFile(reportPath, []byte(strings.Join(report, "\n")+"\n"), 0o644)
 	}
+}
+
+// exposeLoadBalancer exposes the reference Deployment as the
+// LoadBalancer Service hostnames-lb and returns its address.
+func (c *localCluster) exposeLoadBalancer() string {
+	c.t.Helper()
+	c.kubectl.MustRun("", "expose", "deployment", "hostnames", "--name", "hostnames-lb", "--type", "LoadBalancer", "--port", "80", "--target-port", "9376")
+	var lbIP string
+	c.until("a load-balancer address", 30*time.Second, func() bool {
+		lbIP, _, _ = c.kubectl.Run("", "get", "service", "hostnames-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		return lbIP != ""
+	})
+	return lbIP
+}
+
+// restartHostnames makes the reference Deployment's pods drain as drain
+// (svcnet.dev/endpoint-drain) says, with template's fields added to its
+// container, and measures targets while `kubectl rollout restart`
+// replaces them, until the old pods are gone.
+func (c *localCluster) restartHostnames(targets []loadgen.Target, drain, template string) ([]loadgen.Result, time.Duration) {
+	c.t.Helper()
+	k := c.kubectl
+	k.MustRun(fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hostnames}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: hostnames}}
+  template:
+    metadata:
+      labels: {app: hostnames}
+      annotations: {svcnet.dev/endpoint-drain: "%s"}
+    spec:
+      containers:
+      - name: hostnames
+        image: svcnet/hostnames
+        ports: [{containerPort: 9376}]%s
+`, drain, template), "apply", "-f", "-")
+	k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
+	results, took := c.measureDuring(targets, func() {
+		k.MustRun("", "rollout", "restart", "deployment/hostnames")
+		k.MustRun("", "rollout", "status", "deployment/hostnames", "--timeout=3m")
+		// Until the old pods are gone, not only the new ones ready.
+		c.until("old pods gone", 2*time.Minute, func() bool {
+			all, _, err1 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[*].metadata.name}")
+			terminating, _, err2 := k.Run("", "get", "pods", "-l", "app=hostnames", "-o", "jsonpath={.items[?(@.metadata.deletionTimestamp)].metadata.name}")
+			return err1 == nil && err2 == nil && len(strings.Fields(all)) == 3 && strings.TrimSpace(terminating) == ""
+		})
+	})
+	return results, took
 }
 
 // TestAgentRestartKeepsPods: containers outlive their node agent. A

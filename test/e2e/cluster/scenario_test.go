@@ -100,14 +100,20 @@ func TestReferenceScenario(t *testing.T) {
 		t.Errorf("iptables-save on node-1 lacks the reference chains:\n%s", rules)
 	}
 
-	// Scaling to 5 is seen in the answers.
-	k.MustRun("", "scale", "deployment", "hostnames", "--replicas=5")
+	c.scaleAndDelete()
+}
+
+// scaleAndDelete checks the reference scenario's changes, seen from the
+// outside client: scaling to 5 is seen in the answers, and a deleted pod
+// stops answering within seconds.
+func (c *localCluster) scaleAndDelete() {
+	c.t.Helper()
+	c.kubectl.MustRun("", "scale", "deployment", "hostnames", "--replicas=5")
 	c.until("5 pods answering through the NodePort", time.Minute, func() bool {
 		return len(c.names("client", 25, "curl", "-s", "--max-time", "2", "172.18.0.11:8477")) == 5
 	})
-	// Deleting a pod is seen within seconds: it stops answering.
 	victim := podNames(c, "app=hostnames")[0]
-	k.MustRun("", "delete", "pod", victim, "--wait=false")
+	c.kubectl.MustRun("", "delete", "pod", victim, "--wait=false")
 	c.until("the deleted pod to stop answering", 30*time.Second, func() bool {
 		return c.names("client", 20, "curl", "-s", "--max-time", "2", "172.18.0.12:8477")[victim] == 0
 	})
