@@ -26,13 +26,7 @@ import (
 func TestDestroyUDP(t *testing.T) {
 	ns := netnstest.New(t, "sockdiag")
 	err := netns.Do(ns, func() error {
-		h, err := netns.Handle(ns)
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		lo, _ := h.LinkByName("lo")
-		if err := h.LinkSetUp(lo); err != nil {
+		if err := loUp(ns); err != nil {
 			return err
 		}
 		server, err := net.ListenPacket("udp4", "127.0.0.1:0")
@@ -120,13 +114,7 @@ func TestDestroyInCgroup(t *testing.T) {
 	var victim, other net.Conn
 	var cookie uint64
 	err = netns.Do(ns, func() error {
-		h, err := netns.Handle(ns)
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		lo, _ := h.LinkByName("lo")
-		if err := h.LinkSetUp(lo); err != nil {
+		if err := loUp(ns); err != nil {
 			return err
 		}
 		if victim, err = net.Dial("udp4", "127.0.0.1:5353"); err != nil {
@@ -178,4 +166,18 @@ func TestDestroyInCgroup(t *testing.T) {
 	if _, err := other.Write([]byte("x")); err != nil {
 		t.Errorf("the other socket: %v", err)
 	}
+}
+
+// loUp brings the loopback of namespace ns up.
+func loUp(ns string) error {
+	h, err := netns.Handle(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return err
+	}
+	return h.LinkSetUp(lo)
 }

@@ -108,14 +108,7 @@ func BenchmarkFirstPacket(b *testing.B) {
 // services into the node in mode, and times connects.
 func firstPacket(b *testing.B, mode string, n int) []time.Duration {
 	b.StopTimer()
-	node := framework.NewNetns(b, "fp-node")
-	client := framework.NewNetns(b, "fp-client")
-	server := framework.NewNetns(b, "fp-server")
-	framework.Veth(client, "eth0", "192.168.90.2/24", node, "eth1", "192.168.90.1/24")
-	framework.Veth(server, "eth0", "10.244.1.2/24", node, "eth2", "10.244.1.1/24")
-	client.IP("route", "add", "default", "via", "192.168.90.1")
-	server.IP("route", "add", "default", "via", "10.244.1.1")
-	node.Sysctl("net.ipv4.ip_forward", "1")
+	client, node, server := routedNamespaces(b, "fp", "192.168.90")
 	l := server.Listen("tcp", ":8080")
 	go func() {
 		for {
@@ -187,6 +180,21 @@ func firstPacket(b *testing.B, mode string, n int) []time.Duration {
 		b.Fatal(err)
 	}
 	return lat
+}
+
+// routedNamespaces makes a client namespace (prefix.2/24) routed through
+// a node namespace to a server namespace (10.244.1.2/24), the node
+// forwarding between them.
+func routedNamespaces(b *testing.B, what, prefix string) (client, node, server *framework.Netns) {
+	node = framework.NewNetns(b, what+"-node")
+	client = framework.NewNetns(b, what+"-client")
+	server = framework.NewNetns(b, what+"-server")
+	framework.Veth(client, "eth0", prefix+".2/24", node, "eth1", prefix+".1/24")
+	framework.Veth(server, "eth0", "10.244.1.2/24", node, "eth2", "10.244.1.1/24")
+	client.IP("route", "add", "default", "via", prefix+".1")
+	server.IP("route", "add", "default", "via", "10.244.1.1")
+	node.Sysctl("net.ipv4.ip_forward", "1")
+	return client, node, server
 }
 
 // oneEndpointServices is a tracker of n ClusterIP Services with one

@@ -155,14 +155,7 @@ func BenchmarkPodConnect(b *testing.B) {
 // (ebpf), and runs the pod's client.
 func podConnect(b *testing.B, mode string, n int) podResult {
 	b.StopTimer()
-	node := framework.NewNetns(b, "pc-node")
-	pod := framework.NewNetns(b, "pc-pod")
-	server := framework.NewNetns(b, "pc-server")
-	framework.Veth(pod, "eth0", "10.244.0.2/24", node, "eth1", "10.244.0.1/24")
-	framework.Veth(server, "eth0", "10.244.1.2/24", node, "eth2", "10.244.1.1/24")
-	pod.IP("route", "add", "default", "via", "10.244.0.1")
-	server.IP("route", "add", "default", "via", "10.244.1.1")
-	node.Sysctl("net.ipv4.ip_forward", "1")
+	pod, node, server := routedNamespaces(b, "pc", "10.244.0")
 	l := server.Listen("tcp", ":8080")
 	go func() {
 		for {
