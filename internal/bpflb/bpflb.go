@@ -24,6 +24,8 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -703,10 +705,48 @@ func mapsOf(id ebpf.ProgramID, prog string, names ...string) map[string]*ebpf.Ma
 	return out
 }
 
-// Check reports whether the kernel runs the programs: it loads one
-// socket program and one packet program (the verifier's time for those
-// alone), with the smallest maps.
+// probe is a kernel feature the programs need, and how to ask for it.
+type probe struct {
+	what  string
+	probe func() error
+}
+
+// probes are what the programs need of the kernel, each named as a user
+// would look it up.
+var probes = []probe{
+	{"cgroup socket-address programs (cgroup/connect4 and the other socket hooks)", func() error { return features.HaveProgramType(ebpf.CGroupSockAddr) }},
+	{"tc programs (sched_cls)", func() error { return features.HaveProgramType(ebpf.SchedCLS) }},
+	{"the helper bpf_set_retval in socket programs (Linux 5.18)", func() error {
+		return features.HaveProgramHelper(ebpf.CGroupSockAddr, asm.FnSetRetval)
+	}},
+	{"the helper bpf_get_netns_cookie in socket programs", func() error {
+		return features.HaveProgramHelper(ebpf.CGroupSockAddr, asm.FnGetNetnsCookie)
+	}},
+	{"LRU hash maps", func() error { return features.HaveMapType(ebpf.LRUHash) }},
+	{"LPM trie maps", func() error { return features.HaveMapType(ebpf.LPMTrie) }},
+}
+
+// lacking names the first feature of ps the kernel lacks.
+func lacking(ps []probe) error {
+	for _, p := range ps {
+		if err := p.probe(); err != nil {
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				return fmt.Errorf("this kernel lacks %s", p.what)
+			}
+			return fmt.Errorf("probe for %s: %w", p.what, err)
+		}
+	}
+	return nil
+}
+
+// Check reports whether the kernel runs the programs, naming what it
+// lacks if it does not: it probes the program types, helpers and maps
+// they need, then loads one socket program and one packet program (the
+// verifier's time for those alone), with the smallest maps.
 func Check() error {
+	if err := lacking(probes); err != nil {
+		return err
+	}
 	spec, err := loadLb()
 	if err != nil {
 		return err

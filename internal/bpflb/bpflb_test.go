@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -560,12 +561,33 @@ func TestForgetUDPMovesClients(t *testing.T) {
 	}
 }
 
-// TestCheck: this kernel runs the programs (docs/architecture.md).
+// TestCheck: this kernel runs the programs (docs/architecture.md); a
+// kernel without one of the features is refused with the feature's name.
 func TestCheck(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("loading BPF programs takes root; CI runs as root")
 	}
 	if err := Check(); err != nil {
 		t.Fatal(err)
+	}
+	have := func() error { return nil }
+	cases := []struct {
+		name  string
+		probe []probe
+		want  string
+	}{
+		{"all there", []probe{{"a", have}, {"b", have}}, ""},
+		{"one missing", []probe{{"a", have}, {"bpf_set_retval", func() error { return fmt.Errorf("x: %w", ebpf.ErrNotSupported) }}},
+			"this kernel lacks bpf_set_retval"},
+		{"a probe that fails otherwise", []probe{{"tc programs", func() error { return errors.New("permission denied") }}},
+			"probe for tc programs: permission denied"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := lacking(c.probe)
+			if (c.want == "") != (err == nil) || (err != nil && err.Error() != c.want) {
+				t.Errorf("got %v, want %q", err, c.want)
+			}
+		})
 	}
 }
