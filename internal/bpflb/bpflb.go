@@ -103,7 +103,13 @@ const (
 	Masquerade Flags = 1
 	// Ranged: only sources in the entry id's ranges (PutRanges) pass.
 	Ranged Flags = 2
+	// Maglev: a new flow's backend comes from the set's Maglev table
+	// (PutMaglev) rather than at random.
+	Maglev Flags = 4
 )
+
+// MaglevSize is the length of a Maglev table (c/lb.c's MAGLEV_M).
+const MaglevSize = 1021
 
 // BackendKey is one backend slot.
 type BackendKey struct {
@@ -133,6 +139,8 @@ type Sizes struct {
 	// Flows bounds the flows from outside the node being translated
 	// (least recently used go first), and Ranges the source ranges.
 	Flows, Ranges int
+	// Maglev bounds the Maglev tables (2 KiB each, made as written).
+	Maglev int
 }
 
 // Options are what the programs are loaded with besides the sizes.
@@ -166,7 +174,7 @@ func Load(s Sizes, o Options) (*LB, error) {
 		return nil, err
 	}
 	for name, n := range map[string]int{lbMapServices: s.Services, lbMapBackends: s.Backends,
-		lbMapRevnat: s.Sockets, lbMapAffinity: s.Affinities, lbMapStats: s.IDs, lbMapFlows: s.Flows, lbMapRanges: s.Ranges} {
+		lbMapRevnat: s.Sockets, lbMapAffinity: s.Affinities, lbMapStats: s.IDs, lbMapFlows: s.Flows, lbMapRanges: s.Ranges, lbMapMaglev: max(s.Maglev, 1)} {
 		if n <= 0 {
 			return nil, fmt.Errorf("bpflb: map %s needs a size", name)
 		}
@@ -363,6 +371,23 @@ func (v Service) raw() lbSvcVal {
 func rangeRaw(id uint32, p netip.Prefix) lbRangeKey {
 	a, f := addr16(p.Addr())
 	return lbRangeKey{Prefixlen: 32 + 8 + uint32(p.Bits()), Id: id, Family: f, Addr: a}
+}
+
+// PutMaglev writes the Maglev table of id's generation gen.
+func (l *LB) PutMaglev(id uint32, gen uint8, table []uint16) error {
+	if len(table) != MaglevSize {
+		return fmt.Errorf("bpflb: a Maglev table of %d entries, not %d", len(table), MaglevSize)
+	}
+	return l.objs.Maglev.Put(lbMaglevKey{Id: id, Gen: gen}, table)
+}
+
+// DeleteMaglev deletes the Maglev table of id's generation gen; one
+// already gone is no error.
+func (l *LB) DeleteMaglev(id uint32, gen uint8) error {
+	if err := l.objs.Maglev.Delete(lbMaglevKey{Id: id, Gen: gen}); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
 }
 
 // PutRanges adds id's source ranges.

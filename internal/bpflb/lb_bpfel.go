@@ -63,6 +63,18 @@ type lbFlowVal struct {
 	Masq uint8
 }
 
+type lbMaglevKey struct {
+	_   structs.HostLayout
+	Id  uint32
+	Gen uint8
+	Pad [3]uint8
+}
+
+type lbMaglevVal struct {
+	_    structs.HostLayout
+	Slot [1021]uint16
+}
+
 type lbRangeKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -113,6 +125,7 @@ const (
 	lbMapAffinity      = "affinity"
 	lbMapBackends      = "backends"
 	lbMapFlows         = "flows"
+	lbMapMaglev        = "maglev"
 	lbMapRanges        = "ranges"
 	lbMapRevnat        = "revnat"
 	lbMapServices      = "services"
@@ -191,6 +204,7 @@ type lbMapSpecs struct {
 	Affinity *ebpf.MapSpec `ebpf:"affinity"`
 	Backends *ebpf.MapSpec `ebpf:"backends"`
 	Flows    *ebpf.MapSpec `ebpf:"flows"`
+	Maglev   *ebpf.MapSpec `ebpf:"maglev"`
 	Ranges   *ebpf.MapSpec `ebpf:"ranges"`
 	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
 	Services *ebpf.MapSpec `ebpf:"services"`
@@ -227,6 +241,7 @@ type lbMaps struct {
 	Affinity *ebpf.Map `ebpf:"affinity"`
 	Backends *ebpf.Map `ebpf:"backends"`
 	Flows    *ebpf.Map `ebpf:"flows"`
+	Maglev   *ebpf.Map `ebpf:"maglev"`
 	Ranges   *ebpf.Map `ebpf:"ranges"`
 	Revnat   *ebpf.Map `ebpf:"revnat"`
 	Services *ebpf.Map `ebpf:"services"`
@@ -238,6 +253,7 @@ func (m *lbMaps) Close() error {
 		m.Affinity,
 		m.Backends,
 		m.Flows,
+		m.Maglev,
 		m.Ranges,
 		m.Revnat,
 		m.Services,

@@ -190,6 +190,16 @@ func TestPacketPath(t *testing.T) {
 	put(key("198.51.100.10:80", tcp), Service{ID: 6, Count: 1, Flags: Masquerade | Ranged}, []netip.AddrPort{ap("10.244.2.5:8080")},
 		netip.MustParsePrefix("203.0.113.0/24"))
 	put(key("[fd00::10]:30080", tcp), Service{ID: 7, Count: 1, Flags: Masquerade}, []netip.AddrPort{ap("[fd00:244::2]:8080")})
+	// Maglev: the table sends every flow to slot 2.
+	put(key("192.168.0.10:30090", tcp), Service{ID: 8, Count: 3, Flags: Masquerade | Maglev},
+		[]netip.AddrPort{ap("10.244.2.7:8080"), ap("10.244.2.8:8080"), ap("10.244.2.9:8080")})
+	table := make([]uint16, MaglevSize)
+	for i := range table {
+		table[i] = 2
+	}
+	if err := lb.PutMaglev(8, 0, table); err != nil {
+		t.Fatal(err)
+	}
 	// Someone else's socket-scope entry at the same address: not for packets.
 	if err := lb.PutServices([]ServiceKey{{Addr: netip.MustParseAddr("192.168.0.10"), Port: 30099, Proto: tcp}}, []Service{{ID: 1, Count: 1}}); err != nil {
 		t.Fatal(err)
@@ -214,6 +224,8 @@ func TestPacketPath(t *testing.T) {
 		{"source out of range: dropped", packet{src: ap("198.18.0.1:40000"), dst: ap("198.51.100.10:80"), proto: tcp, syn: true}, tcShot, netip.AddrPort{}, 0},
 		{"ipv6", packet{src: ap("[2001:db8::7]:40000"), dst: ap("[fd00::10]:30080"), proto: tcp, syn: true}, tcOK, ap("[fd00:244::2]:8080"), 0x8000},
 		{"a socket entry is not a packet's", packet{src: client, dst: ap("192.168.0.10:30099"), proto: tcp, syn: true}, tcOK, netip.AddrPort{}, 0},
+		{"maglev: the table's backend", packet{src: ap("203.0.113.20:40001"), dst: ap("192.168.0.10:30090"), proto: tcp, syn: true}, tcOK, ap("10.244.2.9:8080"), 0x8000},
+		{"maglev: another flow, the same", packet{src: ap("203.0.113.21:40002"), dst: ap("192.168.0.10:30090"), proto: tcp, syn: true}, tcOK, ap("10.244.2.9:8080"), 0x8000},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -60,6 +60,7 @@ struct svc_key {
 // Flags of a packet-scope entry.
 #define SVC_MASQ 1   // masquerade the flow (the Cluster external policy)
 #define SVC_RANGED 2 // only sources in the entry's ranges (LPM map ranges)
+#define SVC_MAGLEV 4 // a new flow's backend from the set's Maglev table
 
 struct svc_val {
 	__u32 id;
@@ -429,6 +430,71 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } ranges SEC(".maps");
 
+// Maglev lookup tables, per backend set and generation: entry i holds
+// the slot of the backend a flow hashing to i goes to. The proxy writes
+// a generation's table with its slots, before the entries switch.
+#define MAGLEV_M 1021
+
+struct maglev_key {
+	__u32 id;
+	__u8 gen;
+	__u8 pad[3];
+};
+
+struct maglev_val {
+	__u16 slot[MAGLEV_M];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct maglev_key);
+	__type(value, struct maglev_val);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} maglev SEC(".maps");
+
+// flow_hash hashes a flow's addresses, ports and protocol (FNV-1a): the
+// same on every node, so that a flow spread over several nodes (ECMP)
+// meets the same backend on each.
+static __always_inline __u32 flow_hash(const struct flow_key *f)
+{
+	const __u8 *b = (const __u8 *)f;
+	__u32 h = 2166136261u;
+	for (int i = 0; i < (int)__builtin_offsetof(struct flow_key, pad); i++) {
+		h ^= b[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+// maglev_pick chooses the backend of a new flow from the set's Maglev
+// table; 0 when out holds it.
+static __always_inline int maglev_pick(const struct svc_key *key, const struct flow_key *f, struct backend_val *out)
+{
+	struct svc_val *svc = bpf_map_lookup_elem(&services, key);
+	if (!svc || svc->count == 0)
+		return -1;
+	struct maglev_key mk = {.id = svc->id, .gen = svc->gen};
+	struct maglev_val *mv = bpf_map_lookup_elem(&maglev, &mk);
+	if (!mv)
+		return -1;
+	__u32 i = flow_hash(f) % MAGLEV_M;
+	// Opaque to clang, so that the bound stays for the verifier.
+	asm volatile("" : "+r"(i));
+	if (i >= MAGLEV_M)
+		return -1;
+	__u16 slot = mv->slot[i];
+	if (slot >= svc->count)
+		return -1;
+	struct backend_key bk = {.id = svc->id, .gen = svc->gen, .slot = slot};
+	struct backend_val *b = bpf_map_lookup_elem(&backends, &bk);
+	if (!b)
+		return -1;
+	*out = *b;
+	count(svc->id, 0);
+	return 0;
+}
+
 // A parsed packet: where its addresses, ports and checksum are.
 struct pkt {
 	struct flow_key f;
@@ -559,7 +625,13 @@ int from_net(struct __sk_buff *skb)
 			if (!bpf_map_lookup_elem(&ranges, &rk))
 				return TC_ACT_SHOT;
 		}
-		int err = pick(&key, &ak, &b, &found, &flags);
+		int err = 0;
+		if ((svc->flags & SVC_MAGLEV) && !svc->affinity && maglev_pick(&key, &p.f, &b) == 0) {
+			found = 1;
+			flags = svc->flags;
+		} else {
+			err = pick(&key, &ak, &b, &found, &flags);
+		}
 		if (err == EPERM)
 			return TC_ACT_SHOT; // Local policy, no endpoint here
 		if (err || !found)

@@ -20,7 +20,7 @@ import (
 // they fill; the counters (16 bytes per id) and the least-recently-used
 // ones are made whole.
 var ebpfSizes = bpflb.Sizes{Services: 1 << 20, IDs: 1 << 18, Backends: 1 << 21, Sockets: 1 << 18, Affinities: 1 << 16,
-	Flows: 1 << 18, Ranges: 1 << 16}
+	Flows: 1 << 18, Ranges: 1 << 16, Maglev: 1 << 17}
 
 // ebpfTable is the ebpf mode's one nftables table per family: a fixed
 // rule that masquerades the flows from outside its tc program marks.
@@ -84,7 +84,7 @@ func startEBPF(d *deps) (syncer, error) {
 		return nil, fmt.Errorf("the ebpf mode's masquerade rule: %w", err)
 	}
 	return ebpfproxy.NewProxier(ebpfproxy.ProxierConfig{
-		Rules:  ebpfproxy.Config{NodeConfig: d.node},
+		Rules:  ebpfproxy.Config{NodeConfig: d.node, Maglev: d.opts.EBPFLBAlgorithm == "maglev"},
 		Sync:   d.sync,
 		Kernel: k,
 	})

@@ -58,3 +58,18 @@ func TestEBPFMasqueradeCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEBPFLBAlgorithm: random and maglev are taken, anything else is
+// refused before the proxy starts.
+func TestEBPFLBAlgorithm(t *testing.T) {
+	for _, c := range []struct {
+		algorithm string
+		ok        bool
+	}{{"random", true}, {"maglev", true}, {"rr", false}, {"Maglev", false}} {
+		o := Defaults()
+		o.Mode, o.EBPFCgroup, o.EBPFLBAlgorithm = "ebpf", "/sys/fs/cgroup/svcnet-x", c.algorithm
+		if err := o.Validate(); (err == nil) != c.ok {
+			t.Errorf("--ebpf-lb-algorithm %s: %v", c.algorithm, err)
+		}
+	}
+}

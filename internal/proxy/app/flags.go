@@ -38,6 +38,8 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 		"service ranges (comma-separated): the nftables mode drops traffic to their unallocated addresses (default: the ServiceCIDR objects' ranges)")
 	f.StringVar(&o.EBPFCgroup, "ebpf-cgroup", o.EBPFCgroup,
 		"ebpf mode: the cgroup v2 group (named svcnet…, not a hierarchy's root) whose processes' connects to Services are translated")
+	f.StringVar(&o.EBPFLBAlgorithm, "ebpf-lb-algorithm", o.EBPFLBAlgorithm,
+		"ebpf mode: how a flow from outside the node picks its backend: random, or maglev (consistent hashing: the same on every node, and a backend leaving moves little more than its own flows)")
 	f.StringVar(&o.IPTablesBinary, "iptables-binary", o.IPTablesBinary, "iptables command: iptables, iptables-nft or iptables-legacy")
 	f.DurationVar(&o.UDPIdleTimeout, "udp-timeout", o.UDPIdleTimeout, "userspace mode: how long an idle UDP session lives")
 	f.BoolVar(&o.EditTopLevelChains, "iptables-edit-top-level", o.EditTopLevelChains,

@@ -75,6 +75,9 @@ type Options struct {
 	// programs to: the connects of its processes (the node's pods) are
 	// translated. Never a hierarchy's root.
 	EBPFCgroup string
+	// EBPFLBAlgorithm is how the ebpf mode picks a backend for a flow
+	// from outside the node: random, or maglev (consistent hashing).
+	EBPFLBAlgorithm string
 	// PublishProgrammed keeps the proxy's Lease of what its rules
 	// reflect (see internal/programmed), which node agents wait for
 	// before they stop a pod.
@@ -99,6 +102,7 @@ func Defaults() Options {
 		UDPIdleTimeout:     250 * time.Millisecond,
 		EditTopLevelChains: true,
 		IPVSScheduler:      "rr",
+		EBPFLBAlgorithm:    "random",
 		PublishProgrammed:  true,
 	}
 }
@@ -219,6 +223,9 @@ func lookupMode(name string) (modeInfo, error) {
 
 // Validate checks everything that can be checked before connecting.
 func (o *Options) Validate() error {
+	if a := o.EBPFLBAlgorithm; a != "" && a != "random" && a != "maglev" {
+		return fmt.Errorf("--ebpf-lb-algorithm %q: random or maglev", a)
+	}
 	if strings.EqualFold(o.Mode, "ebpf") && o.EBPFCgroup == "" && !o.Cleanup {
 		return errors.New("--proxy-mode ebpf: --ebpf-cgroup is required: the cgroup v2 group whose processes (the node's pods) connect through the programs")
 	}

@@ -23,6 +23,11 @@ import (
 // Config is what the maps depend on besides the snapshot.
 type Config struct {
 	proxy.NodeConfig
+	// Maglev picks the backend of a flow from outside the node by
+	// Maglev consistent hashing (the same on every node, and a backend
+	// leaving moves little more than its own flows) rather than at
+	// random.
+	Maglev bool
 }
 
 // Validate reports settings that cannot work.
@@ -89,11 +94,13 @@ type Target struct {
 	Affinity uint32           // ClientIP affinity timeout in seconds, 0: none
 	// Ranges are the sources an entry with bpflb.Ranged admits.
 	Ranges []netip.Prefix
+	// Maglev: the set has a Maglev table (its entries bpflb.Maglev).
+	Maglev bool
 }
 
 func (t Target) equal(o Target) bool {
 	return slices.Equal(t.Backends, o.Backends) && t.Verdict == o.Verdict && t.Affinity == o.Affinity &&
-		slices.Equal(t.Ranges, o.Ranges)
+		slices.Equal(t.Ranges, o.Ranges) && t.Maglev == o.Maglev
 }
 
 // Table is what the maps should hold for some service ports: their
@@ -314,6 +321,9 @@ func (t *Table) build(cfg Config, p *svcstate.ServicePort, proto uint8, sel prox
 			outside.Backends = backends(sel.Local)
 		} else {
 			outside.Backends, masq = backends(sel.Cluster), bpflb.Masquerade
+		}
+		if cfg.Maglev && affinity == 0 {
+			outside.Maglev, masq = true, masq|bpflb.Maglev
 		}
 	case proxy.Drop:
 		outside.Verdict = bpflb.Drop

@@ -55,3 +55,24 @@ func checkOutcomes(t *testing.T, res *trace.Result, want []proxytest.Outcome, ma
 		t.Errorf("got %+v\nwant %+v\n%s", got, want, b.String())
 	}
 }
+
+// TestTraceMaglev: with Maglev, a packet from outside reaches each
+// backend with its share of the table (a whole table's worth in all).
+func TestTraceMaglev(t *testing.T) {
+	fx := proxytest.Fixtures[1] // nodeport
+	node, _ := fx.Node()
+	table := ebpf.Build(ebpf.Config{NodeConfig: node, Maglev: true}, proxytest.Snapshot(fx.Objects), nil)
+	res := ebpf.Trace(table, proxytest.Pkt(proxytest.Outsider, "192.168.0.10:30080", "tcp"), ebpf.Env{ClusterCIDR: node.ClusterCIDR})
+	var b strings.Builder
+	res.Write(&b)
+	total := 0.0
+	for _, o := range res.Outcomes() {
+		if !o.Masquerade || o.Probability < 0.45 || o.Probability > 0.55 {
+			t.Errorf("outcome %+v, want about half, masqueraded", o)
+		}
+		total += o.Probability
+	}
+	if math.Abs(total-1) > 1e-9 || !strings.Contains(b.String(), "Maglev table") {
+		t.Errorf("shares add to %f:\n%s", total, b.String())
+	}
+}

@@ -24,6 +24,8 @@ type Maps interface {
 	DeleteServices(keys []bpflb.ServiceKey) error
 	PutBackends(sets []bpflb.BackendSet) error
 	DeleteBackends(id uint32, gen uint8, from, to int) error
+	PutMaglev(id uint32, gen uint8, table []uint16) error
+	DeleteMaglev(id uint32, gen uint8) error
 	PutRanges(id uint32, ranges []netip.Prefix) error
 	DeleteRanges(id uint32, ranges []netip.Prefix) error
 	ClearStats(id uint32) error
@@ -356,6 +358,15 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 	if err := m.PutBackends(sets); err != nil {
 		return st, err
 	}
+	// The Maglev tables of those slots, before any entry points at them.
+	for _, set := range sets {
+		name := w.nameOf(set.ID)
+		if t := table.Targets[name]; t.Maglev {
+			if err := m.PutMaglev(set.ID, set.Gen, maglevTable(t.Backends)); err != nil {
+				return st, err
+			}
+		}
+	}
 	for _, name := range made {
 		t := table.Targets[name]
 		w.targets[name].target = t
@@ -427,6 +438,9 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 		if err := m.DeleteBackends(cur.id, cur.gen, 0, len(cur.target.Backends)); err != nil {
 			return st, err
 		}
+		if err := m.DeleteMaglev(cur.id, cur.gen); err != nil {
+			return st, err
+		}
 		cur.gen ^= 1
 	}
 	for name, t := range table.Targets {
@@ -448,6 +462,9 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 		if err := m.DeleteRanges(cur.id, cur.target.Ranges); err != nil {
 			return st, err
 		}
+		if err := m.DeleteMaglev(cur.id, cur.gen); err != nil {
+			return st, err
+		}
 		if name.Port.Protocol == v1.ProtocolUDP {
 			st.udpGone = append(st.udpGone, cur.target.Backends...)
 		}
@@ -456,6 +473,13 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 		w.cfg.Kernel.free(cur.id)
 	}
 	return st, nil
+}
+
+// nameOf is the set written at id, during a write.
+func (w *writer) nameOf(id uint32) TargetName {
+	w.cfg.Kernel.mu.Lock()
+	defer w.cfg.Kernel.mu.Unlock()
+	return w.cfg.Kernel.names[id]
 }
 
 // entryOf is the service entry of a set written at id's generation gen.
@@ -498,9 +522,14 @@ func (w *writer) reconcile() error {
 			fixVals = append(fixVals, entryOf(t.id, t.gen, t.target, w.flags[k]))
 		}
 	}
-	// Backend slots and ranges first, then the entries that point at
-	// them.
+	// Backend slots, tables and ranges first, then the entries that
+	// point at them.
 	for _, t := range w.targets {
+		if t.target.Maglev {
+			if err := m.PutMaglev(t.id, t.gen, maglevTable(t.target.Backends)); err != nil {
+				return err
+			}
+		}
 		have := d.Ranges[t.id]
 		if missing := slices.DeleteFunc(slices.Clone(t.target.Ranges), func(r netip.Prefix) bool { return slices.Contains(have, r) }); len(missing) > 0 {
 			if err := m.PutRanges(t.id, missing); err != nil {

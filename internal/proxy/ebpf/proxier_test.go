@@ -28,6 +28,7 @@ type fakeMaps struct {
 	services map[bpflb.ServiceKey]bpflb.Service
 	backends map[bpflb.BackendKey]netip.AddrPort
 	ranges   map[uint32]map[netip.Prefix]bool
+	maglev   map[bpflb.BackendKey][]uint16 // by id and generation (slot 0)
 	// failAfter fails the write after that many more (0: never).
 	failAfter int
 	writes    int
@@ -35,7 +36,7 @@ type fakeMaps struct {
 
 func newFakeMaps(t *testing.T) *fakeMaps {
 	return &fakeMaps{t: t, services: map[bpflb.ServiceKey]bpflb.Service{}, backends: map[bpflb.BackendKey]netip.AddrPort{},
-		ranges: map[uint32]map[netip.Prefix]bool{}}
+		ranges: map[uint32]map[netip.Prefix]bool{}, maglev: map[bpflb.BackendKey][]uint16{}}
 }
 
 var errInjected = errors.New("injected failure")
@@ -59,6 +60,9 @@ func (f *fakeMaps) whole(after string) {
 			if _, ok := f.backends[bpflb.BackendKey{ID: v.ID, Slot: uint16(i), Gen: v.Gen}]; !ok {
 				f.t.Fatalf("after %s: %s points at id %d gen %d slot %d, which is missing", after, k, v.ID, v.Gen, i)
 			}
+		}
+		if t, ok := f.maglev[bpflb.BackendKey{ID: v.ID, Gen: v.Gen}]; v.Flags&bpflb.Maglev != 0 && v.Count > 0 && (!ok || len(t) != ebpf.MaglevSize) {
+			f.t.Fatalf("after %s: %s asks for the Maglev table of id %d gen %d, which is missing", after, k, v.ID, v.Gen)
 		}
 	}
 }
@@ -104,6 +108,23 @@ func (f *fakeMaps) DeleteBackends(id uint32, gen uint8, from, to int) error {
 		delete(f.backends, bpflb.BackendKey{ID: id, Slot: uint16(s), Gen: gen})
 		f.whole(fmt.Sprintf("DeleteBackends(%d, %d, %d)", id, gen, s))
 	}
+	return nil
+}
+
+func (f *fakeMaps) PutMaglev(id uint32, gen uint8, table []uint16) error {
+	if err := f.op(); err != nil {
+		return err
+	}
+	f.maglev[bpflb.BackendKey{ID: id, Gen: gen}] = table
+	return nil
+}
+
+func (f *fakeMaps) DeleteMaglev(id uint32, gen uint8) error {
+	if err := f.op(); err != nil {
+		return err
+	}
+	delete(f.maglev, bpflb.BackendKey{ID: id, Gen: gen})
+	f.whole("DeleteMaglev")
 	return nil
 }
 
@@ -217,9 +238,11 @@ type world struct {
 	forgotten []netip.AddrPort
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldWith(t, ebpf.Config{NodeConfig: proxytest.Node}) }
+
+func newWorldWith(t *testing.T, cfg ebpf.Config) *world {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w := &world{t: t, maps: newFakeMaps(t), cfg: ebpf.Config{NodeConfig: proxytest.Node}}
+	w := &world{t: t, maps: newFakeMaps(t), cfg: cfg}
 	w.kernel = ebpf.NewKernel(w.maps, nil)
 	w.kernel.ForgetUDP = func(b []netip.AddrPort) error {
 		w.forgotten = append(w.forgotten, b...)
@@ -383,4 +406,39 @@ func TestProxierForgetsUDP(t *testing.T) {
 	if want := []netip.AddrPort{netip.MustParseAddrPort("10.244.2.1:5353"), netip.MustParseAddrPort("10.244.2.3:5353")}; !slices.Equal(w.forgotten, want) {
 		t.Errorf("forgot %v, want %v", w.forgotten, want)
 	}
+}
+
+// TestProxierMaglev: with Maglev, every outside set's entries point at a
+// table written before them, through scaling and failures.
+func TestProxierMaglev(t *testing.T) {
+	w := newWorldWith(t, ebpf.Config{NodeConfig: proxytest.Node, Maglev: true})
+	w.tracker.OnServiceAdd(proxytest.WebService(1))
+	for _, n := range []int{3, 5, 2, 4} {
+		w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(1, n, true))
+		w.synced()
+	}
+	tables := 0
+	for k, v := range w.maps.services {
+		if v.Flags&bpflb.Maglev != 0 {
+			tables++
+			if k.Scope != bpflb.Packet {
+				t.Errorf("a socket entry %s with Maglev", k)
+			}
+		}
+	}
+	if tables == 0 {
+		t.Error("no entry uses Maglev")
+	}
+	if len(w.maps.maglev) != 1 {
+		var keys []bpflb.BackendKey
+		for k := range w.maps.maglev {
+			keys = append(keys, k)
+		}
+		t.Errorf("%d Maglev tables %v, want the outside set's one (old generations deleted)", len(keys), keys)
+	}
+	w.maps.failAfter = 3
+	w.tracker.OnEndpointSliceAdd(proxytest.WebSlice(1, 1, true))
+	_ = w.proxier.Sync(context.Background())
+	w.maps.failAfter = 0
+	w.synced()
 }

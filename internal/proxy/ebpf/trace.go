@@ -129,9 +129,20 @@ func Trace(src Source, p trace.Packet, env Env) *trace.Result {
 				Note: fmt.Sprintf("the client's network namespace holds %s (ClientIP affinity, %ds)", b, t.Affinity)}}})
 		return res
 	}
-	pr := 1 / float64(len(t.Backends))
+	share := func(int) float64 { return 1 / float64(len(t.Backends)) }
+	how := "at random"
+	if outside && flags&bpflb.Maglev != 0 && t.Affinity == 0 {
+		// The flow's hash picks an entry of the set's Maglev table.
+		count := make([]int, len(t.Backends))
+		for _, s := range maglevTable(t.Backends) {
+			count[s]++
+		}
+		share = func(i int) float64 { return float64(count[i]) / MaglevSize }
+		how = "by the flow's hash in the Maglev table"
+	}
 	for i, b := range t.Backends {
-		note := fmt.Sprintf("slot %d of %d: %s, probability %.4f", i, len(t.Backends), b, pr)
+		pr := share(i)
+		note := fmt.Sprintf("slot %d of %d, %s: %s, probability %.4f", i, len(t.Backends), how, b, pr)
 		if t.Affinity > 0 {
 			note += fmt.Sprintf("; remembered for the client's network namespace for %ds", t.Affinity)
 		}
