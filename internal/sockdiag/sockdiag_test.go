@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/bpflb"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
@@ -83,16 +83,9 @@ func TestDestroyUDP(t *testing.T) {
 // processes live in are found and the matching ones destroyed.
 func TestDestroyInCgroup(t *testing.T) {
 	ns := netnstest.New(t, "sockdiag-cg")
-	mount := ""
-	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if f := strings.Fields(line); len(f) > 9 && strings.Contains(line, " - cgroup2 ") && f[3] == "/" {
-				mount = f[4]
-			}
-		}
-	}
-	if mount == "" {
-		t.Fatal("no cgroup2 hierarchy")
+	mount, err := bpflb.Cgroup2Mount()
+	if err != nil {
+		t.Fatal(err)
 	}
 	cg := filepath.Join(mount, fmt.Sprintf("svcnet-test-sockdiag-%d", rand.IntN(1e9)))
 	if err := os.MkdirAll(filepath.Join(cg, "svcnet-pod"), 0o755); err != nil {

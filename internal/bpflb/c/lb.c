@@ -172,15 +172,17 @@ static __always_inline int same_backend(const struct backend_val *a, const struc
 	return x[0] == y[0] && x[1] == y[1] && a->port == b->port;
 }
 
-// pick chooses a backend of the service at key into out. It returns 0,
-// with *found set when out holds a backend (unset: the address is not a
-// service's), or the errno the caller should fail with.
-// ak holds the client; *flags gets the entry's.
-static __always_inline int pick(struct svc_key *key, struct affinity_key *ak, struct backend_val *out, int *found, __u32 *flags)
+// pick chooses a backend of the service at key, whose entry the caller
+// has looked up (svc), into out. It returns 0, with *found set when out
+// holds a backend (unset: the entry went meanwhile), or the errno the
+// caller should fail with. ak holds the client; *flags gets the entry's.
+static __always_inline int pick(struct svc_key *key, struct svc_val *svc, struct affinity_key *ak, struct backend_val *out,
+				int *found, __u32 *flags)
 {
 	*found = 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		struct svc_val *svc = bpf_map_lookup_elem(&services, key);
+		if (attempt > 0)
+			svc = bpf_map_lookup_elem(&services, key);
 		if (!svc)
 			return 0;
 		__u32 id = svc->id;
@@ -235,32 +237,6 @@ static __always_inline void remember(void *ctx, const struct backend_val *b, con
 	bpf_map_update_elem(&revnat, &rk, svc, BPF_ANY);
 }
 
-static __always_inline int translate4(struct bpf_sock_addr *ctx)
-{
-	struct svc_key key = {.port = ctx->user_port, .proto = ctx->protocol, .family = 4};
-	__u32 ip = ctx->user_ip4;
-	__builtin_memcpy(key.addr, &ip, 4);
-	struct backend_val b;
-	int found;
-	__u32 flags;
-	struct affinity_key ak = {.netns = bpf_get_netns_cookie(ctx)};
-	int err = pick(&key, &ak, &b, &found, &flags);
-	if (err) {
-		bpf_set_retval(-err);
-		return 0;
-	}
-	if (!found)
-		return 1;
-	struct backend_val svc = {.port = key.port, .family = key.family};
-	__builtin_memcpy(svc.addr, key.addr, 16);
-	__u32 bip;
-	__builtin_memcpy(&bip, b.addr, 4);
-	ctx->user_ip4 = bip;
-	ctx->user_port = b.port;
-	remember(ctx, &b, &svc);
-	return 1;
-}
-
 // A dual-stack socket reaches IPv4 addresses as IPv4-mapped IPv6 ones
 // (::ffff:a.b.c.d): its hooks are the IPv6 ones, its services the IPv4
 // entries.
@@ -269,11 +245,16 @@ static __always_inline int v4mapped(const __u32 *a)
 	return a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0xffff);
 }
 
-// load6 reads an IPv6 address from ctx into addr, as the maps key it
-// (an IPv4-mapped one as the IPv4 address), and returns its family.
-static __always_inline __u8 load6(struct bpf_sock_addr *ctx, __u8 *addr)
+// load reads ctx's address (of an IPv6 hook when v6) into addr, as the
+// maps key it (an IPv4-mapped one as the IPv4 address), and returns its
+// family.
+static __always_inline __u8 load(struct bpf_sock_addr *ctx, int v6, __u8 *addr)
 {
 	__u32 *a = (__u32 *)addr;
+	if (!v6) {
+		a[0] = ctx->user_ip4;
+		return 4;
+	}
 	a[0] = ctx->user_ip6[0];
 	a[1] = ctx->user_ip6[1];
 	a[2] = ctx->user_ip6[2];
@@ -285,10 +266,15 @@ static __always_inline __u8 load6(struct bpf_sock_addr *ctx, __u8 *addr)
 	return 4;
 }
 
-// store6 writes addr of family into ctx's IPv6 address.
-static __always_inline void store6(struct bpf_sock_addr *ctx, const __u8 *addr, __u8 family)
+// store writes addr of family into ctx's address (of an IPv6 hook when
+// v6: an IPv4 one as IPv4-mapped).
+static __always_inline void store(struct bpf_sock_addr *ctx, int v6, const __u8 *addr, __u8 family)
 {
 	const __u32 *a = (const __u32 *)addr;
+	if (!v6) {
+		ctx->user_ip4 = a[0];
+		return;
+	}
 	if (family == 4) {
 		ctx->user_ip6[0] = 0;
 		ctx->user_ip6[1] = 0;
@@ -302,15 +288,23 @@ static __always_inline void store6(struct bpf_sock_addr *ctx, const __u8 *addr, 
 	ctx->user_ip6[3] = a[3];
 }
 
-static __always_inline int translate6(struct bpf_sock_addr *ctx)
+// translate gives a connect (or an unconnected send) to a service's
+// address one of its backends', and remembers the service's for the
+// socket's replies and peer name.
+static __always_inline int translate(struct bpf_sock_addr *ctx, int v6)
 {
 	struct svc_key key = {.port = ctx->user_port, .proto = ctx->protocol};
-	key.family = load6(ctx, key.addr);
+	key.family = load(ctx, v6, key.addr);
+	struct svc_val *entry = bpf_map_lookup_elem(&services, &key);
+	if (!entry)
+		return 1; // not a service's address: most connects end here
+	struct affinity_key ak = {};
+	if (entry->affinity)
+		ak.netns = bpf_get_netns_cookie(ctx);
 	struct backend_val b;
 	int found;
 	__u32 flags;
-	struct affinity_key ak = {.netns = bpf_get_netns_cookie(ctx)};
-	int err = pick(&key, &ak, &b, &found, &flags);
+	int err = pick(&key, entry, &ak, &b, &found, &flags);
 	if (err) {
 		bpf_set_retval(-err);
 		return 0;
@@ -319,64 +313,49 @@ static __always_inline int translate6(struct bpf_sock_addr *ctx)
 		return 1;
 	struct backend_val svc = {.port = key.port, .family = key.family};
 	__builtin_memcpy(svc.addr, key.addr, 16);
-	store6(ctx, b.addr, b.family);
+	store(ctx, v6, b.addr, b.family);
 	ctx->user_port = b.port;
 	remember(ctx, &b, &svc);
 	return 1;
 }
 
-// untranslate4 shows the service's address where the socket sees the
+// untranslate shows the service's address where the socket sees the
 // endpoint's: the source of a datagram received, the peer's name.
-static __always_inline int untranslate4(struct bpf_sock_addr *ctx)
+static __always_inline int untranslate(struct bpf_sock_addr *ctx, int v6)
 {
 	struct revnat_key rk = {.cookie = bpf_get_socket_cookie(ctx), .port = ctx->user_port};
-	__u32 ip = ctx->user_ip4;
-	__builtin_memcpy(rk.addr, &ip, 4);
+	load(ctx, v6, rk.addr);
 	struct backend_val *svc = bpf_map_lookup_elem(&revnat, &rk);
 	if (!svc)
 		return 1;
-	__u32 sip;
-	__builtin_memcpy(&sip, svc->addr, 4);
-	ctx->user_ip4 = sip;
-	ctx->user_port = svc->port;
-	return 1;
-}
-
-static __always_inline int untranslate6(struct bpf_sock_addr *ctx)
-{
-	struct revnat_key rk = {.cookie = bpf_get_socket_cookie(ctx), .port = ctx->user_port};
-	load6(ctx, rk.addr);
-	struct backend_val *svc = bpf_map_lookup_elem(&revnat, &rk);
-	if (!svc)
-		return 1;
-	store6(ctx, svc->addr, svc->family);
+	store(ctx, v6, svc->addr, svc->family);
 	ctx->user_port = svc->port;
 	return 1;
 }
 
 SEC("cgroup/connect4")
-int connect4(struct bpf_sock_addr *ctx) { return translate4(ctx); }
+int connect4(struct bpf_sock_addr *ctx) { return translate(ctx, 0); }
 
 SEC("cgroup/sendmsg4")
-int sendmsg4(struct bpf_sock_addr *ctx) { return translate4(ctx); }
+int sendmsg4(struct bpf_sock_addr *ctx) { return translate(ctx, 0); }
 
 SEC("cgroup/recvmsg4")
-int recvmsg4(struct bpf_sock_addr *ctx) { return untranslate4(ctx); }
+int recvmsg4(struct bpf_sock_addr *ctx) { return untranslate(ctx, 0); }
 
 SEC("cgroup/getpeername4")
-int getpeername4(struct bpf_sock_addr *ctx) { return untranslate4(ctx); }
+int getpeername4(struct bpf_sock_addr *ctx) { return untranslate(ctx, 0); }
 
 SEC("cgroup/connect6")
-int connect6(struct bpf_sock_addr *ctx) { return translate6(ctx); }
+int connect6(struct bpf_sock_addr *ctx) { return translate(ctx, 1); }
 
 SEC("cgroup/sendmsg6")
-int sendmsg6(struct bpf_sock_addr *ctx) { return translate6(ctx); }
+int sendmsg6(struct bpf_sock_addr *ctx) { return translate(ctx, 1); }
 
 SEC("cgroup/recvmsg6")
-int recvmsg6(struct bpf_sock_addr *ctx) { return untranslate6(ctx); }
+int recvmsg6(struct bpf_sock_addr *ctx) { return untranslate(ctx, 1); }
 
 SEC("cgroup/getpeername6")
-int getpeername6(struct bpf_sock_addr *ctx) { return untranslate6(ctx); }
+int getpeername6(struct bpf_sock_addr *ctx) { return untranslate(ctx, 1); }
 
 
 // ---- The packet path: clients outside the node ----
@@ -469,10 +448,9 @@ static __always_inline __u32 flow_hash(const struct flow_key *f)
 
 // maglev_pick chooses the backend of a new flow from the set's Maglev
 // table; 0 when out holds it.
-static __always_inline int maglev_pick(const struct svc_key *key, const struct flow_key *f, struct backend_val *out)
+static __always_inline int maglev_pick(const struct svc_val *svc, const struct flow_key *f, struct backend_val *out)
 {
-	struct svc_val *svc = bpf_map_lookup_elem(&services, key);
-	if (!svc || svc->count == 0)
+	if (svc->count == 0)
 		return -1;
 	struct maglev_key mk = {.id = svc->id, .gen = svc->gen};
 	struct maglev_val *mv = bpf_map_lookup_elem(&maglev, &mk);
@@ -626,11 +604,11 @@ int from_net(struct __sk_buff *skb)
 				return TC_ACT_SHOT;
 		}
 		int err = 0;
-		if ((svc->flags & SVC_MAGLEV) && !svc->affinity && maglev_pick(&key, &p.f, &b) == 0) {
+		if ((svc->flags & SVC_MAGLEV) && !svc->affinity && maglev_pick(svc, &p.f, &b) == 0) {
 			found = 1;
 			flags = svc->flags;
 		} else {
-			err = pick(&key, &ak, &b, &found, &flags);
+			err = pick(&key, svc, &ak, &b, &found, &flags);
 		}
 		if (err == EPERM)
 			return TC_ACT_SHOT; // Local policy, no endpoint here

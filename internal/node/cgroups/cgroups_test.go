@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/bpflb"
 	"github.com/svcnet/svcnet/test/vm"
 )
 
@@ -148,17 +149,9 @@ func TestNodeGroup(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("cgroups take root; CI runs as root")
 	}
-	mount := ""
-	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if f := strings.Fields(line); len(f) > 9 && strings.Contains(line, " - cgroup2 ") && f[3] == "/" {
-				mount = f[4]
-				break
-			}
-		}
-	}
-	if mount == "" {
-		t.Fatal("no cgroup2 hierarchy mounted (docs/architecture.md: this machine has one beside v1)")
+	mount, err := bpflb.Cgroup2Mount()
+	if err != nil {
+		t.Fatalf("%v (docs/architecture.md: this machine has one beside v1)", err)
 	}
 	root := filepath.Join(mount, fmt.Sprintf("svcnet-test-node-%d", rand.IntN(1e9)))
 	h, err := Detect().Under(root)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
@@ -118,23 +119,23 @@ func (c ebpfCollector) Collect(ch chan<- prometheus.Metric) {
 // linksOf are the links of the calling thread's network namespace that
 // hold addrs.
 func linksOf(addrs []netip.Addr) ([]netlink.Link, error) {
+	list, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, err
+	}
 	var out []netlink.Link
 	seen := map[int]bool{}
-	for _, a := range addrs {
-		list, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	for _, la := range list {
+		ip, ok := netip.AddrFromSlice(la.IP)
+		if !ok || seen[la.LinkIndex] || !slices.Contains(addrs, ip.Unmap()) {
+			continue
+		}
+		l, err := netlink.LinkByIndex(la.LinkIndex)
 		if err != nil {
 			return nil, err
 		}
-		for _, la := range list {
-			if ip, ok := netip.AddrFromSlice(la.IP); ok && ip.Unmap() == a && !seen[la.LinkIndex] {
-				l, err := netlink.LinkByIndex(la.LinkIndex)
-				if err != nil {
-					return nil, err
-				}
-				seen[la.LinkIndex] = true
-				out = append(out, l)
-			}
-		}
+		seen[la.LinkIndex] = true
+		out = append(out, l)
 	}
 	return out, nil
 }

@@ -50,9 +50,9 @@ type Kernel struct {
 	// ones (flows from outside forgotten, connected sockets destroyed).
 	ForgetUDP func([]netip.AddrPort) error
 
-	mu   sync.Mutex
-	used map[uint32]bool
-	// names are the backend set of each id in use, for the counters.
+	mu sync.Mutex
+	// names are the backend set of each id in use: the ids in use, and
+	// the counters' labels.
 	names map[uint32]TargetName
 	next  uint32
 	freed []uint32
@@ -60,7 +60,7 @@ type Kernel struct {
 
 // NewKernel shares maps between the families' proxiers.
 func NewKernel(m Maps, attached func() (bool, error)) *Kernel {
-	return &Kernel{Maps: m, Attached: attached, used: map[uint32]bool{}, names: map[uint32]TargetName{}, next: 1}
+	return &Kernel{Maps: m, Attached: attached, names: map[uint32]TargetName{}, next: 1}
 }
 
 // Stats reads the counters of every backend set in use. A set's
@@ -99,7 +99,6 @@ func (k *Kernel) alloc(name TargetName) (uint32, error) {
 			return 0, err
 		}
 	}
-	k.used[id] = true
 	k.names[id] = name
 	return id, nil
 }
@@ -107,8 +106,7 @@ func (k *Kernel) alloc(name TargetName) (uint32, error) {
 func (k *Kernel) free(id uint32) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.used[id] {
-		delete(k.used, id)
+	if _, ok := k.names[id]; ok {
 		delete(k.names, id)
 		k.freed = append(k.freed, id)
 	}
@@ -117,7 +115,8 @@ func (k *Kernel) free(id uint32) {
 func (k *Kernel) inUse(id uint32) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.used[id]
+	_, ok := k.names[id]
+	return ok
 }
 
 // ProxierConfig assembles an ebpf-mode proxier of one family.
@@ -319,7 +318,8 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 	}
 	// 1. New and changed backend sets: their slots in the generation
 	// no entry points at.
-	var flipped, made []TargetName
+	var made []TargetName
+	flipped := map[TargetName]bool{}
 	var sets []bpflb.BackendSet
 	for name, t := range table.Targets {
 		cur := w.targets[name]
@@ -340,7 +340,7 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 			continue
 		case !slices.Equal(cur.target.Backends, t.Backends):
 			sets = append(sets, bpflb.BackendSet{ID: cur.id, Gen: cur.gen ^ 1, Backends: t.Backends})
-			flipped = append(flipped, name)
+			flipped[name] = true
 			st.sets++
 		}
 		if !slices.Equal(cur.target.Ranges, t.Ranges) {
@@ -379,7 +379,7 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 		t := table.Targets[name]
 		cur := w.targets[name]
 		gen := cur.gen
-		if slices.Contains(flipped, name) {
+		if flipped[name] {
 			gen ^= 1
 		} else if old, ok := w.keys[k]; ok && old == name && w.flags[k] == table.Flags[k] && cur.target.equal(t) {
 			continue
@@ -426,7 +426,7 @@ func (w *writer) write(table Table, ports []svcstate.ServicePortName) (writeStat
 		}
 	}
 	// 4. Old slots of flipped sets, and sets no entry names any more.
-	for _, name := range flipped {
+	for name := range flipped {
 		cur := w.targets[name]
 		if name.Port.Protocol == v1.ProtocolUDP {
 			for _, b := range cur.target.Backends {

@@ -1,13 +1,13 @@
 package cluster_test
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/bpflb"
 	"github.com/svcnet/svcnet/internal/loadgen"
 )
 
@@ -99,17 +99,11 @@ func TestEBPFMode(t *testing.T) {
 
 // cgroup2 is where the machine mounts its cgroup2 hierarchy.
 func cgroup2(t *testing.T) string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mount, err := bpflb.Cgroup2Mount()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 9 && strings.Contains(line, " - cgroup2 ") && f[3] == "/" {
-			return f[4]
-		}
-	}
-	t.Fatal("no cgroup2 hierarchy")
-	return ""
+	return mount
 }
 
 // ebpfGroups are the cgroups with a connect4 program attached, as
